@@ -1,0 +1,486 @@
+# coding=utf-8
+"""WordPiece tokenization, output-identical to the BERT research release.
+
+Pure Python (no TensorFlow needed to tokenize). Public API (SPEC §2):
+`FullTokenizer`, `BasicTokenizer`, `WordpieceTokenizer`, `load_vocab`,
+`convert_by_vocab`, `convert_tokens_to_ids`, `convert_ids_to_tokens`,
+`whitespace_tokenize`, `convert_to_unicode`, `printable_text` and
+`validate_case_matches_checkpoint`.
+
+Pipeline of `FullTokenizer.tokenize` (Devlin et al. 2018, §3 / appendix A.2 and
+the released `tokenization.py` behaviour):
+
+  1. clean: drop U+0000, U+FFFD and Cc/Cf characters; every whitespace
+     character becomes a space;
+  2. put spaces around CJK Unified Ideographs;
+  3. split on whitespace (`str.split()`);
+  4. per word: optionally lowercase + NFD + drop Mn marks, then split off every
+     punctuation character;
+  5. WordPiece: greedy longest-match-first against the vocabulary.
+
+Speed (same output as the plain algorithm):
+  * ASCII texts take a fast path: one `str.translate` (drop controls, lowercase,
+    pad punctuation with spaces) and one `str.split()`; no Unicode lookups.
+  * Non-ASCII texts are cleaned with one `str.translate` against a lazily filled
+    per-character table, and each whitespace word's basic tokens are cached.
+  * WordPiece results are cached per word (bounded, per tokenizer instance) and
+    the longest-match search never tries substrings longer than the longest
+    vocabulary entry.
+"""
+
+import collections
+import re
+import unicodedata
+
+# Bound on every per-instance cache (entries); a full cache is simply cleared.
+_CACHE_MAX_ENTRIES = 1 << 16
+
+# CJK Unified Ideograph blocks padded with spaces (inclusive ranges). Hangul,
+# Hiragana and Katakana are not included. Kept for parity: these are exactly the
+# ranges the released checkpoints were pre-trained with.
+_CJK_RANGES = (
+    (0x4E00, 0x9FFF),
+    (0x3400, 0x4DBF),
+    (0x20000, 0x2A6DF),
+    (0x2A700, 0x2B73F),
+    (0x2B740, 0x2B81F),
+    (0x2B820, 0x2CEAF),
+    (0xF900, 0xFAFF),
+    (0x2F800, 0x2FA1F),
+)
+
+# Known released checkpoints (folder name -> was it pre-trained lower-cased).
+_LOWER_CASED_MODELS = frozenset([
+    "uncased_L-24_H-1024_A-16",
+    "uncased_L-12_H-768_A-12",
+    "multilingual_L-12_H-768_A-12",
+    "chinese_L-12_H-768_A-12",
+    # Extension: whole-word-masking and the 24 small BERTs (Turc et al. 2019).
+    "wwm_uncased_L-24_H-1024_A-16",
+] + ["uncased_L-%d_H-%d_A-%d" % (layers, hidden, hidden // 64)
+     for layers in (2, 4, 6, 8, 10, 12)
+     for hidden in (128, 256, 512, 768)])
+_CASED_MODELS = frozenset([
+    "cased_L-12_H-768_A-12",
+    "cased_L-24_H-1024_A-16",
+    "multi_cased_L-12_H-768_A-12",
+    # Extension: whole-word masking.
+    "wwm_cased_L-24_H-1024_A-16",
+])
+
+
+def validate_case_matches_checkpoint(do_lower_case, init_checkpoint):
+  """Checks that `do_lower_case` agrees with a released checkpoint's casing.
+
+  Only paths naming a file `bert_model.ckpt` (TF's `.index`/`.data-*` suffixes
+  allowed) are checked, `<name>` being the folder just above it; the check
+  applies when `<name>` is a known Google release: the seven of the original
+  README, plus (an extension) `wwm_uncased_L-24_H-1024_A-16`,
+  `wwm_cased_L-24_H-1024_A-16` and the small BERTs `uncased_L-{2..12}_H-*_A-*`.
+  `None`, empty paths, other folder names and other file names
+  (`model.ckpt-1000`) pass silently. Matches the reference's heuristic.
+
+  Args:
+    do_lower_case: bool, the `--do_lower_case` flag.
+    init_checkpoint: str or None, the `--init_checkpoint` flag.
+
+  Raises:
+    ValueError: the checkpoint is a known release whose casing contradicts
+      `do_lower_case`; the message says which flag value to use.
+  """
+  if not init_checkpoint:
+    return
+  match = re.match(r"^.*?([A-Za-z0-9_-]+)/bert_model\.ckpt", init_checkpoint)
+  if match is None:
+    return
+  model_name = match.group(1)
+  if model_name in _LOWER_CASED_MODELS and not do_lower_case:
+    casing, wanted = "lower-cased", True
+  elif model_name in _CASED_MODELS and do_lower_case:
+    casing, wanted = "cased", False
+  else:
+    return
+  raise ValueError(
+      "--do_lower_case=%s does not match --init_checkpoint=%s: %s is a %s "
+      "model, so pass --do_lower_case=%s (the tokenizer must match how the "
+      "model was pre-trained)." % (not wanted, init_checkpoint, model_name,
+                                   casing, wanted))
+
+
+def convert_to_unicode(text):
+  """Returns `text` as `str`; bytes are decoded as UTF-8 ignoring bad bytes.
+
+  Raises:
+    ValueError: `text` is neither `str` nor `bytes`.
+  """
+  if isinstance(text, str):
+    return text
+  if isinstance(text, bytes):
+    return text.decode("utf-8", "ignore")
+  raise ValueError("Unsupported string type: %s (expected str or bytes)" %
+                   type(text).__name__)
+
+
+def printable_text(text):
+  """Returns `text` as a `str` fit for printing/logging (same as Python 3 str).
+
+  Raises:
+    ValueError: `text` is neither `str` nor `bytes`.
+  """
+  return convert_to_unicode(text)
+
+
+def _read_lines(path):
+  """Yields the lines of a text file the way `tf.io.gfile.GFile.readline` does.
+
+  A line ends at `\\n` only (never at U+2028, U+0085 or form feed); `\\r`
+  characters are removed anywhere; each line is decoded as UTF-8 ignoring
+  invalid bytes; the `\\n` is kept. Reading stops at the first empty result,
+  like a `readline()` loop. Paths with a `scheme://` go through `tf.io.gfile`.
+
+  Raises:
+    FileNotFoundError: `path` does not exist.
+  """
+  if "://" in path:
+    import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
+    if not tf.io.gfile.exists(path):
+      raise FileNotFoundError("Vocabulary file not found: %s" % path)
+    with tf.io.gfile.GFile(path, "rb") as reader:
+      data = reader.read()
+  else:
+    try:
+      with open(path, "rb") as reader:
+        data = reader.read()
+    except FileNotFoundError:
+      raise FileNotFoundError("Vocabulary file not found: %s" % path) from None
+  parts = data.replace(b"\r", b"").split(b"\n")
+  last = len(parts) - 1
+  for i, part in enumerate(parts):
+    line = part.decode("utf-8", "ignore")
+    if i < last:
+      line += "\n"
+    if not line:
+      return
+    yield line
+
+
+def load_vocab(vocab_file):
+  """Loads a WordPiece vocabulary: one token per line, id = 0-based line number.
+
+  Each line is `str.strip()`-ed (so a line holding only U+2028 is the empty
+  token ""). A token seen twice keeps its first position in the mapping and
+  takes the later id (reference behaviour).
+
+  Args:
+    vocab_file: str, path of the vocab file.
+
+  Returns:
+    `collections.OrderedDict` token (str) -> id (int), in file order.
+
+  Raises:
+    FileNotFoundError: the file does not exist.
+    ValueError: the file holds no tokens.
+  """
+  vocab = collections.OrderedDict()
+  for index, line in enumerate(_read_lines(vocab_file)):
+    vocab[line.strip()] = index
+  if not vocab:
+    raise ValueError("Vocabulary file is empty: %s (expected one token per "
+                     "line)" % vocab_file)
+  return vocab
+
+
+def convert_by_vocab(vocab, items):
+  """Maps each item through `vocab` (tokens -> ids or ids -> tokens).
+
+  Raises:
+    KeyError: an item is not in `vocab` (as the reference).
+  """
+  return [vocab[item] for item in items]
+
+
+def convert_tokens_to_ids(vocab, tokens):
+  """Returns the ids of `tokens` (list of str) under `vocab` (token -> id)."""
+  return convert_by_vocab(vocab, tokens)
+
+
+def convert_ids_to_tokens(inv_vocab, ids):
+  """Returns the tokens of `ids` (list of int) under `inv_vocab` (id -> token)."""
+  return convert_by_vocab(inv_vocab, ids)
+
+
+def whitespace_tokenize(text):
+  """`str.strip()` then `str.split()` (so U+2028/U+2029 also separate)."""
+  text = text.strip()
+  if not text:
+    return []
+  return text.split()
+
+
+class FullTokenizer(object):
+  """End-to-end tokenization: basic tokenization, then WordPiece."""
+
+  def __init__(self, vocab_file, do_lower_case=True):
+    """Loads the vocabulary and builds both stages.
+
+    Args:
+      vocab_file: str, path of the WordPiece vocab (one token per line).
+      do_lower_case: bool, lowercase and strip accents (must match the
+        checkpoint; see `validate_case_matches_checkpoint`).
+
+    Raises:
+      FileNotFoundError: the vocab file does not exist.
+      ValueError: the vocab file is empty.
+    """
+    self.vocab = load_vocab(vocab_file)
+    self.inv_vocab = {v: k for k, v in self.vocab.items()}
+    self.basic_tokenizer = BasicTokenizer(do_lower_case=do_lower_case)
+    self.wordpiece_tokenizer = WordpieceTokenizer(vocab=self.vocab)
+
+  def tokenize(self, text):
+    """Returns the WordPiece tokens (list of str) of `text` (str or bytes)."""
+    words = self.basic_tokenizer.tokenize(text)
+    wordpiece = self.wordpiece_tokenizer
+    if isinstance(wordpiece, WordpieceTokenizer):
+      return wordpiece._tokenize_words(words)  # pylint: disable=protected-access
+    return [piece for word in words for piece in wordpiece.tokenize(word)]
+
+  def convert_tokens_to_ids(self, tokens):
+    """Returns the ids (list of int) of `tokens`.
+
+    Raises:
+      KeyError: a token is not in the vocabulary.
+    """
+    return convert_by_vocab(self.vocab, tokens)
+
+  def convert_ids_to_tokens(self, ids):
+    """Returns the tokens (list of str) of `ids`.
+
+    Raises:
+      KeyError: an id is not in the vocabulary.
+    """
+    return convert_by_vocab(self.inv_vocab, ids)
+
+
+# ---------------------------------------------------------------------------
+# Character classes (reference definitions).
+
+
+def _is_whitespace(char):
+  """Space, tab, newline, CR and category Zs (U+2028/U+0085 are not)."""
+  if char in " \t\n\r":
+    return True
+  return unicodedata.category(char) == "Zs"
+
+
+def _is_control(char):
+  """Categories Cc and Cf, except tab/newline/CR (Co, Cn, Cs are kept)."""
+  if char in "\t\n\r":
+    return False
+  return unicodedata.category(char) in ("Cc", "Cf")
+
+
+def _is_punctuation(char):
+  """ASCII 33-47, 58-64, 91-96, 123-126 (so `$+<^~` too) or any category P*."""
+  cp = ord(char)
+  if 33 <= cp <= 47 or 58 <= cp <= 64 or 91 <= cp <= 96 or 123 <= cp <= 126:
+    return True
+  return unicodedata.category(char).startswith("P")
+
+
+def _is_chinese_char(cp):
+  """Is code point `cp` in one of the CJK Unified Ideograph blocks?"""
+  for first, last in _CJK_RANGES:
+    if first <= cp <= last:
+      return True
+  return False
+
+
+class _CleanTable(dict):
+  """`str.translate` table for steps 1-2, filled lazily one code point at a time.
+
+  Maps a code point to None (dropped: U+0000, U+FFFD, Cc/Cf), " " (whitespace),
+  " c " (CJK ideograph, padded) or itself.
+  """
+
+  def __missing__(self, cp):
+    char = chr(cp)
+    if cp == 0 or cp == 0xFFFD or _is_control(char):
+      value = None
+    elif _is_whitespace(char):
+      value = " "
+    elif _is_chinese_char(cp):
+      value = " %s " % char
+    else:
+      value = cp
+    self[cp] = value
+    return value
+
+
+class _PunctTable(dict):
+  """`str.translate` table padding every punctuation character with spaces."""
+
+  def __missing__(self, cp):
+    char = chr(cp)
+    value = (" %s " % char) if _is_punctuation(char) else cp
+    self[cp] = value
+    return value
+
+
+_CLEAN_TABLE = _CleanTable()
+_PUNCT_TABLE = _PunctTable()
+
+
+def _ascii_table(do_lower_case):
+  """One-pass table for all-ASCII text: steps 1, 4 (lowercase, punctuation)."""
+  table = {}
+  for cp in range(128):
+    char = chr(cp)
+    value = _CLEAN_TABLE[cp]
+    if isinstance(value, int):
+      if _is_punctuation(char):
+        value = " %s " % char
+      elif do_lower_case:
+        value = char.lower()
+    table[cp] = value
+  return table
+
+
+_ASCII_TABLES = {True: _ascii_table(True), False: _ascii_table(False)}
+
+
+def _strip_accents(text):
+  """NFD-normalizes `text` and drops combining marks (category Mn)."""
+  text = unicodedata.normalize("NFD", text)
+  if text.isascii():
+    return text
+  return "".join(c for c in text if unicodedata.category(c) != "Mn")
+
+
+class BasicTokenizer(object):
+  """Cleaning, CJK padding, whitespace and punctuation splitting, lowercasing."""
+
+  def __init__(self, do_lower_case=True):
+    """Args: do_lower_case: bool, lowercase and strip accents (NFD, drop Mn)."""
+    self.do_lower_case = do_lower_case
+    self._word_cache = {}
+    self._word_cache_lower = do_lower_case
+
+  def tokenize(self, text):
+    """Returns the basic tokens (list of str) of `text` (str or bytes).
+
+    Raises:
+      ValueError: `text` is neither str nor bytes.
+    """
+    text = convert_to_unicode(text)
+    lower = bool(self.do_lower_case)
+    if text.isascii():
+      # ASCII has no CJK, no Mn marks and no non-ASCII punctuation or spaces.
+      return text.translate(_ASCII_TABLES[lower]).split()
+    if lower != self._word_cache_lower:
+      self._word_cache = {}
+      self._word_cache_lower = lower
+    cache = self._word_cache
+    output = []
+    for word in text.translate(_CLEAN_TABLE).split():
+      tokens = cache.get(word)
+      if tokens is None:
+        tokens = self._split_word(word, lower)
+        if len(cache) >= _CACHE_MAX_ENTRIES:
+          cache.clear()
+        cache[word] = tokens
+      output.extend(tokens)
+    return output
+
+  @staticmethod
+  def _split_word(word, lower):
+    """Basic tokens (tuple) of one cleaned whitespace-free word."""
+    if lower:
+      # Kept for parity: lowercasing also strips accents (NFD, drop Mn), which
+      # decomposes Hangul syllables into jamo; released uncased models use it.
+      word = _strip_accents(word.lower())
+    return tuple(word.translate(_PUNCT_TABLE).split())
+
+
+class WordpieceTokenizer(object):
+  """Greedy longest-match-first WordPiece (Wu et al. 2016; BERT release)."""
+
+  def __init__(self, vocab, unk_token="[UNK]", max_input_chars_per_word=200):
+    """Args:
+
+      vocab: mapping token (str) -> id; treated as read-only (a change in its
+        size or identity resets the cache).
+      unk_token: str, emitted for a word that cannot be matched.
+      max_input_chars_per_word: int, words longer than this many code points
+        become `unk_token` (counted after basic tokenization).
+    """
+    self.vocab = vocab
+    self.unk_token = unk_token
+    self.max_input_chars_per_word = max_input_chars_per_word
+    self._cache_key = None
+    self._cache = {}
+    self._max_first = 0
+    self._max_later = 0
+
+  def tokenize(self, text):
+    """Returns the WordPiece tokens (list of str) of `text`.
+
+    `text` is whitespace-split first; each word becomes its pieces, later
+    pieces prefixed `##`, or one `unk_token` if it is too long or some
+    position cannot be matched.
+
+    Raises:
+      ValueError: `text` is neither str nor bytes.
+    """
+    return self._tokenize_words(whitespace_tokenize(convert_to_unicode(text)))
+
+  def _tokenize_words(self, words):
+    """WordPiece tokens of a list of whitespace-free words (cached per word)."""
+    key = (id(self.vocab), len(self.vocab), self.unk_token,
+           self.max_input_chars_per_word)
+    if key != self._cache_key:
+      self._reset_cache(key)
+    cache = self._cache
+    output = []
+    for word in words:
+      pieces = cache.get(word)
+      if pieces is None:
+        pieces = self._split_word(word)
+        if len(cache) >= _CACHE_MAX_ENTRIES:
+          cache.clear()
+        cache[word] = pieces
+      output.extend(pieces)
+    return output
+
+  def _reset_cache(self, key):
+    """Empties the cache and recomputes the longest vocab entry lengths."""
+    self._cache_key = key
+    self._cache = {}
+    max_first = max_later = 0
+    for token in self.vocab:
+      if token.startswith("##"):
+        max_later = max(max_later, len(token) - 2)
+      max_first = max(max_first, len(token))
+    self._max_first, self._max_later = max_first, max_later
+
+  def _split_word(self, word):
+    """Greedy longest-match-first pieces (tuple) of one word."""
+    length = len(word)
+    if length > self.max_input_chars_per_word:
+      return (self.unk_token,)
+    vocab = self.vocab
+    pieces = []
+    start = 0
+    while start < length:
+      # Substrings longer than any vocab entry cannot match: start below them.
+      end = min(length, start + (self._max_later if start else self._max_first))
+      while end > start:
+        piece = word[start:end] if start == 0 else "##" + word[start:end]
+        if piece in vocab:
+          break
+        end -= 1
+      else:
+        return (self.unk_token,)
+      pieces.append(piece)
+      start = end
+    return tuple(pieces)
