@@ -1,0 +1,389 @@
+"""Extracts contextual token embeddings from a BERT checkpoint to JSON lines.
+
+Each input line is one example; `text_a ||| text_b` makes a pair. For every
+line, one JSON object is written, in input order:
+
+  {"linex_index": i, "features": [{"token": "[CLS]", "layers": [
+      {"index": -1, "values": [...]}, {"index": -2, "values": [...]}]}, ...]}
+
+with one entry per real (unpadded) token and the activations of each layer in
+`--layers` rounded to 6 decimals, as the reference release writes them. On
+CPU/GPU the input is read and tokenized lazily and the output streamed to a
+temporary file renamed when complete, so memory does not grow with the input
+and a killed run never leaves a partial file under the final name.
+
+Example:
+  python extract_features.py --input_file=input.txt --output_file=out.jsonl \
+    --vocab_file=$BERT_DIR/vocab.txt --bert_config_file=$BERT_DIR/bert_config.json \
+    --init_checkpoint=$BERT_DIR/bert_model.ckpt --layers=-1,-2,-3,-4 \
+    --max_seq_length=128 --batch_size=8
+"""
+
+import collections
+import json
+import re
+import threading
+import time
+
+from absl import flags
+from absl import logging
+import tensorflow.compat.v1 as tf
+
+import estimator_utils
+import feature_utils
+import modeling
+import tokenization
+
+FLAGS = flags.FLAGS
+
+# A pair is written `text_a ||| text_b`; the pattern is greedy, so the last
+# separator wins (reference behaviour, case B23).
+_PAIR_PATTERN = re.compile(r"^(.*) \|\|\| (.*)$")
+
+
+def define_flags():
+  """Defines the reference release's flags for this script."""
+  flags.DEFINE_string("input_file", None,
+                      "Text file, one example per line; `a ||| b` for pairs.")
+  flags.DEFINE_string("output_file", None, "Where to write the JSON lines.")
+  flags.DEFINE_string("layers", "-1,-2,-3,-4",
+                      "Comma-separated layer indexes; negative count from the "
+                      "top layer.")
+  flags.DEFINE_string("bert_config_file", None,
+                      "The config JSON of the pre-trained BERT model.")
+  flags.DEFINE_integer("max_seq_length", 128,
+                       "Sequence length after WordPiece tokenization; longer "
+                       "inputs are truncated, shorter ones padded.")
+  flags.DEFINE_string("init_checkpoint", None,
+                      "Checkpoint of the pre-trained BERT model.")
+  flags.DEFINE_string("vocab_file", None, "The model's WordPiece vocabulary.")
+  flags.DEFINE_bool("do_lower_case", True,
+                    "Lower-case the input (True for uncased models).")
+  flags.DEFINE_integer("batch_size", 32, "Batch size for predictions.")
+  flags.DEFINE_bool("use_one_hot_embeddings", False,
+                    "Use one-hot matmuls for embedding lookups (faster on "
+                    "TPU).")
+  estimator_utils.define_tpu_flags()
+
+
+class InputExample(object):
+  """One input line: `text_a`, and `text_b` (None) for a pair."""
+
+  def __init__(self, unique_id, text_a, text_b):
+    self.unique_id = unique_id
+    self.text_a = text_a
+    self.text_b = text_b
+
+
+class InputFeatures(object):
+  """The model inputs of one example, padded to `max_seq_length`."""
+
+  def __init__(self, unique_id, tokens, input_ids, input_mask,
+               input_type_ids):
+    self.unique_id = unique_id
+    self.tokens = tokens
+    self.input_ids = input_ids
+    self.input_mask = input_mask
+    self.input_type_ids = input_type_ids
+
+
+def iter_examples(input_file):
+  """Yields one `InputExample` per line of `input_file`, lazily.
+
+  Lines are read as `tokenization` reads text (ending at `\\n` only) and
+  stripped; an empty or blank line still yields an example (`[CLS] [SEP]`).
+  `unique_id` counts lines from 0.
+
+  Raises:
+    ValueError: when the file does not exist.
+  """
+  if not tf.io.gfile.exists(input_file):
+    raise ValueError("--input_file: %s does not exist" % input_file)
+  unique_id = 0
+  with tf.io.gfile.GFile(input_file, "rb") as reader:
+    while True:
+      line = reader.readline()
+      if not line:
+        break
+      line = tokenization.convert_to_unicode(line).replace("\r", "").strip()
+      match = _PAIR_PATTERN.match(line)
+      if match:
+        yield InputExample(unique_id, match.group(1), match.group(2))
+      else:
+        yield InputExample(unique_id, line, None)
+      unique_id += 1
+
+
+def read_examples(input_file):
+  """Reads all lines of `input_file` into a list of `InputExample`s."""
+  return list(iter_examples(input_file))
+
+
+def convert_single_example(example, seq_length, tokenizer):
+  """Tokenizes, truncates, frames and pads one example.
+
+  Args:
+    example: an `InputExample`.
+    seq_length: int, the model input length.
+    tokenizer: a `tokenization.FullTokenizer`.
+
+  Returns:
+    An `InputFeatures`.
+  """
+  tokens_a = tokenizer.tokenize(example.text_a)
+  tokens_b = tokenizer.tokenize(example.text_b) if example.text_b else None
+  tokens, segment_ids = feature_utils.pack_tokens(tokens_a, tokens_b,
+                                                  seq_length)
+  input_ids = tokenizer.convert_tokens_to_ids(tokens)
+  input_ids, input_mask, segment_ids = feature_utils.pad_input(
+      input_ids, segment_ids, seq_length)
+  return InputFeatures(example.unique_id, tokens, input_ids, input_mask,
+                       segment_ids)
+
+
+def iter_features(examples, seq_length, tokenizer):
+  """Lazily converts `examples` (any iterable) to `InputFeatures`."""
+  for example in examples:
+    yield convert_single_example(example, seq_length, tokenizer)
+
+
+def convert_examples_to_features(examples, seq_length, tokenizer):
+  """Converts a list of `InputExample`s to a list of `InputFeatures`."""
+  return list(iter_features(examples, seq_length, tokenizer))
+
+
+def _feature_dataset_types(seq_length):
+  shapes = {"unique_ids": tf.TensorShape([]),
+            "input_ids": tf.TensorShape([seq_length]),
+            "input_mask": tf.TensorShape([seq_length]),
+            "input_type_ids": tf.TensorShape([seq_length])}
+  types = {name: tf.int32 for name in shapes}
+  return types, shapes
+
+
+def _feature_dict(feature):
+  return {"unique_ids": feature.unique_id,
+          "input_ids": feature.input_ids,
+          "input_mask": feature.input_mask,
+          "input_type_ids": feature.input_type_ids}
+
+
+def input_fn_builder(features, seq_length):
+  """An `input_fn` over in-memory `features` (the reference's form).
+
+  Every feature is embedded in the graph as a constant, so this is for small
+  inputs and TPUs (whose hosts cannot call back into this Python process).
+  """
+  columns = collections.defaultdict(list)
+  for feature in features:
+    for name, value in _feature_dict(feature).items():
+      columns[name].append(value)
+
+  def input_fn(params):
+    num = len(features)
+    tensors = {name: tf.constant(values, shape=[num] + (
+        [seq_length] if name != "unique_ids" else []), dtype=tf.int32)
+               for name, values in columns.items()}
+    d = tf.data.Dataset.from_tensor_slices(tensors)
+    return d.batch(params["batch_size"], drop_remainder=False)
+
+  return input_fn
+
+
+def streaming_input_fn_builder(feature_factory, seq_length):
+  """An `input_fn` that pulls features from a Python generator, lazily.
+
+  Args:
+    feature_factory: callable returning a fresh iterator of `InputFeatures`.
+    seq_length: int.
+
+  Returns:
+    `input_fn(params)`; memory stays bounded whatever the input size.
+  """
+  types, shapes = _feature_dataset_types(seq_length)
+
+  def generate():
+    for feature in feature_factory():
+      yield _feature_dict(feature)
+
+  def input_fn(params):
+    d = tf.data.Dataset.from_generator(generate, output_types=types,
+                                       output_shapes=shapes)
+    return d.batch(params["batch_size"], drop_remainder=False)
+
+  return input_fn
+
+
+def model_fn_builder(bert_config, init_checkpoint, layer_indexes, use_tpu,
+                     use_one_hot_embeddings):
+  """Returns a prediction-only `model_fn` for TPUEstimator.
+
+  Predictions: `unique_id` (int32 [batch_size]) and, for each index `i` of
+  `layer_indexes`, `layer_output_<n>` (float32 [batch_size, seq_length,
+  hidden_size]) holding `get_all_encoder_layers()[i]`, `n` its position in
+  `layer_indexes`.
+  """
+
+  def model_fn(features, labels, mode, params):
+    del labels, params
+    if mode != tf.estimator.ModeKeys.PREDICT:
+      raise ValueError("extract_features only predicts; got mode %s" % mode)
+    model = modeling.BertModel(
+        config=bert_config,
+        is_training=False,
+        input_ids=features["input_ids"],
+        input_mask=features["input_mask"],
+        token_type_ids=features["input_type_ids"],
+        use_one_hot_embeddings=use_one_hot_embeddings)
+    scaffold_fn = estimator_utils.init_from_checkpoint(init_checkpoint,
+                                                       use_tpu)
+    all_layers = model.get_all_encoder_layers()
+    predictions = {"unique_id": features["unique_ids"]}
+    for n, layer_index in enumerate(layer_indexes):
+      predictions["layer_output_%d" % n] = all_layers[layer_index]
+    return tf.estimator.tpu.TPUEstimatorSpec(
+        mode=mode, predictions=predictions, scaffold_fn=scaffold_fn)
+
+  return model_fn
+
+
+def parse_layer_indexes(layers, num_hidden_layers):
+  """Parses `--layers` and checks each index against the model's depth.
+
+  Raises:
+    ValueError: for a non-integer entry or an index outside
+      [-num_hidden_layers, num_hidden_layers - 1].
+  """
+  indexes = []
+  for piece in layers.split(","):
+    try:
+      index = int(piece.strip())
+    except ValueError:
+      raise ValueError("--layers: %r is not an integer (expected e.g. "
+                       "-1,-2,-3,-4)" % piece) from None
+    if not -num_hidden_layers <= index < num_hidden_layers:
+      raise ValueError(
+          "--layers: index %d is outside the model's %d layers (valid: %d to "
+          "%d)" % (index, num_hidden_layers, -num_hidden_layers,
+                   num_hidden_layers - 1))
+    indexes.append(index)
+  return indexes
+
+
+def format_output_line(feature, result, layer_indexes):
+  """The JSON line for one example, as the reference writes it."""
+  entries = []
+  for i, token in enumerate(feature.tokens):
+    layers = []
+    for n, layer_index in enumerate(layer_indexes):
+      values = result["layer_output_%d" % n][i]
+      layers.append(collections.OrderedDict([
+          ("index", layer_index),
+          ("values", [round(float(x), 6) for x in values])]))
+    entries.append(collections.OrderedDict([("token", token),
+                                            ("layers", layers)]))
+  line = collections.OrderedDict([("linex_index", feature.unique_id),
+                                  ("features", entries)])
+  return json.dumps(line) + "\n"
+
+
+class _PendingFeatures(object):
+  """Features handed to the input pipeline, awaiting their predictions.
+
+  The generator feeding `tf.data` records each feature here; the writer pops
+  them in order as predictions arrive. Only the features prefetched by the
+  pipeline are held at any time.
+  """
+
+  def __init__(self, features):
+    self._features = features
+    self._queue = collections.deque()
+    self._lock = threading.Lock()
+
+  def __iter__(self):
+    for feature in self._features:
+      with self._lock:
+        self._queue.append(feature)
+      yield feature
+
+  def pop(self, unique_id):
+    with self._lock:
+      feature = self._queue.popleft()
+    if feature.unique_id != unique_id:
+      raise RuntimeError("prediction for example %d arrived when %d was "
+                         "expected" % (unique_id, feature.unique_id))
+    return feature
+
+
+def _check_flags():
+  for name in ("input_file", "output_file", "vocab_file", "bert_config_file",
+               "init_checkpoint"):
+    if not getattr(FLAGS, name):
+      raise ValueError("--%s is required" % name)
+
+
+def _write_predictions(estimator, input_fn, pending, layer_indexes,
+                       output_file):
+  """Streams predictions to `output_file` atomically; returns the count."""
+  count = 0
+  start = time.time()
+  with estimator_utils.atomic_write(output_file) as writer:
+    for result in estimator.predict(input_fn, yield_single_examples=True):
+      feature = pending.pop(int(result["unique_id"]))
+      writer.write(format_output_line(feature, result, layer_indexes))
+      count += 1
+      if count % 1000 == 0:
+        logging.info("%d examples written (%.1f/sec)", count,
+                     count / max(time.time() - start, 1e-9))
+  return count
+
+
+def main(_):
+  logging.set_verbosity(logging.INFO)
+  _check_flags()
+  bert_config = estimator_utils.load_bert_config(FLAGS.bert_config_file)
+  estimator_utils.check_max_seq_length(FLAGS.max_seq_length, bert_config)
+  layer_indexes = parse_layer_indexes(FLAGS.layers,
+                                      bert_config.num_hidden_layers)
+  init_checkpoint = estimator_utils.resolve_checkpoint(FLAGS.init_checkpoint)
+  tokenization.validate_case_matches_checkpoint(FLAGS.do_lower_case,
+                                                init_checkpoint)
+  tokenizer = tokenization.FullTokenizer(vocab_file=FLAGS.vocab_file,
+                                         do_lower_case=FLAGS.do_lower_case)
+  if next(iter_examples(FLAGS.input_file), None) is None:
+    raise ValueError("--input_file: %s is empty (expected one example per "
+                     "line)" % FLAGS.input_file)
+
+  run_config = estimator_utils.make_run_config(
+      output_dir=None, save_checkpoints_steps=None, iterations_per_loop=1,
+      use_tpu=FLAGS.use_tpu, tpu_name=FLAGS.tpu_name,
+      tpu_zone=FLAGS.tpu_zone, gcp_project=FLAGS.gcp_project,
+      master=FLAGS.master, num_tpu_cores=FLAGS.num_tpu_cores)
+  model_fn = model_fn_builder(bert_config, init_checkpoint, layer_indexes,
+                              FLAGS.use_tpu, FLAGS.use_one_hot_embeddings)
+  estimator = estimator_utils.make_estimator(
+      model_fn, run_config, FLAGS.use_tpu,
+      predict_batch_size=FLAGS.batch_size)
+
+  def features():
+    return iter_features(iter_examples(FLAGS.input_file),
+                         FLAGS.max_seq_length, tokenizer)
+
+  if FLAGS.use_tpu:
+    # TPU hosts cannot call back into this process: embed the features.
+    all_features = list(features())
+    pending = _PendingFeatures(all_features)
+    list(pending)
+    input_fn = input_fn_builder(all_features, FLAGS.max_seq_length)
+  else:
+    pending = _PendingFeatures(features())
+    input_fn = streaming_input_fn_builder(lambda: pending,
+                                          FLAGS.max_seq_length)
+  count = _write_predictions(estimator, input_fn, pending, layer_indexes,
+                             FLAGS.output_file)
+  logging.info("Wrote %d examples to %s", count, FLAGS.output_file)
+
+
+if __name__ == "__main__":
+  define_flags()
+  estimator_utils.run_main(main)

@@ -1,0 +1,162 @@
+"""Tests for the shared plumbing in estimator_utils.py and feature_utils.py."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import tensorflow.compat.v1 as tf
+
+from conftest import REPO_ROOT
+
+import estimator_utils
+import feature_utils
+import modeling
+
+
+def test_expand_file_patterns_keeps_order_and_sorts_each_glob(tmp_path):
+  for name in ("b1.txt", "b0.txt", "a.txt"):
+    (tmp_path / name).write_text("x")
+  patterns = "%s,%s" % (tmp_path / "b*.txt", tmp_path / "a.txt")
+  assert estimator_utils.expand_file_patterns(patterns) == [
+      str(tmp_path / "b0.txt"), str(tmp_path / "b1.txt"),
+      str(tmp_path / "a.txt")]
+
+
+def test_expand_file_patterns_names_flag_and_unmatched_glob(tmp_path):
+  pattern = str(tmp_path / "nothing*.txt")
+  with pytest.raises(ValueError, match=r"--input_file: .*nothing\*\.txt.* "
+                     "matched no files"):
+    estimator_utils.expand_file_patterns(pattern, "input_file")
+  with pytest.raises(ValueError, match="--train_file: expected"):
+    estimator_utils.expand_file_patterns(" , ", "train_file")
+
+
+def test_check_max_seq_length_names_both_numbers():
+  config = modeling.BertConfig(vocab_size=10, max_position_embeddings=64)
+  estimator_utils.check_max_seq_length(64, config)
+  with pytest.raises(ValueError, match="--max_seq_length=65 .*=64"):
+    estimator_utils.check_max_seq_length(65, config)
+
+
+def test_load_bert_config_errors_name_flag_and_path(tmp_path):
+  with pytest.raises(ValueError, match="--bert_config_file is required"):
+    estimator_utils.load_bert_config(None)
+  missing = str(tmp_path / "missing.json")
+  with pytest.raises(ValueError, match="--bert_config_file: .*missing.json "
+                     "does not exist"):
+    estimator_utils.load_bert_config(missing)
+
+
+def test_atomic_write_renames_on_success_and_cleans_up_on_error(tmp_path):
+  path = str(tmp_path / "out.txt")
+  with estimator_utils.atomic_write(path) as f:
+    f.write("complete\n")
+    assert not os.path.exists(path)
+  assert open(path).read() == "complete\n"
+  with pytest.raises(RuntimeError):
+    with estimator_utils.atomic_write(path) as f:
+      f.write("half")
+      raise RuntimeError("killed")
+  assert open(path).read() == "complete\n"
+  assert os.listdir(tmp_path) == ["out.txt"]
+
+
+def test_write_eval_results_sorted_key_value_lines(tmp_path):
+  path = str(tmp_path / "eval_results.txt")
+  estimator_utils.write_eval_results(path, {"loss": 1.5, "global_step": 7,
+                                            "eval_accuracy": 0.25})
+  assert open(path).read() == ("eval_accuracy = 0.25\nglobal_step = 7\n"
+                               "loss = 1.5\n")
+
+
+def test_resolve_checkpoint_accepts_prefix_or_directory(tmp_path):
+  with tf.Graph().as_default():
+    tf.get_variable("v", shape=[2])
+    saver = tf.train.Saver()
+    with tf.Session() as sess:
+      sess.run(tf.global_variables_initializer())
+      prefix = saver.save(sess, str(tmp_path / "model.ckpt"), global_step=3)
+  assert estimator_utils.resolve_checkpoint(prefix) == prefix
+  assert estimator_utils.resolve_checkpoint(str(tmp_path)) == prefix
+  with pytest.raises(ValueError, match="--init_checkpoint: no TensorFlow "
+                     "checkpoint"):
+    estimator_utils.resolve_checkpoint(str(tmp_path / "nope.ckpt"))
+  with pytest.raises(ValueError, match="--init_checkpoint: no TensorFlow"):
+    estimator_utils.resolve_checkpoint(None)
+
+
+def test_decode_record_casts_int64_to_int32():
+  example = tf.train.Example(features=tf.train.Features(feature={
+      "input_ids": estimator_utils.int64_feature([1, 2, 3]),
+      "weights": estimator_utils.float_feature([0.5, 1.0])}))
+  with tf.Graph().as_default():
+    parsed = estimator_utils.decode_record(
+        tf.constant(example.SerializeToString()),
+        {"input_ids": tf.FixedLenFeature([3], tf.int64),
+         "weights": tf.FixedLenFeature([2], tf.float32)})
+    assert parsed["input_ids"].dtype == tf.int32
+    assert parsed["weights"].dtype == tf.float32
+    with tf.Session() as sess:
+      values = sess.run(parsed)
+  np.testing.assert_array_equal(values["input_ids"], [1, 2, 3])
+  np.testing.assert_allclose(values["weights"], [0.5, 1.0])
+
+
+def test_tfrecord_input_fn_eval_reads_in_order_and_keeps_last_batch(tmp_path):
+  paths = [str(tmp_path / "a.tfrecord"), str(tmp_path / "b.tfrecord")]
+  value = 0
+  for path in paths:
+    with tf.io.TFRecordWriter(path) as writer:
+      for _ in range(3):
+        writer.write(tf.train.Example(features=tf.train.Features(feature={
+            "x": estimator_utils.int64_feature([value])})).SerializeToString())
+        value += 1
+  input_fn = estimator_utils.tfrecord_input_fn_builder(
+      paths, {"x": tf.FixedLenFeature([1], tf.int64)}, is_training=False,
+      drop_remainder=False)
+  with tf.Graph().as_default():
+    batch = tf.data.make_one_shot_iterator(
+        input_fn({"batch_size": 4})).get_next()
+    with tf.Session() as sess:
+      first = sess.run(batch)["x"].ravel().tolist()
+      second = sess.run(batch)["x"].ravel().tolist()
+  assert first == [0, 1, 2, 3] and second == [4, 5]
+
+
+def test_run_main_prints_bad_input_as_one_line(tmp_path):
+  script = tmp_path / "script.py"
+  script.write_text(textwrap.dedent("""
+      import sys
+      sys.path.insert(0, %r)
+      import estimator_utils
+      def main(_):
+        raise ValueError("--input_file: 'x' matched\\nno files")
+      estimator_utils.run_main(main)
+  """ % REPO_ROOT))
+  env = dict(os.environ)
+  env.pop("BERT_DEBUG", None)
+  result = subprocess.run([sys.executable, str(script)], capture_output=True,
+                          text=True, env=env, timeout=120)
+  assert result.returncode == 1
+  assert result.stderr.splitlines()[-1] == (
+      "error: --input_file: 'x' matched no files")
+  assert "Traceback" not in result.stderr
+
+
+def test_pack_tokens_truncates_longer_side_from_the_end():
+  tokens, segment_ids = feature_utils.pack_tokens(
+      ["a1", "a2", "a3", "a4"], ["b1", "b2"], 7)
+  assert tokens == ["[CLS]", "a1", "a2", "[SEP]", "b1", "b2", "[SEP]"]
+  assert segment_ids == [0, 0, 0, 0, 1, 1, 1]
+  tokens, _ = feature_utils.pack_tokens(["a1", "a2"], ["b1", "b2"], 6)
+  assert tokens == ["[CLS]", "a1", "a2", "[SEP]", "b1", "[SEP]"]
+  tokens, segment_ids = feature_utils.pack_tokens(["a1", "a2", "a3"], None, 4)
+  assert tokens == ["[CLS]", "a1", "a2", "[SEP]"] and segment_ids == [0] * 4
+
+
+def test_pad_input_builds_mask():
+  ids, mask, segs = feature_utils.pad_input([5, 6], [0, 1], 4)
+  assert (ids, mask, segs) == ([5, 6, 0, 0], [1, 1, 0, 0], [0, 1, 0, 0])
