@@ -37,7 +37,9 @@ _CACHE_MAX_ENTRIES = 1 << 16
 
 # CJK Unified Ideograph blocks padded with spaces (inclusive ranges). Hangul,
 # Hiragana and Katakana are not included. Kept for parity: these are exactly the
-# ranges the released checkpoints were pre-trained with.
+# ranges the released checkpoints were pre-trained with (later extensions F and
+# G, U+2CEB0 and U+30000 on, are not padded; unassigned code points inside the
+# blocks are).
 _CJK_RANGES = (
     (0x4E00, 0x9FFF),
     (0x3400, 0x4DBF),
@@ -275,6 +277,8 @@ def _is_whitespace(char):
 
 def _is_control(char):
   """Categories Cc and Cf, except tab/newline/CR (Co, Cn, Cs are kept)."""
+  # Kept for parity: VT, FF, U+0085 and zero-width characters are deleted, not
+  # treated as spaces, so the words on either side are joined.
   if char in "\t\n\r":
     return False
   return unicodedata.category(char) in ("Cc", "Cf")
@@ -480,6 +484,8 @@ class WordpieceTokenizer(object):
           break
         end -= 1
       else:
+        # Kept for parity: one unmatched position (e.g. an emoji glued to a
+        # word, which is neither punctuation nor CJK) makes the whole word UNK.
         return (self.unk_token,)
       pieces.append(piece)
       start = end
