@@ -1,0 +1,982 @@
+# coding=utf-8
+"""Creates masked-LM and next-sentence pre-training examples as TFRecords.
+
+Input: plain text, one sentence per line, a blank line between documents
+(`--input_file`, comma-separated paths or globs). Output: `tf.train.Example`
+records with the features `input_ids`, `input_mask`, `segment_ids`,
+`masked_lm_positions`, `masked_lm_ids`, `masked_lm_weights` and
+`next_sentence_labels` (`--output_file`, comma-separated; records go to the
+files in turn).
+
+With the same seed, flags and input this writes the same instances, byte for
+byte, as the reference release (Devlin et al. 2018, section 3.1 and appendix
+A.1): one `random.Random(random_seed)` drives document shuffling, chunking,
+next-sentence sampling, truncation and masking in a fixed draw order.
+
+`--num_workers N` (N > 1) cuts the corpus at document boundaries into N parts
+of about equal size; part k runs the same algorithm in its own process with
+seed `random_seed + k`. That gives different (equally valid) instances than
+N = 1: random-next segments are drawn from the worker's own part and the final
+shuffle is per part. Memory then grows with the largest part, not the corpus.
+
+Differences from the reference (see README): a corpus (or, with
+`--num_workers`, a part) with fewer than two documents is refused, because
+next-sentence prediction would then label real continuations as random; and
+when ten draws in a row pick the current document as the "random" one, drawing
+continues until another document comes up.
+"""
+
+import collections
+import concurrent.futures
+import multiprocessing
+import os
+import random
+import struct
+import time
+
+from absl import flags
+from absl import logging
+import tensorflow.compat.v1 as tf
+
+import estimator_utils
+import tokenization
+
+FLAGS = flags.FLAGS
+
+# Tokens the records and the masking need; a vocabulary without them is refused.
+_SPECIAL_TOKENS = ("[CLS]", "[SEP]", "[MASK]", "[UNK]")
+
+# The reference draws at most this many document indexes for a random B.
+_RANDOM_DOC_TRIES = 10
+
+# Instances logged in full by the writer, as the reference does (first 20).
+_NUM_INSTANCES_TO_LOG = 20
+
+# Seconds between progress lines.
+_PROGRESS_INTERVAL_S = 15.0
+
+# Bytes read from an input file at a time.
+_READ_CHUNK_BYTES = 1 << 20
+
+
+def define_flags():
+  """Defines this script's flags (SPEC §5 plus `--num_workers`)."""
+  flags.DEFINE_string(
+      "input_file", None,
+      "Input raw text file(s): comma-separated paths or globs. One sentence "
+      "per line, a blank line between documents.")
+  flags.DEFINE_string(
+      "output_file", None,
+      "Output TFRecord file(s), comma-separated; instances go to them in "
+      "turn. With --num_workers N > 1: N paths (part k writes the k-th) or "
+      "one path (part k writes <path>-0000k-of-0000N).")
+  flags.DEFINE_string("vocab_file", None,
+                      "The vocabulary file that the BERT model was trained on.")
+  flags.DEFINE_bool("do_lower_case", True,
+                    "Whether to lower case the input text (uncased models).")
+  flags.DEFINE_bool("do_whole_word_mask", False,
+                    "Whether to mask all WordPieces of a word together.")
+  flags.DEFINE_integer("max_seq_length", 128, "Maximum sequence length.")
+  flags.DEFINE_integer("max_predictions_per_seq", 20,
+                       "Maximum number of masked LM predictions per sequence.")
+  flags.DEFINE_integer("random_seed", 12345, "Random seed for data generation.")
+  flags.DEFINE_integer(
+      "dupe_factor", 10,
+      "Number of times to duplicate the input data (with different masks).")
+  flags.DEFINE_float("masked_lm_prob", 0.15, "Masked LM probability.")
+  flags.DEFINE_float(
+      "short_seq_prob", 0.1,
+      "Probability of creating sequences shorter than the maximum length.")
+  flags.DEFINE_integer(
+      "num_workers", 1,
+      "Processes to use. 1 (default) is the reference behaviour. N > 1 cuts "
+      "the corpus at document boundaries into N parts of about equal size and "
+      "runs part k with seed random_seed + k: different (equally valid) "
+      "instances than N = 1, and memory bounded by the largest part.")
+
+
+class TrainingInstance(object):
+  """One pre-training example: `[CLS] A [SEP] B [SEP]` after masking.
+
+  Attributes:
+    tokens: list of str, the masked tokens with `[CLS]`/`[SEP]`.
+    segment_ids: list of int, 0 for `[CLS]`, A and its `[SEP]`, 1 after.
+    masked_lm_positions: list of int, masked positions in increasing order.
+    masked_lm_labels: list of str, the original tokens at those positions.
+    is_random_next: bool, True when B was taken from another document.
+  """
+
+  __slots__ = ("tokens", "segment_ids", "masked_lm_positions",
+               "masked_lm_labels", "is_random_next")
+
+  def __init__(self, tokens, segment_ids, masked_lm_positions,
+               masked_lm_labels, is_random_next):
+    self.tokens = tokens
+    self.segment_ids = segment_ids
+    self.masked_lm_positions = masked_lm_positions
+    self.masked_lm_labels = masked_lm_labels
+    self.is_random_next = is_random_next
+
+  def __str__(self):
+    return "".join([
+        "tokens: %s\n" % " ".join(
+            tokenization.printable_text(t) for t in self.tokens),
+        "segment_ids: %s\n" % " ".join(str(s) for s in self.segment_ids),
+        "is_random_next: %s\n" % self.is_random_next,
+        "masked_lm_positions: %s\n" % " ".join(
+            str(p) for p in self.masked_lm_positions),
+        "masked_lm_labels: %s\n" % " ".join(
+            tokenization.printable_text(t) for t in self.masked_lm_labels),
+    ])
+
+  def __repr__(self):
+    return self.__str__()
+
+
+class _Progress(object):
+  """Logs a running count with its rate, at most every few seconds."""
+
+  def __init__(self, what, prefix=""):
+    self._what = what
+    self._prefix = prefix
+    self._start = time.time()
+    self._next_log = self._start + _PROGRESS_INTERVAL_S
+    self.count = 0
+
+  def add(self, n=1):
+    self.count += n
+    if self.count % 64 == 0 and time.time() >= self._next_log:
+      self.log()
+
+  def log(self, final=False):
+    elapsed = max(time.time() - self._start, 1e-9)
+    self._next_log = time.time() + _PROGRESS_INTERVAL_S
+    logging.info("%s%s %d %s in %.1f s (%.1f/s)", self._prefix,
+                 "done:" if final else "progress:", self.count, self._what,
+                 elapsed, self.count / elapsed)
+
+
+# ----------------------------------------------------------------------------
+# Reading text.
+
+
+def _iter_raw_lines(path, start=0, end=None):
+  """Yields the lines of `path`'s bytes [start, end), without their `\\n`.
+
+  A line ends at `\\n` only (as `GFile.readline` reads); the last line may
+  lack it.
+  """
+  remaining = None if end is None else end - start
+  with tf.io.gfile.GFile(path, "rb") as reader:
+    if start:
+      reader.seek(start)
+    pending = b""
+    while remaining is None or remaining > 0:
+      size = (_READ_CHUNK_BYTES if remaining is None
+              else min(_READ_CHUNK_BYTES, remaining))
+      chunk = reader.read(size)
+      if not chunk:
+        break
+      if remaining is not None:
+        remaining -= len(chunk)
+      lines = (pending + chunk).split(b"\n")
+      pending = lines.pop()
+      for line in lines:
+        yield line
+    if pending:
+      yield pending
+
+
+def _decode_line(raw_line):
+  """Bytes line -> str: `\\r` removed, invalid UTF-8 dropped (as the reference)."""
+  return tokenization.convert_to_unicode(raw_line.replace(b"\r", b""))
+
+
+def _read_documents(sources, tokenizer, prefix=""):
+  """Reads and tokenizes documents from `sources` (SPEC §6.1 item 1).
+
+  Args:
+    sources: list of `(path, start_byte, end_byte_or_None)`, read in order as
+      one stream (a new file does not start a new document by itself).
+    tokenizer: object with `tokenize(text) -> list of str`.
+    prefix: str put before progress log lines.
+
+  Returns:
+    list of documents; a document is a non-empty list of segments, a segment
+    a non-empty list of str tokens. Documents left empty are dropped.
+  """
+  documents = [[]]
+  progress = _Progress("lines read", prefix)
+  for path, start, end in sources:
+    for raw_line in _iter_raw_lines(path, start, end):
+      progress.add()
+      line = _decode_line(raw_line).strip()
+      if not line:
+        if documents[-1]:
+          documents.append([])
+        continue
+      tokens = tokenizer.tokenize(line)
+      if tokens:
+        documents[-1].append(tokens)
+  progress.log(final=True)
+  return [document for document in documents if document]
+
+
+def _describe_files(paths):
+  """Short human-readable list of paths for error messages."""
+  shown = ", ".join(paths[:3])
+  if len(paths) > 3:
+    shown += " and %d more" % (len(paths) - 3)
+  return shown
+
+
+def _check_num_documents(documents, where):
+  """Raises ValueError unless there are at least two documents.
+
+  Next-sentence prediction takes a random B from *another* document; with
+  fewer than two documents every "random" B would be text from the same
+  document (the reference then labels real continuations as random).
+  """
+  if len(documents) >= 2:
+    return
+  if not documents:
+    raise ValueError(
+        "%s holds no text: expected plain text, one sentence per line, with "
+        "a blank line between documents" % where)
+  raise ValueError(
+      "%s holds only 1 document; next-sentence prediction needs at least two "
+      "documents, separated by blank lines (one sentence per line)" % where)
+
+
+# ----------------------------------------------------------------------------
+# Instances.
+
+
+def create_training_instances(input_files, tokenizer, max_seq_length,
+                              dupe_factor, short_seq_prob, masked_lm_prob,
+                              max_predictions_per_seq, rng,
+                              do_whole_word_mask=False):
+  """Reads `input_files` and returns the shuffled `TrainingInstance`s.
+
+  Matches the reference release's draw order (SPEC §6.1): documents are
+  shuffled once, then `dupe_factor` passes over them make instances, and all
+  instances are shuffled once at the end.
+
+  Args:
+    input_files: list of str, text files read in order (one sentence per
+      line, blank line between documents).
+    tokenizer: a `tokenization.FullTokenizer`.
+    max_seq_length: int, tokens per instance including `[CLS]` and `[SEP]`s.
+    dupe_factor: int, passes over the documents (each with new masks).
+    short_seq_prob: float, chance that a document's target length is short.
+    masked_lm_prob: float, share of tokens to mask.
+    max_predictions_per_seq: int, cap on masked positions per instance.
+    rng: `random.Random`, the only source of randomness.
+    do_whole_word_mask: bool, mask all WordPieces of a word together.
+
+  Returns:
+    list of `TrainingInstance`.
+
+  Raises:
+    ValueError: if the files hold fewer than two documents.
+  """
+  sources = [(path, 0, None) for path in input_files]
+  documents = _read_documents(sources, tokenizer)
+  _check_num_documents(
+      documents, "--input_file (%s)" % _describe_files(list(input_files)))
+  return _instances_from_documents(
+      documents, tokenizer, max_seq_length, dupe_factor, short_seq_prob,
+      masked_lm_prob, max_predictions_per_seq, rng, do_whole_word_mask)
+
+
+def _instances_from_documents(documents, tokenizer, max_seq_length,
+                              dupe_factor, short_seq_prob, masked_lm_prob,
+                              max_predictions_per_seq, rng, do_whole_word_mask,
+                              prefix=""):
+  """Shuffles `documents` in place, makes all passes' instances, shuffles them."""
+  logging.info("%s%d documents", prefix, len(documents))
+  rng.shuffle(documents)
+  vocab_words = list(tokenizer.vocab.keys())
+  instances = []
+  for pass_index in range(dupe_factor):
+    progress = _Progress("documents of pass %d/%d" % (pass_index + 1,
+                                                      dupe_factor), prefix)
+    for document_index in range(len(documents)):
+      instances.extend(create_instances_from_document(
+          documents, document_index, max_seq_length, short_seq_prob,
+          masked_lm_prob, max_predictions_per_seq, vocab_words, rng,
+          do_whole_word_mask=do_whole_word_mask))
+      progress.add()
+    logging.info("%spass %d/%d: %d instances so far", prefix, pass_index + 1,
+                 dupe_factor, len(instances))
+  rng.shuffle(instances)
+  return instances
+
+
+def create_instances_from_document(all_documents, document_index,
+                                   max_seq_length, short_seq_prob,
+                                   masked_lm_prob, max_predictions_per_seq,
+                                   vocab_words, rng, do_whole_word_mask=False):
+  """Makes the instances of one document (SPEC §6.1 items 4-6).
+
+  Segments are packed into chunks up to a target length (shorter with
+  probability `short_seq_prob`); each chunk is split into A and B, where B is
+  the chunk's rest or, half the time, text from another document.
+
+  Args:
+    all_documents: list of documents (lists of segments of str tokens).
+    document_index: int, which document to use.
+    max_seq_length: int, tokens per instance including 3 special tokens.
+    short_seq_prob: float, chance of a random target length in [2, budget].
+    masked_lm_prob: float, share of tokens to mask.
+    max_predictions_per_seq: int, cap on masked positions per instance.
+    vocab_words: list of str, the vocabulary in file order.
+    rng: `random.Random`.
+    do_whole_word_mask: bool, mask all WordPieces of a word together.
+
+  Returns:
+    list of `TrainingInstance`.
+
+  Raises:
+    ValueError: if there are fewer than two documents or
+      `max_seq_length < 5`.
+  """
+  if len(all_documents) < 2:
+    raise ValueError(
+        "all_documents holds %d document(s); next-sentence prediction needs at "
+        "least two" % len(all_documents))
+  if max_seq_length < 5:
+    raise ValueError("max_seq_length is %d; expected at least 5 ([CLS] A "
+                     "[SEP] B [SEP] with two tokens of text)" % max_seq_length)
+  document = all_documents[document_index]
+  max_num_tokens = max_seq_length - 3  # Room for [CLS], [SEP], [SEP].
+  target_seq_length = max_num_tokens
+  if rng.random() < short_seq_prob:
+    target_seq_length = rng.randint(2, max_num_tokens)
+
+  instances = []
+  chunk = []
+  chunk_length = 0
+  i = 0
+  while i < len(document):
+    chunk.append(document[i])
+    chunk_length += len(document[i])
+    if i == len(document) - 1 or chunk_length >= target_seq_length:
+      tokens_a, tokens_b, is_random_next, num_unused = _split_chunk(
+          chunk, all_documents, document_index, target_seq_length, rng)
+      i -= num_unused  # Unused segments start the next chunk.
+      truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng)
+      instances.append(_make_instance(
+          tokens_a, tokens_b, is_random_next, masked_lm_prob,
+          max_predictions_per_seq, vocab_words, rng, do_whole_word_mask))
+      chunk = []
+      chunk_length = 0
+    i += 1
+  return instances
+
+
+def _split_chunk(chunk, all_documents, document_index, target_seq_length, rng):
+  """Splits a chunk into (tokens_a, tokens_b, is_random_next, num_unused)."""
+  a_end = 1
+  if len(chunk) >= 2:
+    a_end = rng.randint(1, len(chunk) - 1)
+  tokens_a = []
+  for segment in chunk[:a_end]:
+    tokens_a.extend(segment)
+
+  tokens_b = []
+  if len(chunk) == 1 or rng.random() < 0.5:
+    target_b_length = target_seq_length - len(tokens_a)
+    random_document = all_documents[
+        _pick_other_document(len(all_documents), document_index, rng)]
+    random_start = rng.randint(0, len(random_document) - 1)
+    for segment in random_document[random_start:]:
+      tokens_b.extend(segment)
+      if len(tokens_b) >= target_b_length:
+        break
+    return tokens_a, tokens_b, True, len(chunk) - a_end
+
+  for segment in chunk[a_end:]:
+    tokens_b.extend(segment)
+  return tokens_a, tokens_b, False, 0
+
+
+def _pick_other_document(num_documents, document_index, rng):
+  """Index of a random document other than `document_index`.
+
+  The reference's ten draws, kept for parity; if all ten hit the current
+  document the reference used it anyway (a real continuation labelled
+  random), so this keeps drawing until another document comes up.
+  """
+  other = document_index
+  for _ in range(_RANDOM_DOC_TRIES):
+    other = rng.randint(0, num_documents - 1)
+    if other != document_index:
+      return other
+  while other == document_index:
+    other = rng.randint(0, num_documents - 1)
+  return other
+
+
+def _make_instance(tokens_a, tokens_b, is_random_next, masked_lm_prob,
+                   max_predictions_per_seq, vocab_words, rng,
+                   do_whole_word_mask):
+  """Builds `[CLS] A [SEP] B [SEP]`, masks it, wraps it in an instance."""
+  if not tokens_a or not tokens_b:
+    raise ValueError("internal error: empty segment after truncation")
+  tokens = ["[CLS]"] + tokens_a + ["[SEP]"] + tokens_b + ["[SEP]"]
+  segment_ids = [0] * (len(tokens_a) + 2) + [1] * (len(tokens_b) + 1)
+  tokens, positions, labels = create_masked_lm_predictions(
+      tokens, masked_lm_prob, max_predictions_per_seq, vocab_words, rng,
+      do_whole_word_mask=do_whole_word_mask)
+  return TrainingInstance(tokens, segment_ids, positions, labels,
+                          is_random_next)
+
+
+def create_masked_lm_predictions(tokens, masked_lm_prob,
+                                 max_predictions_per_seq, vocab_words, rng,
+                                 do_whole_word_mask=False):
+  """Chooses masked positions and replaces their tokens (SPEC §6.1 item 6).
+
+  Each chosen position becomes `[MASK]` 80% of the time, stays the same 10%
+  and becomes a random vocabulary word 10% (Devlin et al. 2018, 3.1).
+
+  Args:
+    tokens: list of str, `[CLS] A [SEP] B [SEP]`.
+    masked_lm_prob: float, share of tokens to mask (rounded, at least 1).
+    max_predictions_per_seq: int, cap on masked positions.
+    vocab_words: list of str, the vocabulary in file order.
+    rng: `random.Random`.
+    do_whole_word_mask: bool, a `##` piece joins the group before it (even
+      across a `[SEP]`, kept for parity) and groups are masked whole.
+
+  Returns:
+    (output_tokens, masked_lm_positions, masked_lm_labels): the masked
+    tokens (a new list), and the positions (increasing) with their original
+    tokens.
+  """
+  groups = []
+  for index, token in enumerate(tokens):
+    if token == "[CLS]" or token == "[SEP]":
+      continue
+    if do_whole_word_mask and groups and token.startswith("##"):
+      groups[-1].append(index)
+    else:
+      groups.append([index])
+  rng.shuffle(groups)
+
+  num_to_predict = min(max_predictions_per_seq,
+                       max(1, int(round(len(tokens) * masked_lm_prob))))
+  output_tokens = list(tokens)
+  chosen = []
+  covered = set()
+  for group in groups:
+    if len(chosen) >= num_to_predict:
+      break
+    if len(chosen) + len(group) > num_to_predict:
+      continue
+    if any(index in covered for index in group):
+      continue
+    for index in group:
+      covered.add(index)
+      if rng.random() < 0.8:
+        replacement = "[MASK]"
+      elif rng.random() < 0.5:
+        replacement = tokens[index]
+      else:
+        replacement = vocab_words[rng.randint(0, len(vocab_words) - 1)]
+      output_tokens[index] = replacement
+      chosen.append(index)
+  chosen.sort()
+  return output_tokens, chosen, [tokens[index] for index in chosen]
+
+
+def truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng):
+  """Truncates a pair in place to at most `max_num_tokens` tokens in total.
+
+  One token at a time from the longer list (B when equal), from its front
+  when a `random()` draw is below 0.5, else from its back (SPEC §6.1 item 5).
+  """
+  while len(tokens_a) + len(tokens_b) > max_num_tokens:
+    longer = tokens_a if len(tokens_a) > len(tokens_b) else tokens_b
+    if not longer:
+      raise ValueError("max_num_tokens is %d; cannot truncate below 0"
+                       % max_num_tokens)
+    if rng.random() < 0.5:
+      del longer[0]
+    else:
+      longer.pop()
+
+
+# ----------------------------------------------------------------------------
+# Writing records.
+
+# Feature order of the reference's OrderedDict; the serialized bytes depend on
+# it (SPEC §6.1 item 7).
+_FEATURE_ORDER = ("input_ids", "input_mask", "segment_ids",
+                  "masked_lm_positions", "masked_lm_ids", "masked_lm_weights",
+                  "next_sentence_labels")
+
+
+def _instance_features(instance, vocab, max_seq_length,
+                       max_predictions_per_seq):
+  """Padded feature lists of one instance, keyed as `_FEATURE_ORDER`."""
+  input_ids = [vocab[token] for token in instance.tokens]
+  num_tokens = len(input_ids)
+  if num_tokens > max_seq_length:
+    raise ValueError("instance has %d tokens; max_seq_length is %d"
+                     % (num_tokens, max_seq_length))
+  num_masked = len(instance.masked_lm_positions)
+  if num_masked > max_predictions_per_seq:
+    raise ValueError("instance has %d masked positions; "
+                     "max_predictions_per_seq is %d"
+                     % (num_masked, max_predictions_per_seq))
+  seq_pad = [0] * (max_seq_length - num_tokens)
+  pred_pad = [0] * (max_predictions_per_seq - num_masked)
+  return (
+      input_ids + seq_pad,
+      [1] * num_tokens + seq_pad,
+      list(instance.segment_ids) + seq_pad,
+      list(instance.masked_lm_positions) + pred_pad,
+      [vocab[token] for token in instance.masked_lm_labels] + pred_pad,
+      [1.0] * num_masked + [0.0] * (max_predictions_per_seq - num_masked),
+      [1 if instance.is_random_next else 0],
+  )
+
+
+# Order in which the features appear in the reference's serialized records:
+# protobuf writes the `feature` map in its own hash order, which for the
+# reference's insertion order above is this one (every record of
+# conformance/pretraining_data). Any order parses to the same Example; this
+# one keeps the files byte-identical.
+_WIRE_ORDER = ("masked_lm_ids", "input_ids", "masked_lm_positions",
+               "next_sentence_labels", "input_mask", "masked_lm_weights",
+               "segment_ids")
+
+_FLOAT_ONE = struct.pack("<f", 1.0)
+_FLOAT_ZERO = struct.pack("<f", 0.0)
+
+
+def _varint(value):
+  """Protobuf base-128 varint of a non-negative int (negatives as uint64)."""
+  value &= (1 << 64) - 1
+  out = bytearray()
+  while value > 0x7f:
+    out.append((value & 0x7f) | 0x80)
+    value >>= 7
+  out.append(value)
+  return bytes(out)
+
+
+def _length_delimited(tag, payload):
+  return tag + _varint(len(payload)) + payload
+
+
+class _ExampleSerializer(object):
+  """Serializes instances straight to `tf.train.Example` wire bytes.
+
+  Writes the same bytes as building a `tf.train.Example` from an
+  `OrderedDict` of features per instance (the reference's way; the tests
+  check both against conformance/pretraining_data) at a fraction of the cost:
+  each token's varint id is looked up once, padding is a constant byte run.
+
+  Wire format: Example{1: Features{1: repeated map entry {1: key, 2:
+  Feature{2: FloatList{1: packed float} | 3: Int64List{1: packed varint}}}}}.
+  """
+
+  def __init__(self, tokenizer, max_seq_length, max_predictions_per_seq):
+    self._vocab = tokenizer.vocab
+    self._token_varints = {token: _varint(token_id)
+                           for token, token_id in tokenizer.vocab.items()}
+    self._small_varints = [_varint(v) for v in range(max_seq_length + 1)]
+    self._max_seq_length = max_seq_length
+    self._max_predictions_per_seq = max_predictions_per_seq
+    self._entry_heads = {
+        name: b"\n" + _varint(len(name)) + name.encode("ascii")
+        for name in _FEATURE_ORDER}
+
+  def features(self, instance):
+    """The padded feature lists of `instance`, in `_FEATURE_ORDER`."""
+    return _instance_features(instance, self._vocab, self._max_seq_length,
+                              self._max_predictions_per_seq)
+
+  def serialize(self, instance):
+    """Serialized `tf.train.Example` bytes of `instance`."""
+    num_tokens = len(instance.tokens)
+    num_masked = len(instance.masked_lm_positions)
+    if (num_tokens > self._max_seq_length or
+        num_masked > self._max_predictions_per_seq):
+      self.features(instance)  # Raises the ValueError naming the limit.
+    seq_pad = b"\0" * (self._max_seq_length - num_tokens)
+    pred_pad_count = self._max_predictions_per_seq - num_masked
+    token_varints = self._token_varints
+    small = self._small_varints
+    packed = {
+        "input_ids": b"".join([token_varints[t] for t in instance.tokens]) +
+                     seq_pad,
+        "input_mask": b"\x01" * num_tokens + seq_pad,
+        "segment_ids": b"".join([small[s] for s in instance.segment_ids]) +
+                       seq_pad,
+        "masked_lm_positions": b"".join(
+            [small[p] for p in instance.masked_lm_positions]) +
+                               b"\0" * pred_pad_count,
+        "masked_lm_ids": b"".join(
+            [token_varints[t] for t in instance.masked_lm_labels]) +
+                         b"\0" * pred_pad_count,
+        "next_sentence_labels": b"\x01" if instance.is_random_next else b"\0",
+    }
+    weights = _FLOAT_ONE * num_masked + _FLOAT_ZERO * pred_pad_count
+    entries = []
+    for name in _WIRE_ORDER:
+      if name == "masked_lm_weights":
+        feature = _length_delimited(b"\x12", _packed_field(weights))
+      else:
+        feature = _length_delimited(b"\x1a", _packed_field(packed[name]))
+      entries.append(_length_delimited(
+          b"\n", self._entry_heads[name] + _length_delimited(b"\x12",
+                                                              feature)))
+    return _length_delimited(b"\n", b"".join(entries))
+
+
+def _packed_field(payload):
+  """Field 1 of an Int64List/FloatList; protobuf omits an empty one."""
+  return _length_delimited(b"\n", payload) if payload else b""
+
+
+def _temp_path(path):
+  return "%s.tmp-%d" % (path, os.getpid())
+
+
+def _write_instances(instances, serializer, output_files, prefix=""):
+  """Writes records to temporary names next to `output_files`, in turn.
+
+  Returns:
+    list of str, the temporary paths (same order as `output_files`).
+  """
+  temp_files = [_temp_path(path) for path in output_files]
+  writers = [tf.io.TFRecordWriter(path) for path in temp_files]
+  progress = _Progress("instances written", prefix)
+  try:
+    for index, instance in enumerate(instances):
+      writers[index % len(writers)].write(serializer.serialize(instance))
+      progress.add()
+      if index < _NUM_INSTANCES_TO_LOG:
+        _log_instance(instance, serializer.features(instance))
+  except BaseException:
+    for writer, path in zip(writers, temp_files):
+      writer.close()
+      _remove_quietly(path)
+    raise
+  for writer in writers:
+    writer.close()
+  progress.log(final=True)
+  return temp_files
+
+
+def _log_instance(instance, features):
+  logging.info("*** Example ***\n%s%s", instance, "".join(
+      "%s: %s\n" % (name, " ".join(str(v) for v in values))
+      for name, values in zip(_FEATURE_ORDER, features)))
+
+
+def _commit_outputs(temp_files, output_files):
+  """Renames each finished temporary file over its output path."""
+  for temp, path in zip(temp_files, output_files):
+    tf.io.gfile.rename(temp, path, overwrite=True)
+    logging.info("Wrote %s", path)
+
+
+def _remove_quietly(path):
+  try:
+    tf.io.gfile.remove(path)
+  except (OSError, tf.errors.OpError):
+    pass
+
+
+def write_instance_to_example_files(instances, tokenizer, max_seq_length,
+                                    max_predictions_per_seq, output_files):
+  """Writes `instances` as `tf.train.Example` records, to the files in turn.
+
+  Each file is written under a temporary name and renamed when complete.
+
+  Args:
+    instances: list of `TrainingInstance`.
+    tokenizer: a `tokenization.FullTokenizer` (its `vocab` maps tokens).
+    max_seq_length: int, length of `input_ids`, `input_mask`, `segment_ids`.
+    max_predictions_per_seq: int, length of the `masked_lm_*` features.
+    output_files: list of str, TFRecord paths.
+
+  Returns:
+    int, the number of records written.
+
+  Raises:
+    ValueError: if an instance is longer than `max_seq_length` or has more
+      than `max_predictions_per_seq` masked positions.
+  """
+  serializer = _ExampleSerializer(tokenizer, max_seq_length,
+                                  max_predictions_per_seq)
+  temp_files = _write_instances(instances, serializer, output_files)
+  _commit_outputs(temp_files, output_files)
+  return len(instances)
+
+
+# ----------------------------------------------------------------------------
+# Several workers.
+
+
+def _is_blank(raw_line):
+  """Whether a bytes line is empty after decoding and `str.strip()`."""
+  stripped = raw_line.strip()
+  if not stripped:
+    return True
+  if 0x20 < stripped[0] < 0x7f and 0x20 < stripped[-1] < 0x7f:
+    return False  # Printable ASCII at both ends: not blank; skip decoding.
+  return not _decode_line(stripped).strip()
+
+
+def _split_corpus(input_files, num_parts):
+  """Cuts the corpus at blank lines into `num_parts` parts of similar size.
+
+  Scans the bytes only (no tokenizing). A part starts at the first blank line
+  at or after k/num_parts of the corpus's bytes.
+
+  Returns:
+    (parts, num_documents): parts[k] is a list of `(path, start, end)` byte
+    ranges (end None: to the end of the file); num_documents[k] counts the
+    part's runs of non-blank lines (documents before tokenization).
+  """
+  sizes = [tf.io.gfile.stat(path).length for path in input_files]
+  total = sum(sizes)
+  targets = [total * k / num_parts for k in range(1, num_parts)]
+  cuts = []  # (file_index, byte_offset) where part len(cuts) + 1 starts.
+  num_documents = [0] * num_parts
+  in_document = False
+  base = 0
+  for file_index, path in enumerate(input_files):
+    offset = 0
+    for raw_line in _iter_raw_lines(path):
+      if _is_blank(raw_line):
+        if len(cuts) < len(targets) and base + offset >= targets[len(cuts)]:
+          cuts.append((file_index, offset))
+        in_document = False
+      elif not in_document:
+        num_documents[len(cuts)] += 1
+        in_document = True
+      offset += len(raw_line) + 1
+    base += sizes[file_index]
+  return _ranges_between_cuts(input_files, cuts, num_parts), num_documents
+
+
+def _ranges_between_cuts(input_files, cuts, num_parts):
+  """Turns cut points into per-part lists of `(path, start, end)`."""
+  bounds = [(0, 0)] + cuts + [(len(input_files) - 1, None)]
+  parts = []
+  for k in range(num_parts):
+    if k + 1 >= len(bounds):
+      parts.append([])  # Not enough blank lines to cut this many parts.
+      continue
+    (first_file, start), (last_file, end) = bounds[k], bounds[k + 1]
+    ranges = []
+    for file_index in range(first_file, last_file + 1):
+      range_start = start if file_index == first_file else 0
+      range_end = end if file_index == last_file else None
+      if range_end is None or range_end > range_start:
+        ranges.append((input_files[file_index], range_start, range_end))
+    parts.append(ranges)
+  return parts
+
+
+def _part_output_files(output_files, num_workers):
+  """Output path(s) of each part: one list per part."""
+  if num_workers == 1:
+    return [output_files]
+  if len(output_files) == num_workers:
+    return [[path] for path in output_files]
+  if len(output_files) == 1:
+    return [["%s-%05d-of-%05d" % (output_files[0], k, num_workers)]
+            for k in range(num_workers)]
+  raise ValueError(
+      "--output_file: got %d paths; with --num_workers=%d give one path (part "
+      "k writes <path>-0000k-of-%05d) or %d paths" %
+      (len(output_files), num_workers, num_workers, num_workers))
+
+
+def _run_part(part_index, num_parts, ranges, tokenizer, options, seed,
+              output_files):
+  """Worker: makes and writes one part's instances to temporary files.
+
+  Returns:
+    dict with the part's `documents`, `instances`, `temp_files` and
+    `peak_rss_mb` (this process's peak resident memory).
+  """
+  prefix = "part %d/%d: " % (part_index, num_parts)
+  documents = _read_documents(ranges, tokenizer, prefix)
+  _check_num_documents(documents, "--num_workers=%d: part %d of the corpus (%s)"
+                       % (num_parts, part_index, _describe_ranges(ranges)))
+  instances = _instances_from_documents(
+      documents, tokenizer, options["max_seq_length"], options["dupe_factor"],
+      options["short_seq_prob"], options["masked_lm_prob"],
+      options["max_predictions_per_seq"], random.Random(seed),
+      options["do_whole_word_mask"], prefix)
+  serializer = _ExampleSerializer(tokenizer, options["max_seq_length"],
+                                  options["max_predictions_per_seq"])
+  temp_files = _write_instances(instances, serializer, output_files, prefix)
+  return {"documents": len(documents), "instances": len(instances),
+          "temp_files": temp_files, "peak_rss_mb": _peak_rss_mb()}
+
+
+def _describe_ranges(ranges):
+  return ", ".join("%s[%d:%s]" % (path, start, "" if end is None else end)
+                   for path, start, end in ranges) or "empty"
+
+
+def _peak_rss_mb():
+  """This process's peak resident set size in MiB (None where unknown)."""
+  try:
+    import resource  # pylint: disable=g-import-not-at-top
+  except ImportError:  # Not on Unix.
+    return None
+  return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def _check_parts(num_documents, parts):
+  """Refuses parts that cannot hold two documents, before any work starts."""
+  for k, count in enumerate(num_documents):
+    if count < 2:
+      raise ValueError(
+          "--num_workers=%d: part %d of the corpus (%s) holds %d document(s); "
+          "next-sentence prediction needs at least two documents per part "
+          "(documents are separated by blank lines): use fewer workers or "
+          "more text" % (len(parts), k, _describe_ranges(parts[k]), count))
+
+
+def _run_workers(input_files, tokenizer, options, random_seed, num_workers,
+                 output_files):
+  """Runs the reference algorithm on `num_workers` parts in parallel.
+
+  All parts' records are renamed into place only when every part succeeded.
+
+  Returns:
+    int, the total number of instances written.
+  """
+  parts, num_documents = _split_corpus(input_files, num_workers)
+  _check_parts(num_documents, parts)
+  part_outputs = _part_output_files(output_files, num_workers)
+  method = ("fork" if "fork" in multiprocessing.get_all_start_methods()
+            else "spawn")
+  context = multiprocessing.get_context(method)
+  with concurrent.futures.ProcessPoolExecutor(num_workers,
+                                              mp_context=context) as pool:
+    futures = [pool.submit(_run_part, k, num_workers, parts[k], tokenizer,
+                           options, random_seed + k, part_outputs[k])
+               for k in range(num_workers)]
+    results = _gather(futures)
+  for k, result in enumerate(results):
+    logging.info("part %d/%d: %d documents, %d instances, peak RSS %.1f MiB",
+                 k, num_workers, result["documents"], result["instances"],
+                 result["peak_rss_mb"] or float("nan"))
+    _commit_outputs(result["temp_files"], part_outputs[k])
+  return sum(result["instances"] for result in results)
+
+
+def _gather(futures):
+  """Waits for all futures; on any failure removes finished parts' files."""
+  results, error = [], None
+  for future in futures:
+    try:
+      results.append(future.result())
+    except Exception as e:  # pylint: disable=broad-except
+      error = error or e
+  if error is not None:
+    for result in results:
+      for path in result["temp_files"]:
+        _remove_quietly(path)
+    raise error
+  return results
+
+
+# ----------------------------------------------------------------------------
+# Command line.
+
+
+def _load_tokenizer(vocab_file, do_lower_case):
+  """FullTokenizer for `vocab_file`, refusing vocabularies without specials."""
+  if not tf.io.gfile.exists(vocab_file):
+    raise FileNotFoundError("--vocab_file: %s does not exist" % vocab_file)
+  tokenizer = tokenization.FullTokenizer(
+      vocab_file=vocab_file, do_lower_case=do_lower_case)
+  missing = [t for t in _SPECIAL_TOKENS if t not in tokenizer.vocab]
+  if missing:
+    raise ValueError(
+        "--vocab_file: %s lacks %s; expected a BERT WordPiece vocabulary with "
+        "%s" % (vocab_file, ", ".join(missing), ", ".join(_SPECIAL_TOKENS)))
+  return tokenizer
+
+
+def _check_flags():
+  """One-line errors for missing or out-of-range flags."""
+  for name in ("input_file", "output_file", "vocab_file"):
+    if not getattr(FLAGS, name):
+      raise ValueError("--%s is required" % name)
+  minimums = {"max_seq_length": 5, "max_predictions_per_seq": 0,
+              "dupe_factor": 1, "num_workers": 1}
+  for name, minimum in minimums.items():
+    if getattr(FLAGS, name) < minimum:
+      raise ValueError("--%s is %d; expected at least %d"
+                       % (name, getattr(FLAGS, name), minimum))
+  for name in ("masked_lm_prob", "short_seq_prob"):
+    if not 0.0 <= getattr(FLAGS, name) <= 1.0:
+      raise ValueError("--%s is %r; expected a probability in [0, 1]"
+                       % (name, getattr(FLAGS, name)))
+
+
+def _split_paths(value):
+  return [path.strip() for path in value.split(",") if path.strip()]
+
+
+def main(_):
+  start = time.time()
+  _check_flags()
+  tokenizer = _load_tokenizer(FLAGS.vocab_file, FLAGS.do_lower_case)
+  input_files = estimator_utils.expand_file_patterns(FLAGS.input_file,
+                                                     "input_file")
+  output_files = _split_paths(FLAGS.output_file)
+  logging.info("*** Reading from %d input file(s) ***", len(input_files))
+  for path in input_files:
+    logging.info("  %s", path)
+
+  options = {
+      "max_seq_length": FLAGS.max_seq_length,
+      "dupe_factor": FLAGS.dupe_factor,
+      "short_seq_prob": FLAGS.short_seq_prob,
+      "masked_lm_prob": FLAGS.masked_lm_prob,
+      "max_predictions_per_seq": FLAGS.max_predictions_per_seq,
+      "do_whole_word_mask": FLAGS.do_whole_word_mask,
+  }
+  if FLAGS.num_workers == 1:
+    rng = random.Random(FLAGS.random_seed)
+    instances = create_training_instances(
+        input_files, tokenizer, FLAGS.max_seq_length, FLAGS.dupe_factor,
+        FLAGS.short_seq_prob, FLAGS.masked_lm_prob,
+        FLAGS.max_predictions_per_seq, rng,
+        do_whole_word_mask=FLAGS.do_whole_word_mask)
+    logging.info("*** Writing to %d output file(s) ***", len(output_files))
+    num_written = write_instance_to_example_files(
+        instances, tokenizer, FLAGS.max_seq_length,
+        FLAGS.max_predictions_per_seq, output_files)
+    peak_rss = _peak_rss_mb()
+  else:
+    _part_output_files(output_files, FLAGS.num_workers)  # Check before work.
+    num_written = _run_workers(input_files, tokenizer, options,
+                               FLAGS.random_seed, FLAGS.num_workers,
+                               output_files)
+    peak_rss = _peak_rss_mb()
+  elapsed = time.time() - start
+  logging.info("Done: %d instances in %.1f s (%.1f instances/s), peak RSS of "
+               "the main process %.1f MiB", num_written, elapsed,
+               num_written / max(elapsed, 1e-9), peak_rss or float("nan"))
+
+
+if __name__ == "__main__":
+  define_flags()
+  estimator_utils.run_main(main)
