@@ -243,7 +243,8 @@ class FullTokenizer(object):
     """Returns the WordPiece tokens (list of str) of `text` (str or bytes)."""
     words = self.basic_tokenizer.tokenize(text)
     wordpiece = self.wordpiece_tokenizer
-    if isinstance(wordpiece, WordpieceTokenizer):
+    if getattr(type(wordpiece), "tokenize", None) is WordpieceTokenizer.tokenize:
+      # Not overridden: skip the per-word str/whitespace checks.
       return wordpiece._tokenize_words(words)  # pylint: disable=protected-access
     return [piece for word in words for piece in wordpiece.tokenize(word)]
 
@@ -365,7 +366,11 @@ class BasicTokenizer(object):
   """Cleaning, CJK padding, whitespace and punctuation splitting, lowercasing."""
 
   def __init__(self, do_lower_case=True):
-    """Args: do_lower_case: bool, lowercase and strip accents (NFD, drop Mn)."""
+    """Builds the tokenizer.
+
+    Args:
+      do_lower_case: bool, lowercase and strip accents (NFD, drop Mn).
+    """
     self.do_lower_case = do_lower_case
     self._word_cache = {}
     self._word_cache_lower = do_lower_case
@@ -410,8 +415,9 @@ class WordpieceTokenizer(object):
   """Greedy longest-match-first WordPiece (Wu et al. 2016; BERT release)."""
 
   def __init__(self, vocab, unk_token="[UNK]", max_input_chars_per_word=200):
-    """Args:
+    """Builds the tokenizer; nothing is computed until the first call.
 
+    Args:
       vocab: mapping token (str) -> id; treated as read-only (a change in its
         size or identity resets the cache).
       unk_token: str, emitted for a word that cannot be matched.

@@ -395,3 +395,14 @@ def test_module_imports_without_tensorflow():
           "tokenization.BasicTokenizer().tokenize('x'); "
           "assert 'tensorflow' not in sys.modules")
   subprocess.run([sys.executable, "-c", code], cwd=repo, check=True)
+
+
+def test_full_tokenizer_honours_overridden_wordpiece_tokenize(tmp_path):
+  class Upper(tokenization.WordpieceTokenizer):
+
+    def tokenize(self, text):
+      return [text.upper()]
+
+  tokenizer = tokenization.FullTokenizer(_write(tmp_path, b"[UNK]\na\n"))
+  tokenizer.wordpiece_tokenizer = Upper(tokenizer.vocab)
+  assert tokenizer.tokenize("a b,") == ["A", "B", ","]
