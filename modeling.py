@@ -246,19 +246,19 @@ class BertModel(object):
   def _pool(config, sequence_output):
     """tanh dense layer on the first ([CLS]) token: [B, T, W] -> [B, W]."""
     first_token = sequence_output[:, 0, :]  # [B, W]
-    return _dense(first_token, config.hidden_size, activation=tf.tanh,
-                  initializer_range=config.initializer_range, name="dense")
+    return dense_layer(first_token, config.hidden_size, activation=tf.tanh,
+                       initializer_range=config.initializer_range, name="dense")
 
   def get_pooled_output(self):
     """float32 Tensor of shape [batch_size, hidden_size]: pooled [CLS]."""
     return self.pooled_output
 
   def get_sequence_output(self):
-    """float32 Tensor of shape [batch_size, seq_length, hidden_size]: last layer."""
+    """The last layer: float32 Tensor [batch_size, seq_length, hidden_size]."""
     return self.sequence_output
 
   def get_all_encoder_layers(self):
-    """List of float32 Tensors [batch_size, seq_length, hidden_size], one per layer."""
+    """One float32 Tensor [batch_size, seq_length, hidden_size] per layer."""
     return self.all_encoder_layers
 
   def get_embedding_output(self):
@@ -453,12 +453,23 @@ def create_initializer(initializer_range=0.02):
   return tf.truncated_normal_initializer(stddev=initializer_range)
 
 
-def _dense(input_tensor, units, activation=None, initializer_range=0.02,
-           name="dense"):
-  """Fully connected layer on a matrix: [M, in] -> [M, units].
+def dense_layer(input_tensor, units, activation=None, initializer_range=0.02,
+                name="dense"):
+  """Fully connected layer on a matrix, with the reference's variable names.
 
-  Variables `<name>/kernel` [in, units] (truncated normal) and `<name>/bias`
-  [units] (zeros), the names `tf.layers.dense` used in the reference.
+  Variables `<name>/kernel` [in_width, units] (truncated normal) and
+  `<name>/bias` [units] (zeros), as `tf.layers.dense` named them in the
+  released checkpoints.
+
+  Args:
+    input_tensor: float Tensor of shape [batch_size, in_width] (static width).
+    units: int, output width.
+    activation: (optional) function applied to the output; None = identity.
+    initializer_range: float, stddev of the kernel's initializer.
+    name: str, variable scope of the two variables.
+
+  Returns:
+    float Tensor of shape [batch_size, units].
   """
   in_width = input_tensor.shape.as_list()[-1]
   with tf.variable_scope(name):
@@ -708,9 +719,9 @@ def attention_layer(from_tensor,
   from_2d = reshape_to_matrix(from_tensor)  # [B*F, from_width]
   to_2d = reshape_to_matrix(to_tensor)  # [B*T, to_width]
   width = num_attention_heads * size_per_head
-  query = _dense(from_2d, width, query_act, initializer_range, "query")
-  key = _dense(to_2d, width, key_act, initializer_range, "key")
-  value = _dense(to_2d, width, value_act, initializer_range, "value")
+  query = dense_layer(from_2d, width, query_act, initializer_range, "query")
+  key = dense_layer(to_2d, width, key_act, initializer_range, "key")
+  value = dense_layer(to_2d, width, value_act, initializer_range, "value")
 
   query = _split_heads(query, batch_size, from_seq_length,
                        num_attention_heads, size_per_head)  # [B, N, F, H]
@@ -756,18 +767,18 @@ def _transformer_layer(layer_input, attention_mask, batch_size, seq_length,
           from_seq_length=seq_length,
           to_seq_length=seq_length)  # [B*T, W]
     with tf.variable_scope("output"):
-      attention_output = _dense(attention_output, hidden_size, None,
-                                initializer_range, "dense")
+      attention_output = dense_layer(attention_output, hidden_size, None,
+                                     initializer_range, "dense")
       attention_output = dropout(attention_output, hidden_dropout_prob)
       attention_output = layer_norm(attention_output + layer_input)
 
   with tf.variable_scope("intermediate"):
-    intermediate_output = _dense(attention_output, intermediate_size,
-                                 intermediate_act_fn, initializer_range,
-                                 "dense")  # [B*T, I]
+    intermediate_output = dense_layer(attention_output, intermediate_size,
+                                      intermediate_act_fn, initializer_range,
+                                      "dense")  # [B*T, I]
   with tf.variable_scope("output"):
-    layer_output = _dense(intermediate_output, hidden_size, None,
-                          initializer_range, "dense")  # [B*T, W]
+    layer_output = dense_layer(intermediate_output, hidden_size, None,
+                               initializer_range, "dense")  # [B*T, W]
     layer_output = dropout(layer_output, hidden_dropout_prob)
     return layer_norm(layer_output + attention_output)
 

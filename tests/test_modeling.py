@@ -63,8 +63,8 @@ def test_bert_model_matches_reference_outputs(config_name, expected_name,
                                               use_one_hot):
   inputs = np.load(_conformance("inputs.npz"))
   expected = np.load(_conformance(expected_name))
-  init_checkpoint = os.path.join(os.path.dirname(_conformance("variables.json")),
-                                 "bert_model.ckpt")
+  init_checkpoint = os.path.join(
+      os.path.dirname(_conformance("variables.json")), "bert_model.ckpt")
   graph = tf.Graph()
   with graph.as_default():
     config = modeling.BertConfig.from_json_file(_conformance(config_name))
@@ -94,7 +94,8 @@ def test_bert_model_variables_match_checkpoint_names_and_shapes():
                 if v["name"].startswith("bert/")}
   graph = tf.Graph()
   with graph.as_default():
-    config = modeling.BertConfig.from_json_file(_conformance("bert_config.json"))
+    config = modeling.BertConfig.from_json_file(
+        _conformance("bert_config.json"))
     modeling.BertModel(config, is_training=True,
                        input_ids=tf.zeros([2, 16], dtype=tf.int32))
     actual = {v.name[:-len(":0")]: v.shape.as_list()
@@ -206,7 +207,8 @@ def test_seq_length_above_max_position_embeddings_raises_at_graph_time():
 
 def test_hidden_size_not_multiple_of_heads_raises():
   with tf.Graph().as_default():
-    with pytest.raises(ValueError, match="hidden_size 30.*num_attention_heads 4"):
+    with pytest.raises(ValueError,
+                       match="hidden_size 30.*num_attention_heads 4"):
       modeling.BertModel(_tiny_config(hidden_size=30), is_training=False,
                          input_ids=tf.zeros([2, 7], dtype=tf.int32))
 

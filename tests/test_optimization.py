@@ -45,7 +45,8 @@ def schedule_values(init_lr, num_train_steps, num_warmup_steps, steps):
 
 
 def test_learning_rate_schedule_matches_reference():
-  with open(shared_path("conformance", "optimization", "lr_schedule.json")) as f:
+  path = shared_path("conformance", "optimization", "lr_schedule.json")
+  with open(path) as f:
     cases = json.load(f)
   assert len(cases) == 5
   for case in cases:
@@ -59,8 +60,9 @@ def test_learning_rate_schedule_matches_reference():
 
 def _build_tiny_graph(data):
   """The conformance loss over BERT-named variables; returns the loss."""
-  variables = {name: tf.get_variable(name, initializer=tf.constant(data[name][0]))
-               for name in _TINY_VARIABLES}
+  variables = {
+      name: tf.get_variable(name, initializer=tf.constant(data[name][0]))
+      for name in _TINY_VARIABLES}
   ids = tf.constant(data["_ids"])
   word_embeddings = variables[_WORD_EMBEDDINGS]
   hidden = tf.matmul(tf.constant(data["_x"]) + tf.gather(word_embeddings, ids),
