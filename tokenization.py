@@ -74,8 +74,8 @@ _CASED_MODELS = frozenset([
 def validate_case_matches_checkpoint(do_lower_case, init_checkpoint):
   """Checks that `do_lower_case` agrees with a released checkpoint's casing.
 
-  Only paths naming a file `bert_model.ckpt` (TF's `.index`/`.data-*` suffixes
-  allowed) are checked, `<name>` being the folder just above it; the check
+  Only paths holding `<name>/bert_model.ckpt` are checked (anything may follow,
+  such as TF's `.index` suffix), `<name>` being the folder just above; the check
   applies when `<name>` is a known Google release: the seven of the original
   README, plus (an extension) `wwm_uncased_L-24_H-1024_A-16`,
   `wwm_cased_L-24_H-1024_A-16` and the small BERTs `uncased_L-{2..12}_H-*_A-*`.

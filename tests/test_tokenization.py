@@ -171,6 +171,12 @@ def test_validate_lower_cased_model_needs_do_lower_case(name):
   assert name in str(err.value)
 
 
+def test_validate_checks_checkpoint_file_suffixes_like_reference():
+  with pytest.raises(ValueError):
+    tokenization.validate_case_matches_checkpoint(
+        True, "/m/cased_L-12_H-768_A-12/bert_model.ckpt.index")
+
+
 @pytest.mark.parametrize("name", _CASED + _EXTRA_CASED)
 def test_validate_cased_model_needs_no_lower_case(name):
   path = "models/%s/bert_model.ckpt" % name
