@@ -214,12 +214,13 @@ def _field(obj, key, kind, input_file, where):
                      (input_file, where, key))
   value = obj[key]
   if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-    raise ValueError("%s: %s.%s is %r, expected a %s" %
+    raise ValueError("%s: %s.%s is %r, expected %s" %
                      (input_file, where, key, value, _KIND_NAMES[kind]))
   return value
 
 
-_KIND_NAMES = {object: "value", str: "string", list: "list", int: "integer"}
+_KIND_NAMES = {object: "a value", str: "a string", list: "a list",
+               int: "an integer"}
 
 
 def _iter_paragraphs(input_file):
@@ -1120,8 +1121,8 @@ def score_predictions(predict_file, written, version_2_with_negative,
   """Official SQuAD scores of `written` against `predict_file`'s answers.
 
   Writes `eval_results.json` to `output_dir` and, for SQuAD 2.0,
-  `predictions_best_threshold.json` (predictions re-decided at
-  `best_f1_thresh`). Questions without gold answers are left out (SQuAD 1.1:
+  `predictions_best_threshold.json` (predictions re-decided at the null
+  threshold that gives `best_f1`). Questions without gold answers are left out (SQuAD 1.1:
   no or empty "answers"; SQuAD 2.0: no "answers" field).
 
   Args:
@@ -1149,10 +1150,10 @@ def score_predictions(predict_file, written, version_2_with_negative,
         for q, nbest in written.nbest.items())
     results = squad_metrics.evaluate_v2(scorable, written.predictions,
                                         written.null_odds, best_non_null)
+    best_predictions, _ = squad_metrics.best_f1_predictions(
+        scorable, written.null_odds, best_non_null)
     _write_json(os.path.join(output_dir, "predictions_best_threshold.json"),
-                squad_metrics.decide_at_threshold(
-                    written.null_odds, best_non_null,
-                    results["best_f1_thresh"]))
+                best_predictions)
   else:
     results = squad_metrics.evaluate_v1(scorable, written.predictions)
   _write_json(os.path.join(output_dir, "eval_results.json"), results)

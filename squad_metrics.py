@@ -139,8 +139,9 @@ def best_threshold(scores, null_odds, has_answer, answers):
 
   A question is predicted "no answer" when its null odds exceed the threshold.
   Questions are visited in increasing null odds; the threshold that maximises
-  the total is kept (0.0 when predicting "no answer" everywhere is best, as
-  the official script reports it).
+  the total is kept. When predicting "no answer" everywhere is best, the
+  official script reports the threshold 0.0, and so does this function; the
+  third value then says that no threshold among the odds does better.
 
   Args:
     scores: dict qas_id -> score (0/1 scale) of `answers[qas_id]`.
@@ -149,10 +150,11 @@ def best_threshold(scores, null_odds, has_answer, answers):
     answers: dict qas_id -> the non-null text predicted when answering.
 
   Returns:
-    (best score on the 0-100 scale, threshold).
+    (best score on the 0-100 scale, threshold, all_null): `all_null` is True
+    when the best score is the one of predicting "no answer" everywhere.
   """
   current = best = sum(1 for q in scores if not has_answer[q])
-  threshold = 0.0
+  threshold, all_null = 0.0, True
   for qas_id in sorted(null_odds, key=lambda q: null_odds[q]):
     if qas_id not in scores:
       continue
@@ -161,8 +163,8 @@ def best_threshold(scores, null_odds, has_answer, answers):
     elif answers[qas_id]:
       current -= 1
     if current > best:
-      best, threshold = current, null_odds[qas_id]
-  return 100.0 * best / max(len(scores), 1), threshold
+      best, threshold, all_null = current, null_odds[qas_id], False
+  return 100.0 * best / max(len(scores), 1), threshold, all_null
 
 
 def evaluate_v2(gold, predictions, null_odds, best_non_null):
@@ -195,14 +197,34 @@ def evaluate_v2(gold, predictions, null_odds, best_non_null):
   best_exact_raw, best_f1_raw = _v2_raw_scores(gold, best_non_null)
   odds = {q: null_odds[q] for q in gold if q in null_odds}
   for name, raw in (("exact", best_exact_raw), ("f1", best_f1_raw)):
-    score, threshold = best_threshold(raw, odds, has_answer, best_non_null)
+    score, threshold, _ = best_threshold(raw, odds, has_answer,
+                                         best_non_null)
     results["best_%s" % name] = score
     results["best_%s_thresh" % name] = threshold
   return results
 
 
-def decide_at_threshold(null_odds, best_non_null, threshold):
-  """Predictions re-decided at `threshold`: "" where the odds exceed it."""
+def best_f1_predictions(gold, null_odds, best_non_null):
+  """Predictions re-decided at the null threshold that gives `best_f1`.
+
+  A question whose null odds exceed the threshold gets "" (no answer), the
+  others their best non-null text. When "no answer" everywhere is best (the
+  official `best_f1_thresh` then reads 0.0), every prediction is "".
+
+  Args:
+    gold, null_odds, best_non_null: as for `evaluate_v2`; every question of
+      `best_non_null` is re-decided, scored or not.
+
+  Returns:
+    (OrderedDict qas_id -> text, the threshold used or None for all "").
+  """
+  has_answer = {q: any(normalize_answer(a) for a in answers)
+                for q, answers in gold.items()}
+  _, f1 = _v2_raw_scores(gold, best_non_null)
+  odds = {q: null_odds[q] for q in gold if q in null_odds}
+  _, threshold, all_null = best_threshold(f1, odds, has_answer, best_non_null)
+  if all_null:
+    threshold = None
   return collections.OrderedDict(
-      (q, "" if null_odds[q] > threshold else text)
-      for q, text in best_non_null.items())
+      (q, "" if threshold is None or null_odds[q] > threshold else text)
+      for q, text in best_non_null.items()), threshold
