@@ -1,0 +1,467 @@
+"""Pre-trains BERT on masked LM and next sentence prediction.
+
+Reads the TFRecords written by `create_pretraining_data.py`, trains the
+encoder with both pre-training heads (Devlin et al. 2018, section 3.1 and
+appendix A.1/A.2) through a `TPUEstimator` (CPU, GPU or TPU), and with
+`--do_eval` writes `output_dir/eval_results.txt`.
+
+Example:
+
+  python run_pretraining.py \
+    --input_file=/tmp/tf_examples.tfrecord --output_dir=/tmp/pretraining \
+    --do_train=True --do_eval=True \
+    --bert_config_file=$BERT_BASE_DIR/bert_config.json \
+    --init_checkpoint=$BERT_BASE_DIR/bert_model.ckpt \
+    --train_batch_size=32 --max_seq_length=128 --max_predictions_per_seq=20 \
+    --num_train_steps=20 --num_warmup_steps=10 --learning_rate=2e-5
+
+A run restarted with the same `--output_dir` continues from the last
+checkpoint there (`--init_checkpoint` only initializes a fresh run).
+"""
+
+import os
+
+from absl import flags
+from absl import logging
+import tensorflow.compat.v1 as tf
+
+import estimator_utils
+import modeling
+import optimization
+
+FLAGS = flags.FLAGS
+
+
+def define_flags():
+  """Defines the script's flags (SPEC section 5) and the TPU flags."""
+  flags.DEFINE_string(
+      "bert_config_file", None,
+      "The config JSON file of the pre-trained BERT model (architecture).")
+  flags.DEFINE_string(
+      "input_file", None,
+      "Input TFRecord file(s) from create_pretraining_data.py: comma-separated "
+      "names or globs.")
+  flags.DEFINE_string(
+      "output_dir", None,
+      "Directory for the model checkpoints, summaries and eval_results.txt.")
+  flags.DEFINE_string(
+      "init_checkpoint", None,
+      "Initial checkpoint (usually from a pre-trained BERT model).")
+  flags.DEFINE_integer(
+      "max_seq_length", 128,
+      "Tokens per sequence after WordPiece; must equal the length the data "
+      "was created with.")
+  flags.DEFINE_integer(
+      "max_predictions_per_seq", 20,
+      "Masked LM predictions per sequence; must equal the data's value.")
+  flags.DEFINE_bool("do_train", False, "Whether to run training.")
+  flags.DEFINE_bool("do_eval", False, "Whether to run evaluation.")
+  flags.DEFINE_integer("train_batch_size", 32, "Batch size for training.")
+  flags.DEFINE_integer("eval_batch_size", 8, "Batch size for evaluation.")
+  flags.DEFINE_float("learning_rate", 5e-5, "Peak learning rate for Adam.")
+  flags.DEFINE_integer("num_train_steps", 100000, "Number of training steps.")
+  flags.DEFINE_integer("num_warmup_steps", 10000,
+                       "Number of linear learning-rate warmup steps.")
+  flags.DEFINE_integer("save_checkpoints_steps", 1000,
+                       "How often to save the model checkpoint (steps).")
+  flags.DEFINE_integer("iterations_per_loop", 1000,
+                       "Steps per estimator call on TPU.")
+  flags.DEFINE_integer("max_eval_steps", 100,
+                       "Maximum number of evaluation batches.")
+  estimator_utils.define_tpu_flags()
+
+
+# ----------------------------------------------------------------------------
+# Heads
+# ----------------------------------------------------------------------------
+
+
+def gather_indexes(sequence_tensor, positions):
+  """Picks the vectors at `positions` of each sequence.
+
+  Args:
+    sequence_tensor: float Tensor of shape [batch_size, seq_length, width].
+    positions: int32 Tensor of shape [batch_size, num_positions], indexes
+      into each row's sequence.
+
+  Returns:
+    float Tensor of shape [batch_size * num_positions, width], rows in
+    batch-major order.
+  """
+  batch_size, seq_length, width = modeling.get_shape_list(
+      sequence_tensor, expected_rank=3, name="sequence_tensor")
+  row_starts = tf.reshape(tf.range(0, batch_size, dtype=tf.int32) * seq_length,
+                          [-1, 1])  # [B, 1]
+  flat_positions = tf.reshape(positions + row_starts, [-1])  # [B*P]
+  flat_sequence = tf.reshape(sequence_tensor,
+                             [batch_size * seq_length, width])  # [B*T, W]
+  return tf.gather(flat_sequence, flat_positions)  # [B*P, W]
+
+
+def get_masked_lm_output(bert_config, input_tensor, output_weights, positions,
+                         label_ids, label_weights):
+  """Masked LM head: loss and log-probabilities of the masked tokens.
+
+  Variables `cls/predictions/transform/dense/{kernel,bias}`,
+  `cls/predictions/transform/LayerNorm/{beta,gamma}` and
+  `cls/predictions/output_bias`; the output projection is tied to the word
+  embeddings.
+
+  Args:
+    bert_config: `modeling.BertConfig`.
+    input_tensor: float Tensor of shape [batch_size, seq_length,
+      hidden_size], the encoder's sequence output.
+    output_weights: float Tensor of shape [vocab_size, hidden_size], the word
+      embedding table.
+    positions: int32 Tensor of shape [batch_size, max_predictions_per_seq].
+    label_ids: int32 Tensor of shape [batch_size, max_predictions_per_seq],
+      the original token ids.
+    label_weights: float32 Tensor of shape [batch_size,
+      max_predictions_per_seq], 1.0 for real predictions, 0.0 for padding.
+
+  Returns:
+    (loss, per_example_loss, log_probs): float32 scalar
+    sum(w * loss) / (sum(w) + 1e-5); float32 Tensor [batch_size *
+    max_predictions_per_seq]; float32 Tensor [batch_size *
+    max_predictions_per_seq, vocab_size].
+  """
+  input_tensor = gather_indexes(input_tensor, positions)  # [B*P, W]
+  with tf.variable_scope("cls/predictions"):
+    with tf.variable_scope("transform"):
+      input_tensor = modeling.dense_layer(
+          input_tensor, bert_config.hidden_size,
+          activation=modeling.get_activation(bert_config.hidden_act),
+          initializer_range=bert_config.initializer_range, name="dense")
+      input_tensor = modeling.layer_norm(input_tensor)
+    output_bias = tf.get_variable(
+        "output_bias", shape=[bert_config.vocab_size],
+        initializer=tf.zeros_initializer())
+    logits = tf.matmul(input_tensor, output_weights, transpose_b=True)
+    logits = tf.nn.bias_add(logits, output_bias)  # [B*P, V]
+    log_probs = tf.nn.log_softmax(logits, axis=-1)
+
+    label_ids = tf.reshape(label_ids, [-1])  # [B*P]
+    label_weights = tf.reshape(label_weights, [-1])  # [B*P]
+    one_hot_labels = tf.one_hot(label_ids, depth=bert_config.vocab_size,
+                                dtype=tf.float32)
+    per_example_loss = -tf.reduce_sum(log_probs * one_hot_labels, axis=[-1])
+    # Padded prediction slots have weight 0; 1e-5 avoids 0 / 0.
+    numerator = tf.reduce_sum(label_weights * per_example_loss)
+    denominator = tf.reduce_sum(label_weights) + 1e-5
+    loss = numerator / denominator
+  return loss, per_example_loss, log_probs
+
+
+def get_next_sentence_output(bert_config, input_tensor, labels):
+  """Next sentence head: is segment B the real continuation (0) or random (1)?
+
+  Variables `cls/seq_relationship/output_weights` [2, hidden_size] and
+  `cls/seq_relationship/output_bias` [2].
+
+  Args:
+    bert_config: `modeling.BertConfig`.
+    input_tensor: float Tensor of shape [batch_size, hidden_size], the
+      pooled output.
+    labels: int32 Tensor of shape [batch_size] or [batch_size, 1].
+
+  Returns:
+    (loss, per_example_loss, log_probs): float32 scalar mean loss, float32
+    Tensor [batch_size], float32 Tensor [batch_size, 2].
+  """
+  with tf.variable_scope("cls/seq_relationship"):
+    output_weights = tf.get_variable(
+        "output_weights", shape=[2, bert_config.hidden_size],
+        initializer=modeling.create_initializer(bert_config.initializer_range))
+    output_bias = tf.get_variable(
+        "output_bias", shape=[2], initializer=tf.zeros_initializer())
+    logits = tf.matmul(input_tensor, output_weights, transpose_b=True)
+    logits = tf.nn.bias_add(logits, output_bias)  # [B, 2]
+    log_probs = tf.nn.log_softmax(logits, axis=-1)
+    labels = tf.reshape(labels, [-1])
+    one_hot_labels = tf.one_hot(labels, depth=2, dtype=tf.float32)
+    per_example_loss = -tf.reduce_sum(one_hot_labels * log_probs, axis=-1)
+    loss = tf.reduce_mean(per_example_loss)
+  return loss, per_example_loss, log_probs
+
+
+# ----------------------------------------------------------------------------
+# Estimator functions
+# ----------------------------------------------------------------------------
+
+
+def _metric_fn(masked_lm_example_loss, masked_lm_log_probs, masked_lm_ids,
+               masked_lm_weights, next_sentence_example_loss,
+               next_sentence_log_probs, next_sentence_labels):
+  """Eval metrics: weighted masked LM accuracy/loss, next sentence ones."""
+  masked_lm_predictions = tf.argmax(masked_lm_log_probs, axis=-1,
+                                    output_type=tf.int32)
+  masked_lm_ids = tf.reshape(masked_lm_ids, [-1])
+  masked_lm_weights = tf.reshape(masked_lm_weights, [-1])
+  next_sentence_predictions = tf.argmax(next_sentence_log_probs, axis=-1,
+                                        output_type=tf.int32)
+  next_sentence_labels = tf.reshape(next_sentence_labels, [-1])
+  return {
+      "masked_lm_accuracy": tf.metrics.accuracy(
+          labels=masked_lm_ids, predictions=masked_lm_predictions,
+          weights=masked_lm_weights),
+      "masked_lm_loss": tf.metrics.mean(
+          values=tf.reshape(masked_lm_example_loss, [-1]),
+          weights=masked_lm_weights),
+      "next_sentence_accuracy": tf.metrics.accuracy(
+          labels=next_sentence_labels, predictions=next_sentence_predictions),
+      "next_sentence_loss": tf.metrics.mean(values=next_sentence_example_loss),
+  }
+
+
+def model_fn_builder(bert_config, init_checkpoint, learning_rate,
+                     num_train_steps, num_warmup_steps, use_tpu,
+                     use_one_hot_embeddings):
+  """Returns the `model_fn` for `TPUEstimator` (TRAIN and EVAL modes).
+
+  Args:
+    bert_config: `modeling.BertConfig`.
+    init_checkpoint: str or None, checkpoint to initialize a fresh run from.
+    learning_rate: float, peak learning rate.
+    num_train_steps: int, total training steps (learning rate reaches 0).
+    num_warmup_steps: int, linear warmup steps.
+    use_tpu: bool.
+    use_one_hot_embeddings: bool, one-hot word embedding lookup (TPU).
+  """
+
+  def model_fn(features, labels, mode, params):
+    """Builds the encoder, both heads and the train op or eval metrics."""
+    del labels, params  # Labels come in `features`; batch size unused here.
+    logging.info("*** Features ***")
+    for name in sorted(features):
+      logging.info("  name = %s, shape = %s", name, features[name].shape)
+
+    model = modeling.BertModel(
+        config=bert_config,
+        is_training=(mode == tf.estimator.ModeKeys.TRAIN),
+        input_ids=features["input_ids"],
+        input_mask=features["input_mask"],
+        token_type_ids=features["segment_ids"],
+        use_one_hot_embeddings=use_one_hot_embeddings)
+    masked_lm_loss, masked_lm_example_loss, masked_lm_log_probs = (
+        get_masked_lm_output(
+            bert_config, model.get_sequence_output(),
+            model.get_embedding_table(), features["masked_lm_positions"],
+            features["masked_lm_ids"], features["masked_lm_weights"]))
+    next_sentence_loss, next_sentence_example_loss, next_sentence_log_probs = (
+        get_next_sentence_output(bert_config, model.get_pooled_output(),
+                                 features["next_sentence_labels"]))
+    total_loss = masked_lm_loss + next_sentence_loss
+
+    scaffold_fn = estimator_utils.init_from_checkpoint(init_checkpoint,
+                                                       use_tpu)
+    if mode == tf.estimator.ModeKeys.TRAIN:
+      train_op = optimization.create_optimizer(
+          total_loss, learning_rate, num_train_steps, num_warmup_steps,
+          use_tpu)
+      return tf.estimator.tpu.TPUEstimatorSpec(
+          mode=mode, loss=total_loss, train_op=train_op,
+          scaffold_fn=scaffold_fn)
+    if mode == tf.estimator.ModeKeys.EVAL:
+      eval_metrics = (_metric_fn, [
+          masked_lm_example_loss, masked_lm_log_probs,
+          features["masked_lm_ids"], features["masked_lm_weights"],
+          next_sentence_example_loss, next_sentence_log_probs,
+          features["next_sentence_labels"]
+      ])
+      return tf.estimator.tpu.TPUEstimatorSpec(
+          mode=mode, loss=total_loss, eval_metrics=eval_metrics,
+          scaffold_fn=scaffold_fn)
+    raise ValueError("run_pretraining supports TRAIN and EVAL modes, got %s" %
+                     mode)
+
+  return model_fn
+
+
+def _name_to_features(max_seq_length, max_predictions_per_seq):
+  """The record layout written by create_pretraining_data.py."""
+  return {
+      "input_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
+      "input_mask": tf.io.FixedLenFeature([max_seq_length], tf.int64),
+      "segment_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
+      "masked_lm_positions":
+          tf.io.FixedLenFeature([max_predictions_per_seq], tf.int64),
+      "masked_lm_ids":
+          tf.io.FixedLenFeature([max_predictions_per_seq], tf.int64),
+      "masked_lm_weights":
+          tf.io.FixedLenFeature([max_predictions_per_seq], tf.float32),
+      "next_sentence_labels": tf.io.FixedLenFeature([1], tf.int64),
+  }
+
+
+def input_fn_builder(input_files, max_seq_length, max_predictions_per_seq,
+                     is_training, num_cpu_threads=4):
+  """Returns an `input_fn(params)` over pre-training TFRecords.
+
+  Training reads the files in parallel, shuffled, repeated forever. Eval
+  reads them in order; on CPU/GPU once (each example counted once, up to
+  --max_eval_steps batches), on TPU repeated as in the reference, because a
+  TPU evaluation runs a fixed number of steps. Batches have a fixed size
+  (the last partial batch is dropped) and int64 features become int32.
+
+  Args:
+    input_files: list of str, TFRecord paths.
+    max_seq_length: int, length of `input_ids`, `input_mask`, `segment_ids`.
+    max_predictions_per_seq: int, length of the `masked_lm_*` features.
+    is_training: bool.
+    num_cpu_threads: int, parallel readers and parsers when training.
+  """
+  base_input_fn = estimator_utils.tfrecord_input_fn_builder(
+      input_files, _name_to_features(max_seq_length, max_predictions_per_seq),
+      is_training=is_training, drop_remainder=True,
+      num_cpu_threads=num_cpu_threads)
+
+  def input_fn(params):
+    dataset = base_input_fn(params)
+    if not is_training and params.get("use_tpu", False):
+      dataset = dataset.repeat()
+    return dataset
+
+  return input_fn
+
+
+# ----------------------------------------------------------------------------
+# Command line
+# ----------------------------------------------------------------------------
+
+
+def check_record_lengths(input_files, max_seq_length, max_predictions_per_seq):
+  """Checks the first record of every file against the expected lengths.
+
+  Cheap (one record per file) and catches data made with another
+  --max_seq_length or --max_predictions_per_seq before training starts.
+
+  Raises:
+    ValueError: naming the file, the feature, its length and the expected
+      length; or when a file is not a TFRecord of Examples.
+  """
+  expected = {
+      "input_ids": (max_seq_length, "max_seq_length"),
+      "input_mask": (max_seq_length, "max_seq_length"),
+      "segment_ids": (max_seq_length, "max_seq_length"),
+      "masked_lm_positions": (max_predictions_per_seq,
+                              "max_predictions_per_seq"),
+      "masked_lm_ids": (max_predictions_per_seq, "max_predictions_per_seq"),
+      "masked_lm_weights": (max_predictions_per_seq,
+                            "max_predictions_per_seq"),
+      "next_sentence_labels": (1, None),
+  }
+  for path in input_files:
+    example = _first_example(path)
+    if example is None:
+      logging.warning("Input file %s holds no records", path)
+      continue
+    for name, (length, flag_name) in expected.items():
+      if name not in example.features.feature:
+        raise ValueError("%s: record 0 has no feature %r; expected the output "
+                         "of create_pretraining_data.py" % (path, name))
+      feature = example.features.feature[name]
+      values = feature.float_list.value or feature.int64_list.value
+      if len(values) != length:
+        where = ("--%s=%d" % (flag_name, length) if flag_name
+                 else "%d" % length)
+        raise ValueError(
+            "%s: record 0 has %s of length %d, but %s; create the data with "
+            "the same value or change the flag" %
+            (path, name, len(values), where))
+
+
+def _first_example(path):
+  """The first `tf.train.Example` of a TFRecord file, or None when empty."""
+  try:
+    for record in tf.io.tf_record_iterator(path):
+      return tf.train.Example.FromString(record)
+  except (tf.errors.DataLossError, ValueError) as e:
+    raise ValueError("%s is not a TFRecord file of tf.train.Examples (%s)" %
+                     (path, " ".join(str(e).split()))) from None
+  return None
+
+
+def check_inputs(bert_config_file, input_file, output_dir, init_checkpoint,
+                 max_seq_length, max_predictions_per_seq, do_train, do_eval):
+  """Validates the flags before any graph is built.
+
+  Returns:
+    (bert_config, input_files, init_checkpoint): the `BertConfig`, the
+    expanded input paths and the checkpoint prefix (or None).
+
+  Raises:
+    ValueError: with a one-line message naming the flag at fault.
+  """
+  if not do_train and not do_eval:
+    raise ValueError("At least one of --do_train or --do_eval must be True")
+  bert_config = estimator_utils.load_bert_config(bert_config_file)
+  estimator_utils.check_max_seq_length(max_seq_length, bert_config)
+  if not output_dir:
+    raise ValueError("--output_dir is required: where checkpoints and "
+                     "eval_results.txt go")
+  input_files = estimator_utils.expand_file_patterns(input_file, "input_file")
+  check_record_lengths(input_files, max_seq_length, max_predictions_per_seq)
+  if init_checkpoint:
+    init_checkpoint = estimator_utils.resolve_checkpoint(init_checkpoint)
+  return bert_config, input_files, init_checkpoint or None
+
+
+def main(_):
+  logging.set_verbosity(logging.INFO)
+  bert_config, input_files, init_checkpoint = check_inputs(
+      FLAGS.bert_config_file, FLAGS.input_file, FLAGS.output_dir,
+      FLAGS.init_checkpoint, FLAGS.max_seq_length,
+      FLAGS.max_predictions_per_seq, FLAGS.do_train, FLAGS.do_eval)
+  tf.io.gfile.makedirs(FLAGS.output_dir)
+  logging.info("*** Input files (%d) ***", len(input_files))
+  for path in input_files:
+    logging.info("  %s", path)
+
+  run_config = estimator_utils.make_run_config(
+      FLAGS.output_dir, FLAGS.save_checkpoints_steps,
+      FLAGS.iterations_per_loop, use_tpu=FLAGS.use_tpu,
+      tpu_name=FLAGS.tpu_name, tpu_zone=FLAGS.tpu_zone,
+      gcp_project=FLAGS.gcp_project, master=FLAGS.master,
+      num_tpu_cores=FLAGS.num_tpu_cores)
+  model_fn = model_fn_builder(
+      bert_config=bert_config,
+      init_checkpoint=init_checkpoint,
+      learning_rate=FLAGS.learning_rate,
+      num_train_steps=FLAGS.num_train_steps,
+      num_warmup_steps=FLAGS.num_warmup_steps,
+      use_tpu=FLAGS.use_tpu,
+      use_one_hot_embeddings=FLAGS.use_tpu)
+  estimator = estimator_utils.make_estimator(
+      model_fn, run_config, FLAGS.use_tpu,
+      train_batch_size=FLAGS.train_batch_size,
+      eval_batch_size=FLAGS.eval_batch_size)
+
+  if FLAGS.do_train:
+    logging.info("***** Running training *****")
+    logging.info("  Batch size = %d, steps = %d", FLAGS.train_batch_size,
+                 FLAGS.num_train_steps)
+    estimator.train(
+        input_fn=input_fn_builder(input_files, FLAGS.max_seq_length,
+                                  FLAGS.max_predictions_per_seq,
+                                  is_training=True),
+        max_steps=FLAGS.num_train_steps,
+        hooks=[estimator_utils.ProgressHook(
+            FLAGS.train_batch_size, total_steps=FLAGS.num_train_steps,
+            every_n_steps=min(100, FLAGS.iterations_per_loop))])
+
+  if FLAGS.do_eval:
+    logging.info("***** Running evaluation *****")
+    logging.info("  Batch size = %d, at most %d steps", FLAGS.eval_batch_size,
+                 FLAGS.max_eval_steps)
+    result = estimator.evaluate(
+        input_fn=input_fn_builder(input_files, FLAGS.max_seq_length,
+                                  FLAGS.max_predictions_per_seq,
+                                  is_training=False),
+        steps=FLAGS.max_eval_steps)
+    estimator_utils.write_eval_results(
+        os.path.join(FLAGS.output_dir, "eval_results.txt"), result)
+
+
+if __name__ == "__main__":
+  define_flags()
+  estimator_utils.run_main(main)
