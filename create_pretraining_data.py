@@ -26,10 +26,8 @@ when ten draws in a row pick the current document as the "random" one, drawing
 continues until another document comes up.
 """
 
-import collections
 import concurrent.futures
 import multiprocessing
-import os
 import random
 import struct
 import time
@@ -188,7 +186,7 @@ def _iter_raw_lines(path, start=0, end=None):
 
 
 def _decode_line(raw_line):
-  """Bytes line -> str: `\\r` removed, invalid UTF-8 dropped (as the reference)."""
+  """Bytes line -> str: `\\r` removed, invalid UTF-8 dropped (as reference)."""
   return tokenization.convert_to_unicode(raw_line.replace(b"\r", b""))
 
 
@@ -293,7 +291,7 @@ def _instances_from_documents(documents, tokenizer, max_seq_length,
                               dupe_factor, short_seq_prob, masked_lm_prob,
                               max_predictions_per_seq, rng, do_whole_word_mask,
                               prefix=""):
-  """Shuffles `documents` in place, makes all passes' instances, shuffles them."""
+  """Shuffles `documents` in place; makes all passes' instances; shuffles."""
   logging.info("%s%d documents", prefix, len(documents))
   rng.shuffle(documents)
   vocab_words = list(tokenizer.vocab.keys())
@@ -455,40 +453,53 @@ def create_masked_lm_predictions(tokens, masked_lm_prob,
     tokens (a new list), and the positions (increasing) with their original
     tokens.
   """
+  num_to_predict = min(max_predictions_per_seq,
+                       max(1, int(round(len(tokens) * masked_lm_prob))))
+  if do_whole_word_mask:
+    chosen = _choose_whole_words(tokens, num_to_predict, rng)
+  else:
+    # Each position its own group: shuffle (same draws as shuffling
+    # one-element groups), then take the first `num_to_predict`.
+    candidates = [index for index, token in enumerate(tokens)
+                  if token != "[CLS]" and token != "[SEP]"]
+    rng.shuffle(candidates)
+    chosen = candidates[:num_to_predict]
+
+  output_tokens = list(tokens)
+  num_words = len(vocab_words)
+  for index in chosen:  # In the order chosen: the draws depend on it.
+    if rng.random() < 0.8:
+      output_tokens[index] = "[MASK]"
+    elif rng.random() >= 0.5:  # Else (another 50%) the token stays as it is.
+      output_tokens[index] = vocab_words[rng.randint(0, num_words - 1)]
+  positions = sorted(chosen)
+  return output_tokens, positions, [tokens[index] for index in positions]
+
+
+def _choose_whole_words(tokens, num_to_predict, rng):
+  """Positions to mask, whole words at a time, in the order chosen.
+
+  Groups are words (a `##` piece joins the group before it); the shuffled
+  groups are taken in turn, skipping any that would exceed `num_to_predict`.
+  The groups are disjoint, so the reference's "already covered" check never
+  fires and is left out.
+  """
   groups = []
   for index, token in enumerate(tokens):
     if token == "[CLS]" or token == "[SEP]":
       continue
-    if do_whole_word_mask and groups and token.startswith("##"):
+    if groups and token.startswith("##"):
       groups[-1].append(index)
     else:
       groups.append([index])
   rng.shuffle(groups)
-
-  num_to_predict = min(max_predictions_per_seq,
-                       max(1, int(round(len(tokens) * masked_lm_prob))))
-  output_tokens = list(tokens)
   chosen = []
-  covered = set()
   for group in groups:
     if len(chosen) >= num_to_predict:
       break
-    if len(chosen) + len(group) > num_to_predict:
-      continue
-    if any(index in covered for index in group):
-      continue
-    for index in group:
-      covered.add(index)
-      if rng.random() < 0.8:
-        replacement = "[MASK]"
-      elif rng.random() < 0.5:
-        replacement = tokens[index]
-      else:
-        replacement = vocab_words[rng.randint(0, len(vocab_words) - 1)]
-      output_tokens[index] = replacement
-      chosen.append(index)
-  chosen.sort()
-  return output_tokens, chosen, [tokens[index] for index in chosen]
+    if len(chosen) + len(group) <= num_to_predict:
+      chosen.extend(group)
+  return chosen
 
 
 def truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng):
@@ -568,8 +579,17 @@ def _varint(value):
   return bytes(out)
 
 
+# Varints of small numbers (lengths, positions), looked up instead of encoded.
+_SMALL_VARINTS = [_varint(value) for value in range(1 << 14)]
+
+
+def _varint_of(value):
+  return _SMALL_VARINTS[value] if value < 16384 else _varint(value)
+
+
 def _length_delimited(tag, payload):
-  return tag + _varint(len(payload)) + payload
+  """Protobuf field `tag` (one byte, wire type 2) holding `payload`."""
+  return tag + _varint_of(len(payload)) + payload
 
 
 class _ExampleSerializer(object):
@@ -578,7 +598,8 @@ class _ExampleSerializer(object):
   Writes the same bytes as building a `tf.train.Example` from an
   `OrderedDict` of features per instance (the reference's way; the tests
   check both against conformance/pretraining_data) at a fraction of the cost:
-  each token's varint id is looked up once, padding is a constant byte run.
+  each token's varint id is looked up once, padding is a constant byte run,
+  and no message objects are built.
 
   Wire format: Example{1: Features{1: repeated map entry {1: key, 2:
   Feature{2: FloatList{1: packed float} | 3: Int64List{1: packed varint}}}}}.
@@ -588,11 +609,12 @@ class _ExampleSerializer(object):
     self._vocab = tokenizer.vocab
     self._token_varints = {token: _varint(token_id)
                            for token, token_id in tokenizer.vocab.items()}
-    self._small_varints = [_varint(v) for v in range(max_seq_length + 1)]
+    self._position_varints = [_varint(p) for p in range(max_seq_length)]
     self._max_seq_length = max_seq_length
     self._max_predictions_per_seq = max_predictions_per_seq
-    self._entry_heads = {
-        name: b"\n" + _varint(len(name)) + name.encode("ascii")
+    # Entry = b"\n" len {b"\n" len key, b"\x12" len Feature}.
+    self._key_fields = {
+        name: _length_delimited(b"\n", name.encode("ascii"))
         for name in _FEATURE_ORDER}
 
   def features(self, instance):
@@ -602,49 +624,37 @@ class _ExampleSerializer(object):
 
   def serialize(self, instance):
     """Serialized `tf.train.Example` bytes of `instance`."""
-    num_tokens = len(instance.tokens)
+    tokens = instance.tokens
+    num_tokens = len(tokens)
     num_masked = len(instance.masked_lm_positions)
     if (num_tokens > self._max_seq_length or
         num_masked > self._max_predictions_per_seq):
       self.features(instance)  # Raises the ValueError naming the limit.
     seq_pad = b"\0" * (self._max_seq_length - num_tokens)
-    pred_pad_count = self._max_predictions_per_seq - num_masked
-    token_varints = self._token_varints
-    small = self._small_varints
-    packed = {
-        "input_ids": b"".join([token_varints[t] for t in instance.tokens]) +
-                     seq_pad,
+    pred_pad = self._max_predictions_per_seq - num_masked
+    id_of = self._token_varints.__getitem__
+    position_of = self._position_varints.__getitem__
+    payloads = {
+        "input_ids": b"".join(map(id_of, tokens)) + seq_pad,
         "input_mask": b"\x01" * num_tokens + seq_pad,
-        "segment_ids": b"".join([small[s] for s in instance.segment_ids]) +
-                       seq_pad,
+        "segment_ids": bytes(instance.segment_ids) + seq_pad,
         "masked_lm_positions": b"".join(
-            [small[p] for p in instance.masked_lm_positions]) +
-                               b"\0" * pred_pad_count,
+            map(position_of, instance.masked_lm_positions)) + b"\0" * pred_pad,
         "masked_lm_ids": b"".join(
-            [token_varints[t] for t in instance.masked_lm_labels]) +
-                         b"\0" * pred_pad_count,
+            map(id_of, instance.masked_lm_labels)) + b"\0" * pred_pad,
+        "masked_lm_weights": _FLOAT_ONE * num_masked + _FLOAT_ZERO * pred_pad,
         "next_sentence_labels": b"\x01" if instance.is_random_next else b"\0",
     }
-    weights = _FLOAT_ONE * num_masked + _FLOAT_ZERO * pred_pad_count
     entries = []
     for name in _WIRE_ORDER:
-      if name == "masked_lm_weights":
-        feature = _length_delimited(b"\x12", _packed_field(weights))
-      else:
-        feature = _length_delimited(b"\x1a", _packed_field(packed[name]))
+      payload = payloads[name]
+      value_list = _length_delimited(b"\n", payload) if payload else b""
+      feature = _length_delimited(
+          b"\x12" if name == "masked_lm_weights" else b"\x1a", value_list)
       entries.append(_length_delimited(
-          b"\n", self._entry_heads[name] + _length_delimited(b"\x12",
-                                                              feature)))
+          b"\n", self._key_fields[name] + _length_delimited(b"\x12",
+                                                             feature)))
     return _length_delimited(b"\n", b"".join(entries))
-
-
-def _packed_field(payload):
-  """Field 1 of an Int64List/FloatList; protobuf omits an empty one."""
-  return _length_delimited(b"\n", payload) if payload else b""
-
-
-def _temp_path(path):
-  return "%s.tmp-%d" % (path, os.getpid())
 
 
 def _write_instances(instances, serializer, output_files, prefix=""):
@@ -653,7 +663,8 @@ def _write_instances(instances, serializer, output_files, prefix=""):
   Returns:
     list of str, the temporary paths (same order as `output_files`).
   """
-  temp_files = [_temp_path(path) for path in output_files]
+  temp_files = [estimator_utils.temp_path_for(path)
+                for path in output_files]
   writers = [tf.io.TFRecordWriter(path) for path in temp_files]
   progress = _Progress("instances written", prefix)
   try:
@@ -682,7 +693,7 @@ def _log_instance(instance, features):
 def _commit_outputs(temp_files, output_files):
   """Renames each finished temporary file over its output path."""
   for temp, path in zip(temp_files, output_files):
-    tf.io.gfile.rename(temp, path, overwrite=True)
+    estimator_utils.commit_temp(temp, path)
     logging.info("Wrote %s", path)
 
 
@@ -801,8 +812,17 @@ def _part_output_files(output_files, num_workers):
       (len(output_files), num_workers, num_workers, num_workers))
 
 
-def _run_part(part_index, num_parts, ranges, tokenizer, options, seed,
-              output_files):
+# The tokenizer of a worker process, set by `_init_worker` (inherited as is
+# under "fork", pickled once per worker under "spawn").
+_worker_tokenizer = None
+
+
+def _init_worker(tokenizer):
+  global _worker_tokenizer
+  _worker_tokenizer = tokenizer
+
+
+def _run_part(part_index, num_parts, ranges, options, seed, output_files):
   """Worker: makes and writes one part's instances to temporary files.
 
   Returns:
@@ -810,6 +830,7 @@ def _run_part(part_index, num_parts, ranges, tokenizer, options, seed,
     `peak_rss_mb` (this process's peak resident memory).
   """
   prefix = "part %d/%d: " % (part_index, num_parts)
+  tokenizer = _worker_tokenizer
   documents = _read_documents(ranges, tokenizer, prefix)
   _check_num_documents(documents, "--num_workers=%d: part %d of the corpus (%s)"
                        % (num_parts, part_index, _describe_ranges(ranges)))
@@ -865,10 +886,11 @@ def _run_workers(input_files, tokenizer, options, random_seed, num_workers,
   method = ("fork" if "fork" in multiprocessing.get_all_start_methods()
             else "spawn")
   context = multiprocessing.get_context(method)
-  with concurrent.futures.ProcessPoolExecutor(num_workers,
-                                              mp_context=context) as pool:
-    futures = [pool.submit(_run_part, k, num_workers, parts[k], tokenizer,
-                           options, random_seed + k, part_outputs[k])
+  with concurrent.futures.ProcessPoolExecutor(
+      num_workers, mp_context=context, initializer=_init_worker,
+      initargs=(tokenizer,)) as pool:
+    futures = [pool.submit(_run_part, k, num_workers, parts[k], options,
+                           random_seed + k, part_outputs[k])
                for k in range(num_workers)]
     results = _gather(futures)
   for k, result in enumerate(results):

@@ -1,0 +1,231 @@
+# coding=utf-8
+"""Benchmarks `create_pretraining_data.py` with 1 and 2 workers.
+
+Builds a corpus of real text from the shared data folder (English SQuAD/XQuAD
+paragraphs, GLUE RTE and SST-2 sentences; Chinese Wikipedia text from CMRC
+2018), repeated to reach `--corpus_mb` megabytes in two files, then runs the
+script as a subprocess, interleaving the worker counts, `--reps` times each.
+For each run it measures wall time, instances/s (instances written / wall
+time, including start-up) and peak resident memory: of the whole process tree
+(`os.wait4`), and of the main process and each worker as the script logs
+them. Prints a markdown table of medians with min-max and the 2-vs-1 worker
+ratio of instances/s.
+
+  python bench/bench_pretraining_data.py            # 10 MB, 5 reps each
+  python bench/bench_pretraining_data.py --reps=7 --dupe_factor=2
+
+The shared folder is `$BERT_SHARED_DIR` (default `../shared`).
+"""
+
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+from absl import app
+from absl import flags
+
+_REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+FLAGS = flags.FLAGS
+
+
+def define_flags():
+  flags.DEFINE_float("corpus_mb", 10.0, "Corpus size in MB (10^6 bytes).")
+  flags.DEFINE_integer("reps", 5, "Runs per worker count (interleaved).")
+  flags.DEFINE_string("workers", "1,2", "Comma-separated worker counts.")
+  flags.DEFINE_integer("dupe_factor", 5, "--dupe_factor of each run.")
+  flags.DEFINE_integer("max_seq_length", 128, "--max_seq_length of each run.")
+  flags.DEFINE_string("vocab_file", None,
+                      "Vocabulary; default: the shared uncased BERT vocab.")
+  flags.DEFINE_string("work_dir", None,
+                      "Where to build the corpus and outputs (default: a "
+                      "temporary folder, removed at the end).")
+
+
+def _shared(*parts):
+  root = os.environ.get("BERT_SHARED_DIR", os.path.join(_REPO, "..", "shared"))
+  path = os.path.join(root, *parts)
+  if not os.path.exists(path):
+    raise FileNotFoundError("%s not found: set BERT_SHARED_DIR to the shared "
+                            "folder" % path)
+  return path
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+def _squad_documents(path):
+  """Each paragraph of a SQuAD-format file as one document of sentences."""
+  with open(path, encoding="utf-8") as f:
+    data = json.load(f)["data"]
+  documents = []
+  for article in data:
+    for paragraph in article["paragraphs"]:
+      sentences = [s.strip() for s in _SENTENCE_END.split(paragraph["context"])]
+      documents.append([s for s in sentences if s])
+  return documents
+
+
+def _tsv_column_documents(path, columns, lines_per_document):
+  """Sentences of the given TSV columns, grouped into documents."""
+  sentences = []
+  with open(path, encoding="utf-8") as f:
+    next(f)  # Header.
+    for row in f:
+      cells = row.rstrip("\n").split("\t")
+      sentences.extend(cells[c].strip() for c in columns if c < len(cells))
+  sentences = [s for s in sentences if s]
+  return [sentences[i:i + lines_per_document]
+          for i in range(0, len(sentences), lines_per_document)]
+
+
+def _english_text():
+  documents = []
+  documents += _squad_documents(
+      _shared("data", "squad", "xquad_en_dev_v1.1", "xquad.en.json"))
+  documents += _squad_documents(
+      _shared("data", "squad", "haystack_dev_v2.0_small", "small.json"))
+  documents += _tsv_column_documents(
+      _shared("data", "glue", "RTE", "train.tsv"), [1, 2], 6)
+  documents += _tsv_column_documents(
+      _shared("data", "glue", "SST-2", "train.tsv"), [0], 12)
+  with open(_shared("data", "pretrain", "sample_text.txt"),
+            encoding="utf-8") as f:
+    sample = f.read().strip()
+  return sample + "\n\n" + "\n\n".join("\n".join(d) for d in documents) + "\n"
+
+
+def _chinese_text():
+  with open(_shared("data", "pretrain", "zh_cmrc2018_dev_wiki.txt"),
+            encoding="utf-8") as f:
+    return f.read().strip() + "\n"
+
+
+def _write_repeated(path, text, num_bytes):
+  """Writes `text` repeated (blank line between copies), cut at the first
+  document boundary after `num_bytes`; returns the size written."""
+  data = text.encode("utf-8")
+  copies = max(1, -(-num_bytes // (len(data) + 1)))
+  data = b"\n".join([data] * copies)
+  cut = data.find(b"\n\n", num_bytes)
+  if cut >= 0:
+    data = data[:cut + 1]
+  with open(path, "wb") as f:
+    f.write(data)
+  return len(data)
+
+
+def build_corpus(work_dir, corpus_mb):
+  """Writes en.txt (~70%) and zh.txt (~30%); returns their paths and sizes."""
+  total = int(corpus_mb * 1e6)
+  en = os.path.join(work_dir, "en.txt")
+  zh = os.path.join(work_dir, "zh.txt")
+  sizes = [_write_repeated(en, _english_text(), int(total * 0.7)),
+           _write_repeated(zh, _chinese_text(), int(total * 0.3))]
+  return [en, zh], sizes
+
+
+_DONE = re.compile(r"Done: (\d+) instances .*peak RSS of the main process "
+                   r"([\d.]+) MiB")
+_PART = re.compile(r"part (\d+)/\d+: (\d+) documents, (\d+) instances, peak "
+                   r"RSS ([\d.]+) MiB")
+
+
+def run_once(corpus, vocab_file, out_dir, workers):
+  """Runs the script once; returns a dict of measurements."""
+  output = os.path.join(out_dir, "w%d.tfrecord" % workers)
+  cmd = [sys.executable, os.path.join(_REPO, "create_pretraining_data.py"),
+         "--input_file=" + ",".join(corpus), "--output_file=" + output,
+         "--vocab_file=" + vocab_file, "--do_lower_case=true",
+         "--dupe_factor=%d" % FLAGS.dupe_factor,
+         "--max_seq_length=%d" % FLAGS.max_seq_length,
+         "--num_workers=%d" % workers]
+  log_path = os.path.join(out_dir, "w%d.log" % workers)
+  with open(log_path, "w") as log:
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
+                            cwd=_REPO)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+  with open(log_path) as log:
+    text = log.read()
+  done = _DONE.search(text)
+  if status != 0 or not done:
+    raise RuntimeError("run failed (status %d):\n%s" % (status, text[-3000:]))
+  instances = int(done.group(1))
+  return {
+      "workers": workers, "wall_s": wall, "instances": instances,
+      "instances_per_s": instances / wall,
+      "tree_peak_mib": usage.ru_maxrss / 1024.0,
+      "main_peak_mib": float(done.group(2)),
+      "worker_peak_mib": [float(m.group(4)) for m in _PART.finditer(text)],
+      "part_documents": [int(m.group(2)) for m in _PART.finditer(text)],
+  }
+
+
+def _span(values, fmt):
+  return (fmt + " (" + fmt + "-" + fmt + ")") % (
+      statistics.median(values), min(values), max(values))
+
+
+def print_table(results, worker_counts, corpus, sizes):
+  print("Corpus: %s (%.1f MB in %d files), dupe_factor=%d, max_seq_length="
+        "%d, %d runs per row, interleaved. Load average after: %s\n" % (
+            ", ".join(os.path.basename(p) for p in corpus), sum(sizes) / 1e6,
+            len(corpus), FLAGS.dupe_factor, FLAGS.max_seq_length, FLAGS.reps,
+            " ".join("%.2f" % x for x in os.getloadavg())))
+  print("| workers | wall s | instances | instances/s | peak RSS main MiB | "
+        "peak RSS per worker MiB | peak RSS tree MiB |")
+  print("|---|---|---|---|---|---|---|")
+  medians = {}
+  for w in worker_counts:
+    rows = [r for r in results if r["workers"] == w]
+    medians[w] = statistics.median(r["instances_per_s"] for r in rows)
+    per_worker = [max(r["worker_peak_mib"]) for r in rows
+                  if r["worker_peak_mib"]]
+    print("| %d | %s | %s | %s | %s | %s | %s |" % (
+        w, _span([r["wall_s"] for r in rows], "%.1f"),
+        _span([r["instances"] for r in rows], "%d"),
+        _span([r["instances_per_s"] for r in rows], "%.0f"),
+        _span([r["main_peak_mib"] for r in rows], "%.0f"),
+        _span(per_worker, "%.0f") if per_worker else "-",
+        _span([r["tree_peak_mib"] for r in rows], "%.0f")))
+  base = worker_counts[0]
+  for w in worker_counts[1:]:
+    print("\nMedian instances/s, %d vs %d worker(s): %.2fx"
+          % (w, base, medians[w] / medians[base]))
+
+
+def main(_):
+  worker_counts = [int(w) for w in FLAGS.workers.split(",")]
+  vocab_file = FLAGS.vocab_file or _shared(
+      "data", "vocab", "uncased_L-12_H-768_A-12", "vocab.txt")
+  work_dir = FLAGS.work_dir or tempfile.mkdtemp(prefix="bench_cpd_")
+  os.makedirs(work_dir, exist_ok=True)
+  try:
+    corpus, sizes = build_corpus(work_dir, FLAGS.corpus_mb)
+    results = []
+    for rep in range(FLAGS.reps):
+      for w in worker_counts:
+        result = run_once(corpus, vocab_file, work_dir, w)
+        results.append(result)
+        print("rep %d, %d worker(s): %.1f s, %d instances, %.0f/s, worker "
+              "peaks %s MiB, load %.2f" % (
+                  rep, w, result["wall_s"], result["instances"],
+                  result["instances_per_s"], result["worker_peak_mib"],
+                  os.getloadavg()[0]), file=sys.stderr, flush=True)
+    print_table(results, worker_counts, corpus, sizes)
+  finally:
+    if not FLAGS.work_dir:
+      shutil.rmtree(work_dir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+  define_flags()
+  app.run(main)

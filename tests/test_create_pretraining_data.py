@@ -1,0 +1,383 @@
+# coding=utf-8
+"""Tests of create_pretraining_data.py.
+
+Conformance: the four `conformance/pretraining_data` folders (instances and
+TFRecord bytes), then the record format, round-robin outputs, reading rules
+(invalid UTF-8, `\\r`), the corpus split and `--num_workers`, and the
+command line's one-line errors (a few subprocess runs).
+"""
+
+import json
+import os
+import random
+import subprocess
+import sys
+
+import pytest
+import tensorflow.compat.v1 as tf
+
+from conftest import REPO_ROOT
+from conftest import shared_path
+import create_pretraining_data as cpd
+import estimator_utils
+import tokenization
+
+# (folder, input, vocab, do_whole_word_mask) of conformance/pretraining_data.
+_CONFORMANCE = [
+    ("en_wwm_false", "sample_text.txt", "vocab.txt", False),
+    ("en_wwm_true", "sample_text.txt", "vocab.txt", True),
+    ("zh_wwm_false", "zh_sample.txt", "vocab_chinese.txt", False),
+    ("zh_wwm_true", "zh_sample.txt", "vocab_chinese.txt", True),
+]
+
+_KEYS = {"input_ids": ("int64", 128), "input_mask": ("int64", 128),
+         "segment_ids": ("int64", 128), "masked_lm_positions": ("int64", 20),
+         "masked_lm_ids": ("int64", 20), "masked_lm_weights": ("float", 20),
+         "next_sentence_labels": ("int64", 1)}
+
+_tokenizers = {}
+
+
+def _conf(*parts):
+  return shared_path("conformance", "pretraining_data", *parts)
+
+
+def _tokenizer(vocab_name):
+  if vocab_name not in _tokenizers:
+    _tokenizers[vocab_name] = tokenization.FullTokenizer(_conf(vocab_name),
+                                                         do_lower_case=True)
+  return _tokenizers[vocab_name]
+
+
+def _conformance_instances(input_name, vocab_name, wwm, seed=12345):
+  return cpd.create_training_instances(
+      [_conf(input_name)], _tokenizer(vocab_name), 128, 2, 0.1, 0.15, 20,
+      random.Random(seed), do_whole_word_mask=wwm)
+
+
+def _as_row(instance):
+  return {"tokens": instance.tokens, "segment_ids": instance.segment_ids,
+          "is_random_next": instance.is_random_next,
+          "masked_lm_positions": instance.masked_lm_positions,
+          "masked_lm_labels": instance.masked_lm_labels}
+
+
+def _records(path):
+  return list(tf.io.tf_record_iterator(path))
+
+
+def _features(record):
+  """name -> list of values of one serialized Example."""
+  feature = tf.train.Example.FromString(record).features.feature
+  out = {}
+  for name, value in feature.items():
+    kind = value.WhichOneof("kind")
+    out[name] = list(getattr(value, kind).value)
+  return out
+
+
+@pytest.mark.parametrize("folder,input_name,vocab_name,wwm", _CONFORMANCE)
+def test_instances_and_records_match_conformance(tmp_path, folder, input_name,
+                                                 vocab_name, wwm):
+  instances = _conformance_instances(input_name, vocab_name, wwm)
+  with open(_conf(folder, "instances.jsonl"), encoding="utf-8") as f:
+    expected = [json.loads(line) for line in f]
+  assert [_as_row(i) for i in instances] == expected
+
+  output = str(tmp_path / "examples.tfrecord")
+  cpd.write_instance_to_example_files(instances, _tokenizer(vocab_name), 128,
+                                      20, [output])
+  got, want = _records(output), _records(_conf(folder, "examples.tfrecord"))
+  assert len(got) == len(want)
+  for index, (g, w) in enumerate(zip(got, want)):
+    assert _features(g) == _features(w), "record %d" % index
+  with open(output, "rb") as f_got, open(
+      _conf(folder, "examples.tfrecord"), "rb") as f_want:
+    assert f_got.read() == f_want.read()
+  assert not [p for p in os.listdir(tmp_path) if ".tmp" in p]
+
+
+def test_direct_encoder_matches_protobuf_built_examples():
+  """The hand encoder gives the bytes of the reference's OrderedDict build."""
+  tokenizer = _tokenizer("vocab.txt")
+  instances = _conformance_instances("sample_text.txt", "vocab.txt", True)
+  for max_predictions in (20, 0):
+    serializer = cpd._ExampleSerializer(tokenizer, 128, 20)
+    for instance in instances[:5]:
+      if max_predictions == 0:
+        instance = cpd.TrainingInstance(instance.tokens, instance.segment_ids,
+                                        [], [], instance.is_random_next)
+      features = cpd._instance_features(instance, tokenizer.vocab, 128, 20)
+      built = tf.train.Example(features=tf.train.Features(feature={
+          name: (estimator_utils.float_feature(values)
+                 if name == "masked_lm_weights"
+                 else estimator_utils.int64_feature(values))
+          for name, values in zip(cpd._FEATURE_ORDER, features)}))
+      encoded = serializer.serialize(instance)
+      assert tf.train.Example.FromString(encoded) == built
+      if max_predictions:
+        assert encoded == built.SerializeToString()
+
+
+def test_records_have_feature_keys_dtypes_and_lengths(tmp_path):
+  instances = _conformance_instances("zh_sample.txt", "vocab_chinese.txt",
+                                     False)
+  output = str(tmp_path / "zh.tfrecord")
+  cpd.write_instance_to_example_files(
+      instances, _tokenizer("vocab_chinese.txt"), 128, 20, [output])
+  for record, instance in zip(_records(output), instances):
+    feature = tf.train.Example.FromString(record).features.feature
+    assert set(feature) == set(_KEYS)
+    for name, (dtype, length) in _KEYS.items():
+      assert feature[name].WhichOneof("kind") == dtype + "_list"
+      assert len(getattr(feature[name], dtype + "_list").value) == length
+    values = _features(record)
+    num_tokens = len(instance.tokens)
+    assert values["input_mask"] == [1] * num_tokens + [0] * (128 - num_tokens)
+    num_masked = len(instance.masked_lm_positions)
+    assert values["masked_lm_weights"] == [1.0] * num_masked + [0.0] * (
+        20 - num_masked)
+    assert values["next_sentence_labels"] == [int(instance.is_random_next)]
+
+
+def test_chinese_characters_are_single_tokens():
+  instances = _conformance_instances("zh_sample.txt", "vocab_chinese.txt",
+                                     False)
+  labels = [t for i in instances for t in i.masked_lm_labels]
+  cjk = [t for t in labels if any(0x4E00 <= ord(c) <= 0x9FFF for c in t)]
+  assert cjk and all(len(t) == 1 for t in cjk)
+
+
+def test_outputs_receive_instances_in_turn(tmp_path):
+  tokenizer = _tokenizer("vocab.txt")
+  instances = _conformance_instances("sample_text.txt", "vocab.txt", False)
+  single = str(tmp_path / "all.tfrecord")
+  cpd.write_instance_to_example_files(instances, tokenizer, 128, 20, [single])
+  outputs = [str(tmp_path / ("shard%d.tfrecord" % k)) for k in range(3)]
+  written = cpd.write_instance_to_example_files(instances, tokenizer, 128, 20,
+                                                outputs)
+  assert written == len(instances) == 23
+  everything = _records(single)
+  for k, path in enumerate(outputs):
+    assert _records(path) == everything[k::3]
+
+
+def test_truncate_seq_pair_drops_from_the_longer_side():
+  rng = random.Random(0)
+  for len_a, len_b in [(10, 3), (3, 10), (6, 6), (1, 40)]:
+    tokens_a = ["a%d" % i for i in range(len_a)]
+    tokens_b = ["b%d" % i for i in range(len_b)]
+    cpd.truncate_seq_pair(tokens_a, tokens_b, 5, rng)
+    assert len(tokens_a) + len(tokens_b) == 5
+    assert tokens_a and tokens_b
+    # What is left is a contiguous run of each side.
+    for kept, prefix in ((tokens_a, "a"), (tokens_b, "b")):
+      first = int(kept[0][1:])
+      assert kept == ["%s%d" % (prefix, first + i) for i in range(len(kept))]
+  tokens_a, tokens_b = ["x"] * 4, ["y"] * 4
+  cpd.truncate_seq_pair(tokens_a, tokens_b, 7, rng)
+  assert (len(tokens_a), len(tokens_b)) == (4, 3)  # B when equal.
+
+
+def test_masking_count_positions_and_whole_words():
+  vocab_words = ["[PAD]", "[MASK]", "foo", "##bar", "baz"]
+  tokens = (["[CLS]"] + ["foo", "##bar", "##bar", "baz"] * 5 + ["[SEP]"] +
+            ["##bar", "baz"] * 3 + ["[SEP]"])
+  for wwm in (False, True):
+    rng = random.Random(7)
+    output, positions, labels = cpd.create_masked_lm_predictions(
+        tokens, 0.15, 20, vocab_words, rng, do_whole_word_mask=wwm)
+    assert positions == sorted(positions)
+    assert labels == [tokens[p] for p in positions]
+    assert all(tokens[p] not in ("[CLS]", "[SEP]") for p in positions)
+    assert {p for p, t in enumerate(output) if t != tokens[p]} <= set(positions)
+    if wwm:
+      assert len(positions) <= round(len(tokens) * 0.15)
+      for p in positions:  # A word's pieces are masked together.
+        if p + 1 < len(tokens) and tokens[p + 1].startswith("##"):
+          assert p + 1 in positions
+    else:
+      assert len(positions) == round(len(tokens) * 0.15)
+
+
+def test_lines_are_decoded_like_the_reference(tmp_path):
+  """Invalid UTF-8 is dropped, `\\r` removed, U+2028 does not end a line."""
+  path = tmp_path / "odd.txt"
+  path.write_bytes(b"caf\xff\xfeed going\r\nthe\x80 cat\xe2\x80\xa8sat\n\n"
+                   b"second doc here\n")
+  documents = cpd._read_documents([(str(path), 0, None)],
+                                  _tokenizer("vocab.txt"))
+  assert documents == [[["cafe", "##d", "going"], ["the", "cat", "sat"]],
+                       [["second", "doc", "here"]]]
+
+
+def _write_corpus(tmp_path):
+  """Three files; a document spans the first two (no blank line between)."""
+  files = []
+  texts = ["alpha one\nalpha two\n\nbeta one\nbeta two\n",
+           "beta three\n\ngamma one\n\n\ndelta one\ndelta two\n",
+           "\nepsilon one\n\nzeta one\nzeta two\n\n"]
+  for k, text in enumerate(texts):
+    path = tmp_path / ("corpus%d.txt" % k)
+    path.write_text(text, encoding="utf-8")
+    files.append(str(path))
+  return files
+
+
+def test_split_corpus_cuts_at_document_boundaries(tmp_path):
+  files = _write_corpus(tmp_path)
+  tokenizer = _tokenizer("vocab.txt")
+  whole = cpd._read_documents([(p, 0, None) for p in files], tokenizer)
+  assert len(whole) == 6
+  for num_parts in (2, 3):
+    parts, num_documents = cpd._split_corpus(files, num_parts)
+    pieces = [cpd._read_documents(part, tokenizer) for part in parts]
+    assert [d for piece in pieces for d in piece] == whole
+    assert [len(piece) for piece in pieces] == num_documents
+    assert all(piece for piece in pieces)
+
+
+def test_workers_write_parts_with_their_own_seeds(tmp_path):
+  files = _write_corpus(tmp_path)
+  tokenizer = _tokenizer("vocab.txt")
+  options = {"max_seq_length": 16, "dupe_factor": 3, "short_seq_prob": 0.1,
+             "masked_lm_prob": 0.15, "max_predictions_per_seq": 3,
+             "do_whole_word_mask": False}
+  outputs = [str(tmp_path / "a.tfrecord"), str(tmp_path / "b.tfrecord")]
+  total = cpd._run_workers(files, tokenizer, options, 7, 2, outputs)
+  parts, _ = cpd._split_corpus(files, 2)
+  serializer = cpd._ExampleSerializer(tokenizer, 16, 3)
+  count = 0
+  for k, (part, output) in enumerate(zip(parts, outputs)):
+    instances = cpd._instances_from_documents(
+        cpd._read_documents(part, tokenizer), tokenizer, 16, 3, 0.1, 0.15, 3,
+        random.Random(7 + k), False)
+    assert _records(output) == [serializer.serialize(i) for i in instances]
+    count += len(instances)
+  assert total == count
+  assert sorted(os.listdir(tmp_path)) == sorted(
+      ["a.tfrecord", "b.tfrecord"] + [os.path.basename(f) for f in files])
+
+
+def test_part_output_names():
+  assert cpd._part_output_files(["o"], 2) == [["o-00000-of-00002"],
+                                              ["o-00001-of-00002"]]
+  assert cpd._part_output_files(["x", "y"], 2) == [["x"], ["y"]]
+  assert cpd._part_output_files(["x", "y"], 1) == [["x", "y"]]
+  with pytest.raises(ValueError, match="--output_file: got 3 paths"):
+    cpd._part_output_files(["x", "y", "z"], 2)
+
+
+def test_part_with_one_document_is_refused(tmp_path):
+  path = tmp_path / "three.txt"
+  path.write_text("one a\n\ntwo b\n\nthree c\n", encoding="utf-8")
+  with pytest.raises(ValueError, match=r"part \d of the corpus .* holds 1 "
+                     r"document.*at least two documents per part"):
+    cpd._run_workers([str(path)], _tokenizer("vocab.txt"), {}, 1, 2,
+                     [str(tmp_path / "o")])
+
+
+# ---------------------------------------------------------------------------
+# Command line. Each run imports TensorFlow (seconds), so all runs start
+# together in one fixture and the tests check their results.
+
+
+def _cli_cases(root):
+  """name -> (argv, output folder) of each command-line run."""
+  empty = root / "empty.txt"
+  empty.write_text("\n  \n\n", encoding="utf-8")
+  vocab = root / "bad_vocab.txt"
+  vocab.write_text("[PAD]\n[UNK]\n[CLS]\nthe\n", encoding="utf-8")
+  cases = {
+      "two_workers": ["--input_file=" + _conf("zh_sample.txt"),
+                      "--vocab_file=" + _conf("vocab_chinese.txt"),
+                      "--dupe_factor=1", "--max_seq_length=64",
+                      "--num_workers=2"],
+      "no_match": ["--input_file=" + str(root / "nothing*.txt"),
+                   "--vocab_file=" + _conf("vocab.txt")],
+      "empty": ["--input_file=" + str(empty),
+                "--vocab_file=" + _conf("vocab.txt")],
+      "bad_vocab": ["--input_file=" + _conf("sample_text.txt"),
+                    "--vocab_file=" + str(vocab)],
+  }
+  runs = {}
+  for name, argv in cases.items():
+    out_dir = root / name
+    out_dir.mkdir()
+    runs[name] = (argv + ["--output_file=" + str(out_dir / "out.tfrecord")],
+                  out_dir)
+  return runs
+
+
+@pytest.fixture(scope="module")
+def cli(tmp_path_factory):
+  """name -> (CompletedProcess-like result, output folder)."""
+  root = tmp_path_factory.mktemp("cli")
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+  env.pop("BERT_DEBUG", None)
+  script = os.path.join(REPO_ROOT, "create_pretraining_data.py")
+  started = {}
+  for name, (argv, out_dir) in _cli_cases(root).items():
+    started[name] = (subprocess.Popen(
+        [sys.executable, script] + argv, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, env=env, cwd=REPO_ROOT), out_dir)
+  results = {}
+  for name, (proc, out_dir) in started.items():
+    stdout, stderr = proc.communicate(timeout=600)
+    results[name] = (subprocess.CompletedProcess(proc.args, proc.returncode,
+                                                 stdout, stderr), out_dir)
+  return results
+
+
+def _assert_one_line_error(proc, *fragments):
+  assert proc.returncode != 0
+  errors = [l for l in proc.stderr.splitlines() if l.startswith("error: ")]
+  assert len(errors) == 1, proc.stderr[-2000:]
+  assert "Traceback" not in proc.stderr
+  for fragment in fragments:
+    assert fragment in errors[0], errors[0]
+
+
+def test_cli_two_workers_one_output_path(cli):
+  proc, out_dir = cli["two_workers"]
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  names = sorted(os.listdir(out_dir))
+  assert names == ["out.tfrecord-00000-of-00002",
+                   "out.tfrecord-00001-of-00002"]
+  for name in names:
+    records = _records(str(out_dir / name))
+    assert records
+    for record in records:
+      values = _features(record)
+      num_tokens = sum(values["input_mask"])
+      assert values["input_ids"][0] == 101  # [CLS]
+      assert values["input_ids"][num_tokens - 1] == 102  # [SEP]
+      assert len(values["input_ids"]) == 64
+  assert "peak RSS" in proc.stderr
+
+
+def test_cli_glob_matching_nothing(cli):
+  proc, _ = cli["no_match"]
+  _assert_one_line_error(proc, "--input_file", "nothing*.txt",
+                         "matched no files")
+
+
+def test_cli_empty_corpus(cli):
+  proc, out_dir = cli["empty"]
+  _assert_one_line_error(proc, "--input_file", "empty.txt", "no text",
+                         "blank line between documents")
+  assert not os.listdir(out_dir)
+
+
+def test_cli_vocab_without_special_tokens(cli):
+  proc, _ = cli["bad_vocab"]
+  _assert_one_line_error(proc, "--vocab_file", "bad_vocab.txt",
+                         "lacks [SEP], [MASK]")
+
+
+def test_too_short_max_seq_length_is_refused():
+  assert cpd._split_paths(" a , ,b,") == ["a", "b"]
+  with pytest.raises(ValueError, match="max_seq_length is 4; expected at "
+                     "least 5"):
+    cpd.create_instances_from_document([[["a"]], [["b"]]], 0, 4, 0.1, 0.15, 2,
+                                       ["a"], random.Random(1))
