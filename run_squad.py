@@ -36,6 +36,7 @@ import json
 import math
 import os
 import random
+import unicodedata
 
 from absl import flags
 from absl import logging
@@ -962,8 +963,21 @@ def get_final_text(pred_text, orig_text, do_lower_case, verbose_logging=False):
     if verbose_logging:
       logging.info("Couldn't map the start or end position of %r", pred_text)
     return orig_text
-  return orig_text[orig_positions[tok_to_ns[start]]:
-                   orig_positions[tok_to_ns[end]] + 1]
+  orig_end = _extend_over_dropped_marks(
+      orig_text, orig_positions[tok_to_ns[end]], orig_positions)
+  return orig_text[orig_positions[tok_to_ns[start]]:orig_end + 1]
+
+
+def _extend_over_dropped_marks(text, end, origins):
+  """Moves `end` past combining marks the tokenizer dropped (accents).
+
+  "Cafe\u0301" lower-cased is "cafe": the answer must keep its accent.
+  """
+  produced = set(origins)  # characters that left something after tokenizing
+  while (end + 1 < len(text) and end + 1 not in produced and
+         unicodedata.category(text[end + 1]) == "Mn"):
+    end += 1
+  return end
 
 
 _NORMALIZED_LENGTHS = {True: {}, False: {}}
@@ -1122,8 +1136,8 @@ def score_predictions(predict_file, written, version_2_with_negative,
 
   Writes `eval_results.json` to `output_dir` and, for SQuAD 2.0,
   `predictions_best_threshold.json` (predictions re-decided at the null
-  threshold that gives `best_f1`). Questions without gold answers are left out (SQuAD 1.1:
-  no or empty "answers"; SQuAD 2.0: no "answers" field).
+  threshold that gives `best_f1`). Questions without gold answers are left
+  out (SQuAD 1.1: no or empty "answers"; SQuAD 2.0: no "answers" field).
 
   Args:
     predict_file: str, the SQuAD JSON that was predicted.
