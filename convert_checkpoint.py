@@ -46,7 +46,7 @@ from absl import flags
 from absl import logging
 # ml_dtypes (a TensorFlow dependency) registers numpy's bfloat16, so the
 # safetensors numpy API can read bf16 checkpoints.
-import ml_dtypes  # pylint: disable=unused-import
+import ml_dtypes
 import numpy as np
 from safetensors import safe_open
 from safetensors.numpy import save_file as save_safetensors
@@ -222,7 +222,7 @@ def hf_config_to_bert_config(hf_config, source="config.json"):
   if model_type != "bert":
     fail("model_type", "'bert' (this project runs BERT only; e.g. RoBERTa "
          "offsets its position ids by the padding id)")
-  eps = hf_config.get("layer_norm_eps", 1e-12)
+  eps = hf_config.get("layer_norm_eps", _HF_DEFAULTS["layer_norm_eps"])
   if not math.isclose(eps, 1e-12, rel_tol=1e-6):
     fail("layer_norm_eps", "1e-12 (this project's layer norm epsilon)")
   if hf_config.get("position_embedding_type", "absolute") != "absolute":
