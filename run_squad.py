@@ -787,21 +787,26 @@ def write_predictions(all_examples, all_features, all_results, n_best_size,
 
 def _best_indexes(logits, n_best_size):
   """Positions of the `n_best_size` largest logits (ties: lower first)."""
-  ranked = sorted(enumerate(logits), key=lambda pair: pair[1], reverse=True)
-  return [index for index, _ in ranked[:n_best_size]]
+  # A stable sort: reverse=True keeps equal logits in position order.
+  ranked = sorted(range(len(logits)), key=logits.__getitem__, reverse=True)
+  return ranked[:n_best_size]
 
 
-def _is_valid_span(feature, start, end, max_answer_length):
-  """Whether (start, end) is an answer span of the feature's own document."""
-  if start >= len(feature.tokens) or end >= len(feature.tokens):
-    return False
-  if start not in feature.token_to_orig_map:
-    return False
-  if end not in feature.token_to_orig_map:
-    return False
-  if not feature.token_is_max_context.get(start, False):
-    return False
-  return start <= end and end - start + 1 <= max_answer_length
+def _feature_spans(feature, result, n_best_size, max_answer_length):
+  """(start, end) pairs of one feature, in start-rank then end-rank order.
+
+  A pair is kept when both ends are document tokens of this feature, the
+  start token has its maximal context here, and the span is at most
+  `max_answer_length` sub-tokens long, end not before start.
+  """
+  num_tokens = len(feature.tokens)
+  starts = [i for i in _best_indexes(result.start_logits, n_best_size)
+            if i < num_tokens and i in feature.token_to_orig_map and
+            feature.token_is_max_context.get(i, False)]
+  ends = [i for i in _best_indexes(result.end_logits, n_best_size)
+          if i < num_tokens and i in feature.token_to_orig_map]
+  return [(start, end) for start in starts for end in ends
+          if start <= end and end - start + 1 <= max_answer_length]
 
 
 def _span_candidates(features, results_by_id, n_best_size, max_answer_length,
@@ -811,8 +816,8 @@ def _span_candidates(features, results_by_id, n_best_size, max_answer_length,
   Returns:
     (candidates, null): `_Candidate`s sorted by start + end logit (a stable
     sort, so ties keep feature, start-rank, end-rank order, null last), and
-    the null candidate (lowest `[CLS]` score over the features; None for
-    SQuAD 1.1 or an example without features).
+    (null score, null `_Candidate`) for the feature with the lowest `[CLS]`
+    score (None for SQuAD 1.1 or an example without features).
   """
   candidates = []
   null = None
@@ -824,12 +829,11 @@ def _span_candidates(features, results_by_id, n_best_size, max_answer_length,
         null = (null_score, _Candidate(feature_index, 0, 0,
                                        result.start_logits[0],
                                        result.end_logits[0]))
-    for start in _best_indexes(result.start_logits, n_best_size):
-      for end in _best_indexes(result.end_logits, n_best_size):
-        if _is_valid_span(feature, start, end, max_answer_length):
-          candidates.append(_Candidate(feature_index, start, end,
-                                       result.start_logits[start],
-                                       result.end_logits[end]))
+    for start, end in _feature_spans(feature, result, n_best_size,
+                                     max_answer_length):
+      candidates.append(_Candidate(feature_index, start, end,
+                                   result.start_logits[start],
+                                   result.end_logits[end]))
   if null is not None:
     candidates.append(null[1])
   candidates.sort(key=lambda c: c.start_logit + c.end_logit, reverse=True)
