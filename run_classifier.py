@@ -25,6 +25,7 @@ Usage (see README.md):
 import collections
 import csv
 import functools
+import gc
 import math
 import os
 
@@ -162,6 +163,28 @@ class InputFeatures(object):
 # ----------------------------------------------------------------------------
 
 
+def _gc_paused(fn):
+  """Decorator: runs `fn` with Python's cyclic garbage collector paused.
+
+  Reading a large file allocates one list per row; with TensorFlow's many
+  objects alive, the collector's full passes made reading SST-2 (67k rows)
+  about six times slower. The rows hold no reference cycles.
+  """
+
+  @functools.wraps(fn)
+  def wrapper(*args, **kwargs):
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+      return fn(*args, **kwargs)
+    finally:
+      if was_enabled:
+        gc.enable()
+
+  return wrapper
+
+
+@_gc_paused
 def read_tsv_rows(input_file, num_columns=None, skip_header=False):
   """Reads a tab-separated UTF-8 file with no quote character.
 
@@ -186,33 +209,55 @@ def read_tsv_rows(input_file, num_columns=None, skip_header=False):
   """
   if not tf.io.gfile.exists(input_file):
     raise FileNotFoundError("%s: no such file" % input_file)
-  with tf.io.gfile.GFile(input_file, "rb") as reader:
-    data = reader.read()
-  lines = data.split(b"\n")
-  if lines and not lines[-1]:
-    lines.pop()  # The newline that ends the last line.
   rows = []
-  for line_index, raw in enumerate(lines):
-    try:
-      line = raw.decode("utf-8").replace("\r", "")
-    except UnicodeDecodeError as e:
-      raise ValueError("%s:%d: not valid UTF-8 (%s)" %
-                       (input_file, line_index + 1, e))
-    if line_index == 0:
-      line = line.lstrip("\ufeff")
-    if not line:
-      continue
-    cells = line.split("\t")
-    if num_columns is None:
-      num_columns = len(cells)
-    if len(cells) != num_columns:
-      raise ValueError(
-          "%s:%d: expected %d tab-separated columns, got %d" %
-          (input_file, line_index + 1, num_columns, len(cells)))
-    if skip_header and line_index == 0:
-      continue
-    rows.append((line_index, cells))
+  with tf.io.gfile.GFile(input_file, "rb") as reader:
+    for line_index, raw in enumerate(_iter_raw_lines(reader)):
+      line = _decode_line(raw, input_file, line_index)
+      if line_index == 0:
+        line = line.lstrip("\ufeff")
+      if not line:
+        continue
+      cells = line.split("\t")
+      if num_columns is None:
+        num_columns = len(cells)
+      if len(cells) != num_columns:
+        raise ValueError(
+            "%s:%d: expected %d tab-separated columns, got %d" %
+            (input_file, line_index + 1, num_columns, len(cells)))
+      if skip_header and line_index == 0:
+        continue
+      rows.append((line_index, cells))
   return rows
+
+
+def _iter_raw_lines(reader, block_size=1 << 20):
+  """Yields the lines of a binary file object, split at b"\\n" only, without
+  it; read in blocks (per-line reads through GFile are slow)."""
+  pending = b""
+  while True:
+    block = reader.read(block_size)
+    if not block:
+      break
+    parts = (pending + block).split(b"\n")
+    pending = parts.pop()
+    for part in parts:
+      yield part
+  if pending:
+    yield pending
+
+
+def _decode_line(raw, input_file, line_index):
+  """One line (bytes, without its newline) as str without any `\\r`.
+
+  Raises:
+    ValueError: naming the file and line, if it is not valid UTF-8.
+  """
+  try:
+    line = raw.decode("utf-8")
+  except UnicodeDecodeError as e:
+    raise ValueError("%s:%d: not valid UTF-8 (%s)" %
+                     (input_file, line_index + 1, e))
+  return line.replace("\r", "")
 
 
 def _find_data_file(data_dir, *names):
@@ -284,6 +329,7 @@ class DataProcessor(object):
     with tf.io.gfile.GFile(input_file, "r") as f:
       return list(csv.reader(f, delimiter="\t", quotechar=quotechar))
 
+  @_gc_paused
   def _split_examples(self, data_dir, split):
     """Reads split `split` as described by `SPLITS`."""
     if split not in self.SPLITS:
@@ -521,6 +567,7 @@ class TsvProcessor(DataProcessor):
           for i, cells in read_tsv_rows(path, None, self.skip_header)))
     return list(self._labels)
 
+  @_gc_paused
   def _split_examples(self, data_dir, split):
     path = _find_data_file(data_dir, "%s.tsv" % split)
     labels = self.get_labels()
@@ -955,7 +1002,9 @@ def create_model(bert_config, is_training, input_ids, input_mask, segment_ids,
   output_bias = tf.get_variable(
       "output_bias", [num_labels], initializer=tf.zeros_initializer())
 
-  with tf.variable_scope("loss"):
+  # Holds no variables. Not named "loss" as in the reference: that name would
+  # push the Estimator's TensorBoard `loss` summary to `loss_1`.
+  with tf.variable_scope("classifier"):
     if is_training:
       output_layer = modeling.dropout(output_layer, 0.1)
     logits = tf.matmul(output_layer, output_weights, transpose_b=True)
@@ -1149,10 +1198,12 @@ def _train(estimator, examples, label_list, tokenizer, num_train_steps,
   input_fn = file_based_input_fn_builder(
       train_file, FLAGS.max_seq_length, is_training=True, drop_remainder=True,
       is_regression=is_regression)
-  estimator.train(
-      input_fn=input_fn, max_steps=num_train_steps,
-      hooks=[estimator_utils.ProgressHook(FLAGS.train_batch_size,
-                                          total_steps=num_train_steps)])
+  # Progress (examples/sec, ETA) about ten times per run, at most every 100.
+  progress = estimator_utils.ProgressHook(
+      FLAGS.train_batch_size, total_steps=num_train_steps,
+      every_n_steps=min(100, max(1, num_train_steps // 10)))
+  estimator.train(input_fn=input_fn, max_steps=num_train_steps,
+                  hooks=[progress])
 
 
 def _evaluate(estimator, examples, label_list, tokenizer, is_regression):

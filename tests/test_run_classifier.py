@@ -588,6 +588,23 @@ def test_create_model_regression_has_one_output():
 _MRPC_HEADER = "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String"
 
 
+def test_read_tsv_rows_line_endings_bom_and_separators(tmp_path):
+  path = tmp_path / "rows.tsv"
+  path.write_bytes("\ufeffa\tb\r\n\r\nc\u2028d\t\"e\nf\tg".encode("utf-8"))
+  # CRLF and BOM dropped, the empty line skipped (but counted), U+2028 and
+  # quotes are ordinary characters, the last line needs no newline.
+  assert run_classifier.read_tsv_rows(str(path)) == [
+      (0, ["a", "b"]), (2, ["c\u2028d", "\"e"]), (3, ["f", "g"])]
+  assert run_classifier.read_tsv_rows(str(path), skip_header=True)[0][0] == 2
+
+
+def test_invalid_utf8_names_file_and_line(tmp_path):
+  path = tmp_path / "train.tsv"
+  path.write_bytes(b"a\tb\n\xff\tc\n")
+  with pytest.raises(ValueError, match=r"train\.tsv:2: not valid UTF-8"):
+    run_classifier.read_tsv_rows(str(path))
+
+
 def test_row_with_wrong_column_count_names_file_and_line(tmp_path):
   path = _write(str(tmp_path / "train.tsv"),
                 [_MRPC_HEADER, "1\t1\t2\tA.\tB.", "0\t3\t4\tonly four"])
@@ -708,6 +725,12 @@ def test_mrpc_train_eval_predict_end_to_end(tmp_path):
     assert len(probabilities) == 2
     assert sum(probabilities) == pytest.approx(1.0, abs=1e-5)
   assert "*INIT_FROM_CKPT*" in result.stderr
+  assert "examples/sec" in result.stderr and "ETA" in result.stderr
+  tags = set()
+  for path in tf.io.gfile.glob(os.path.join(output_dir, "events.*")):
+    for event in tf.train.summary_iterator(path):
+      tags.update(value.tag for value in event.summary.value)
+  assert {"loss", "learning_rate"} <= tags
   assert not [name for name in os.listdir(output_dir) if ".tmp" in name]
 
 
