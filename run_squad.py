@@ -930,11 +930,12 @@ def get_final_text(pred_text, orig_text, do_lower_case, verbose_logging=False):
   Difference from the reference: the reference aligns the two texts by
   removing U+0020 spaces only, so any other character the tokenizer drops or
   turns into a space (U+00A0 and the other Unicode spaces, U+2028/U+2029,
-  control and format characters such as U+200B, and combining marks removed
-  with accents) breaks the alignment and the whole original text is
-  returned ("10<NBSP>km" for "km"). Here every original character is aligned
-  with what the tokenizer makes of it, so such characters inside a word no
-  longer matter. Texts without them give the reference's result.
+  control and format characters such as U+200B; also decomposed accents
+  dropped and Hangul syllables split into jamo when lower-casing) breaks the
+  alignment and the whole original text is returned ("10<NBSP>km" for "km").
+  Here every original character is aligned with what the tokenizer makes of
+  it, so such characters no longer matter. Texts without them give the
+  reference's result.
 
   Args:
     pred_text: str, the prediction in tokenizer-normalized form.
@@ -975,7 +976,8 @@ def get_final_text(pred_text, orig_text, do_lower_case, verbose_logging=False):
 def _extend_over_dropped_marks(text, end, origins):
   """Moves `end` past combining marks the tokenizer dropped (accents).
 
-  "Cafe\u0301" lower-cased is "cafe": the answer must keep its accent.
+  "Cafe" + U+0301 (a decomposed accent) lower-cased is "cafe": the answer
+  must keep its accent.
   """
   produced = set(origins)  # characters that left something after tokenizing
   while (end + 1 < len(text) and end + 1 not in produced and
