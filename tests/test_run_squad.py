@@ -532,6 +532,55 @@ def test_script_refuses_too_small_max_seq_length_in_one_line(tmp_path):
       "document token = 68")
 
 
+_FLAG_CHECKS = r"""
+import json, sys
+from absl import flags
+import run_squad
+run_squad.define_flags()
+messages = []
+for args in json.loads(sys.argv[1]):
+  flags.FLAGS.unparse_flags()
+  flags.FLAGS(["run_squad.py"] + args)
+  try:
+    run_squad._check_flags()
+    messages.append(None)
+  except ValueError as e:
+    messages.append(str(e))
+print(json.dumps(messages))
+"""
+
+
+def test_flag_checks_name_the_flag():
+  model = _model_flags()[:2] + ["--output_dir=/tmp/unused"]
+  cases = [
+      ([], "At least one of --do_train or --do_predict must be True."),
+      (["--do_train"], "--do_train needs --train_file"),
+      (["--do_predict"], "--do_predict needs --predict_file"),
+      (["--do_predict", "--predict_file=x", "--max_seq_length=128"],
+       "--max_seq_length=128 is longer than the model's "
+       "max_position_embeddings=64"),
+      (["--do_predict", "--predict_file=x", "--max_seq_length=64",
+        "--max_query_length=24", "--doc_stride=0"],
+       "--doc_stride=0: expected at least 1 token"),
+      (["--do_predict", "--predict_file=x", "--max_seq_length=64",
+        "--max_query_length=24", "--n_best_size=0"],
+       "--n_best_size=0: expected at least 1"),
+      (["--do_predict", "--predict_file=x", "--max_seq_length=64",
+        "--max_query_length=24"], None),
+  ]
+  args = [model + extra for extra, _ in cases]
+  proc = subprocess.run(
+      [sys.executable, "-c", _FLAG_CHECKS, json.dumps(args)], cwd=REPO_ROOT,
+      capture_output=True, text=True, timeout=120)
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  messages = json.loads(proc.stdout.strip().splitlines()[-1])
+  for (_, want), got in zip(cases, messages):
+    if want is None:
+      assert got is None
+    else:
+      assert got is not None and got.startswith(want), (want, got)
+
+
 # ----------------------------------------------------------------------------
 # End to end
 # ----------------------------------------------------------------------------
