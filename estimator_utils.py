@@ -164,8 +164,7 @@ def make_run_config(output_dir, save_checkpoints_steps, iterations_per_loop,
   Args:
     output_dir: str, where checkpoints and summaries go.
     save_checkpoints_steps: int, steps between checkpoints.
-    iterations_per_loop: int, steps per TPU loop (also the granularity at
-      which the estimator logs on CPU/GPU).
+    iterations_per_loop: int, steps per TPU loop (not used off TPU).
     use_tpu, tpu_name, tpu_zone, gcp_project, master, num_tpu_cores: the TPU
       flags.
     keep_checkpoint_max: int, how many recent checkpoints to keep.
@@ -177,8 +176,11 @@ def make_run_config(output_dir, save_checkpoints_steps, iterations_per_loop,
   if use_tpu and tpu_name:
     cluster = tf.distribute.cluster_resolver.TPUClusterResolver(
         tpu_name, zone=tpu_zone, project=gcp_project)
+  # Off TPU, iterations_per_loop only scales TPUEstimator's step-counting
+  # hook, which then logs examples/sec on every step; 1 makes it log every
+  # `log_step_count_steps` (100) steps instead.
   tpu_config = tf.estimator.tpu.TPUConfig(
-      iterations_per_loop=iterations_per_loop,
+      iterations_per_loop=iterations_per_loop if use_tpu else 1,
       num_shards=num_tpu_cores,
       per_host_input_for_training=(
           tf.estimator.tpu.InputPipelineConfig.PER_HOST_V2))
