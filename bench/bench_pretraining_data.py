@@ -2,14 +2,18 @@
 """Benchmarks `create_pretraining_data.py` with 1 and 2 workers.
 
 Builds a corpus of real text from the shared data folder (English SQuAD/XQuAD
-paragraphs, GLUE RTE and SST-2 sentences; Chinese Wikipedia text from CMRC
-2018), repeated to reach `--corpus_mb` megabytes in two files, then runs the
+paragraphs, GLUE RTE and SST-2 sentences, the BERT sample text; Chinese
+Wikipedia text from CMRC 2018), mixed and repeated to reach `--corpus_mb`
+megabytes in two files, then runs the
 script as a subprocess, interleaving the worker counts, `--reps` times each.
 For each run it measures wall time, instances/s (instances written / wall
-time, including start-up) and peak resident memory: of the whole process tree
-(`os.wait4`), and of the main process and each worker as the script logs
-them. Prints a markdown table of medians with min-max and the 2-vs-1 worker
-ratio of instances/s.
+time, including start-up), CPU seconds of all processes (`os.wait4`), the
+critical-path CPU seconds (main process + slowest worker, as the script logs
+them: the wall time a machine with a free core per process would need), and
+the peak resident memory of the main process and each worker. Prints a
+markdown table of medians with min-max and the 2-vs-1 worker ratios. On a
+shared machine the wall-clock ratio reflects the other load; the
+critical-path ratio does not.
 
   python bench/bench_pretraining_data.py            # 10 MB, 5 reps each
   python bench/bench_pretraining_data.py --reps=7 --dupe_factor=2
@@ -85,7 +89,7 @@ def _tsv_column_documents(path, columns, lines_per_document):
           for i in range(0, len(sentences), lines_per_document)]
 
 
-def _english_text():
+def _english_documents():
   documents = []
   documents += _squad_documents(
       _shared("data", "squad", "xquad_en_dev_v1.1", "xquad.en.json"))
@@ -95,16 +99,17 @@ def _english_text():
       _shared("data", "glue", "RTE", "train.tsv"), [1, 2], 6)
   documents += _tsv_column_documents(
       _shared("data", "glue", "SST-2", "train.tsv"), [0], 12)
+  texts = ["\n".join(d) for d in documents]
   with open(_shared("data", "pretrain", "sample_text.txt"),
             encoding="utf-8") as f:
-    sample = f.read().strip()
-  return sample + "\n\n" + "\n\n".join("\n".join(d) for d in documents) + "\n"
+    texts += f.read().strip().split("\n\n")
+  return texts
 
 
-def _chinese_text():
+def _chinese_documents():
   with open(_shared("data", "pretrain", "zh_cmrc2018_dev_wiki.txt"),
             encoding="utf-8") as f:
-    return f.read().strip() + "\n"
+    return [d.strip() for d in f.read().split("\n\n") if d.strip()]
 
 
 def _write_repeated(path, text, num_bytes):
@@ -112,7 +117,7 @@ def _write_repeated(path, text, num_bytes):
   document boundary after `num_bytes`; returns the size written."""
   data = text.encode("utf-8")
   copies = max(1, -(-num_bytes // (len(data) + 1)))
-  data = b"\n".join([data] * copies)
+  data = b"\n\n".join([data] * copies) + b"\n"
   cut = data.find(b"\n\n", num_bytes)
   if cut >= 0:
     data = data[:cut + 1]
@@ -122,19 +127,28 @@ def _write_repeated(path, text, num_bytes):
 
 
 def build_corpus(work_dir, corpus_mb):
-  """Writes en.txt (~70%) and zh.txt (~30%); returns their paths and sizes."""
-  total = int(corpus_mb * 1e6)
-  en = os.path.join(work_dir, "en.txt")
-  zh = os.path.join(work_dir, "zh.txt")
-  sizes = [_write_repeated(en, _english_text(), int(total * 0.7)),
-           _write_repeated(zh, _chinese_text(), int(total * 0.3))]
-  return [en, zh], sizes
+  """Writes two files of about `corpus_mb / 2` MB each.
+
+  Each file mixes English (every other document) and Chinese (every other
+  document) text the same way, repeated to its size, so that the two
+  worker parts hold similar amounts of work.
+
+  Returns:
+    (paths, sizes in bytes).
+  """
+  english, chinese = _english_documents(), _chinese_documents()
+  paths, sizes = [], []
+  for k in range(2):
+    text = "\n\n".join(english[k::2] + chinese[k::2])
+    paths.append(os.path.join(work_dir, "corpus%d.txt" % k))
+    sizes.append(_write_repeated(paths[-1], text, int(corpus_mb * 1e6 / 2)))
+  return paths, sizes
 
 
-_DONE = re.compile(r"Done: (\d+) instances .*peak RSS of the main process "
-                   r"([\d.]+) MiB")
-_PART = re.compile(r"part (\d+)/\d+: (\d+) documents, (\d+) instances, peak "
-                   r"RSS ([\d.]+) MiB")
+_DONE = re.compile(r"Done: (\d+) instances .*main process: ([\d.]+) s CPU, "
+                   r"peak RSS ([\d.]+) MiB")
+_PART = re.compile(r"part (\d+)/\d+: (\d+) documents, (\d+) instances, "
+                   r"([\d.]+) s CPU, peak RSS ([\d.]+) MiB")
 
 
 def run_once(corpus, vocab_file, out_dir, workers):
@@ -159,13 +173,20 @@ def run_once(corpus, vocab_file, out_dir, workers):
   if status != 0 or not done:
     raise RuntimeError("run failed (status %d):\n%s" % (status, text[-3000:]))
   instances = int(done.group(1))
+  parts = list(_PART.finditer(text))
+  main_cpu = float(done.group(2))
+  worker_cpu = [float(m.group(4)) for m in parts]
+  critical_cpu = main_cpu + (max(worker_cpu) if worker_cpu else 0.0)
   return {
       "workers": workers, "wall_s": wall, "instances": instances,
       "instances_per_s": instances / wall,
+      "cpu_s": usage.ru_utime + usage.ru_stime,
+      "critical_cpu_s": critical_cpu,
+      "instances_per_critical_cpu_s": instances / critical_cpu,
       "tree_peak_mib": usage.ru_maxrss / 1024.0,
-      "main_peak_mib": float(done.group(2)),
-      "worker_peak_mib": [float(m.group(4)) for m in _PART.finditer(text)],
-      "part_documents": [int(m.group(2)) for m in _PART.finditer(text)],
+      "main_peak_mib": float(done.group(3)),
+      "worker_peak_mib": [float(m.group(5)) for m in parts],
+      "part_documents": [int(m.group(2)) for m in parts],
   }
 
 
@@ -175,31 +196,39 @@ def _span(values, fmt):
 
 
 def print_table(results, worker_counts, corpus, sizes):
+  """Markdown table: medians (min-max) per worker count, and the ratios."""
   print("Corpus: %s (%.1f MB in %d files), dupe_factor=%d, max_seq_length="
         "%d, %d runs per row, interleaved. Load average after: %s\n" % (
             ", ".join(os.path.basename(p) for p in corpus), sum(sizes) / 1e6,
             len(corpus), FLAGS.dupe_factor, FLAGS.max_seq_length, FLAGS.reps,
             " ".join("%.2f" % x for x in os.getloadavg())))
-  print("| workers | wall s | instances | instances/s | peak RSS main MiB | "
-        "peak RSS per worker MiB | peak RSS tree MiB |")
-  print("|---|---|---|---|---|---|---|")
-  medians = {}
+  print("| workers | wall s | instances | instances/s | CPU s, all "
+        "processes | critical-path CPU s | peak RSS main MiB | peak RSS per "
+        "worker MiB |")
+  print("|---|---|---|---|---|---|---|---|")
+  wall_rate, cpu_rate = {}, {}
   for w in worker_counts:
     rows = [r for r in results if r["workers"] == w]
-    medians[w] = statistics.median(r["instances_per_s"] for r in rows)
+    wall_rate[w] = statistics.median(r["instances_per_s"] for r in rows)
+    cpu_rate[w] = statistics.median(r["instances_per_critical_cpu_s"]
+                                    for r in rows)
     per_worker = [max(r["worker_peak_mib"]) for r in rows
                   if r["worker_peak_mib"]]
-    print("| %d | %s | %s | %s | %s | %s | %s |" % (
+    print("| %d | %s | %s | %s | %s | %s | %s | %s |" % (
         w, _span([r["wall_s"] for r in rows], "%.1f"),
         _span([r["instances"] for r in rows], "%d"),
         _span([r["instances_per_s"] for r in rows], "%.0f"),
+        _span([r["cpu_s"] for r in rows], "%.1f"),
+        _span([r["critical_cpu_s"] for r in rows], "%.1f"),
         _span([r["main_peak_mib"] for r in rows], "%.0f"),
-        _span(per_worker, "%.0f") if per_worker else "-",
-        _span([r["tree_peak_mib"] for r in rows], "%.0f")))
+        _span(per_worker, "%.0f") if per_worker else "-"))
   base = worker_counts[0]
   for w in worker_counts[1:]:
-    print("\nMedian instances/s, %d vs %d worker(s): %.2fx"
-          % (w, base, medians[w] / medians[base]))
+    print("\nMedian instances/s (wall), %d vs %d worker(s): %.2fx" % (
+        w, base, wall_rate[w] / wall_rate[base]))
+    print("Median instances per critical-path CPU second (main process + "
+          "slowest worker: the wall time with a free core per process), %d vs "
+          "%d: %.2fx" % (w, base, cpu_rate[w] / cpu_rate[base]))
 
 
 def main(_):
@@ -215,10 +244,11 @@ def main(_):
       for w in worker_counts:
         result = run_once(corpus, vocab_file, work_dir, w)
         results.append(result)
-        print("rep %d, %d worker(s): %.1f s, %d instances, %.0f/s, worker "
-              "peaks %s MiB, load %.2f" % (
+        print("rep %d, %d worker(s): %.1f s, %d instances, %.0f/s, CPU %.1f "
+              "s, critical path %.1f s, worker peaks %s MiB, load %.2f" % (
                   rep, w, result["wall_s"], result["instances"],
-                  result["instances_per_s"], result["worker_peak_mib"],
+                  result["instances_per_s"], result["cpu_s"],
+                  result["critical_cpu_s"], result["worker_peak_mib"],
                   os.getloadavg()[0]), file=sys.stderr, flush=True)
     print_table(results, worker_counts, corpus, sizes)
   finally:
