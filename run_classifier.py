@@ -74,12 +74,14 @@ def define_flags():
       "Longer sequences are truncated, shorter ones padded.")
   flags.DEFINE_bool("do_train", False, "Whether to run training.")
   flags.DEFINE_bool("do_eval", False, "Whether to run eval on the dev set.")
-  flags.DEFINE_bool("do_predict", False,
-                    "Whether to run the model in inference mode on the test set.")
+  flags.DEFINE_bool(
+      "do_predict", False,
+      "Whether to run the model in inference mode on the test set.")
   flags.DEFINE_integer("train_batch_size", 32, "Total batch size for training.")
   flags.DEFINE_integer("eval_batch_size", 8, "Total batch size for eval.")
   flags.DEFINE_integer("predict_batch_size", 8, "Total batch size for predict.")
-  flags.DEFINE_float("learning_rate", 5e-5, "The initial learning rate for Adam.")
+  flags.DEFINE_float("learning_rate", 5e-5,
+                     "The initial learning rate for Adam.")
   flags.DEFINE_float("num_train_epochs", 3.0,
                      "Total number of training epochs to perform.")
   flags.DEFINE_float(

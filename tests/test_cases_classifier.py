@@ -54,7 +54,8 @@ def _predict_lines(examples, tokenizer, tmp_path, batch_size, use_tpu,
   Examples are padded as `main` does on TPU, written to a TFRecord, read back
   through the predict `input_fn` (partial last batch kept on CPU/GPU), and
   each record's (is_real_example, the id of its 3rd word: the number in
-  "sentence number i is here.") stands in for the probabilities, so the output shows which records were written.
+  "sentence number i is here.") stands in for the probabilities, so the
+  output shows which records were written.
   """
   num_actual = len(examples)
   if use_tpu:
