@@ -412,6 +412,9 @@ def atomic_write(path, mode="w"):
     tf.io.gfile.makedirs(directory)
   try:
     with tf.io.gfile.GFile(temp, mode) as f:
+      # GFile creates the file on the first write; an empty output must
+      # still exist afterwards.
+      f.write(b"" if "b" in mode else "")
       yield f
     tf.io.gfile.rename(temp, path, overwrite=True)
   except BaseException:

@@ -1118,9 +1118,6 @@ def write_test_results(output_file, predictions, num_examples):
   """
   written = 0
   with estimator_utils.atomic_write(output_file) as writer:
-    # GFile creates the file on the first write: make an empty test set give
-    # an empty file rather than no file.
-    writer.write("")
     for prediction in predictions:
       if written >= num_examples:
         break  # The rest are PaddingInputExamples.

@@ -64,6 +64,14 @@ def test_atomic_write_renames_on_success_and_cleans_up_on_error(tmp_path):
   assert os.listdir(tmp_path) == ["out.txt"]
 
 
+def test_atomic_write_of_nothing_leaves_an_empty_file(tmp_path):
+  for mode in ("w", "wb"):
+    path = str(tmp_path / ("empty-" + mode))
+    with estimator_utils.atomic_write(path, mode):
+      pass
+    assert os.path.getsize(path) == 0
+
+
 def test_write_eval_results_sorted_key_value_lines(tmp_path):
   path = str(tmp_path / "eval_results.txt")
   estimator_utils.write_eval_results(path, {"loss": 1.5, "global_step": 7,
