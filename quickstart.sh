@@ -19,10 +19,13 @@ VOCAB="$($PY -c 'import importlib.util, os; s = importlib.util.find_spec("gt_all
 
 rm -rf "$OUT_DIR"
 mkdir -p "$OUT_DIR"
+# Keep the vocabulary beside the model, so the output folder is self-contained
+# for fine-tuning (vocab.txt, configs/bert_tiny_config.json, model/).
+cp "$VOCAB" "$OUT_DIR/vocab.txt"
 $PY create_pretraining_data.py \
   --input_file="$CORPUS" \
   --output_file="$OUT_DIR/pretrain.tfrecord" \
-  --vocab_file="$VOCAB" \
+  --vocab_file="$OUT_DIR/vocab.txt" \
   --do_lower_case=True \
   --max_seq_length=128 \
   --max_predictions_per_seq=20 \
