@@ -603,11 +603,11 @@ def _varint(value):
 
 
 # Varints of small numbers (lengths, positions), looked up instead of encoded.
-_SMALL_VARINTS = [_varint(value) for value in range(1 << 14)]
+_SMALL_VARINTS = [_varint(value) for value in range(1 << 12)]
 
 
 def _varint_of(value):
-  return _SMALL_VARINTS[value] if value < 16384 else _varint(value)
+  return _SMALL_VARINTS[value] if value < 4096 else _varint(value)
 
 
 def _length_delimited(tag, payload):

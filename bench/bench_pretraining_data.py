@@ -21,6 +21,7 @@ critical-path ratio does not.
 The shared folder is `$BERT_SHARED_DIR` (default `../shared`).
 """
 
+import collections
 import json
 import os
 import re
@@ -43,10 +44,15 @@ def define_flags():
   flags.DEFINE_float("corpus_mb", 10.0, "Corpus size in MB (10^6 bytes).")
   flags.DEFINE_integer("reps", 5, "Runs per worker count (interleaved).")
   flags.DEFINE_string("workers", "1,2", "Comma-separated worker counts.")
-  flags.DEFINE_integer("dupe_factor", 5, "--dupe_factor of each run.")
+  flags.DEFINE_integer("dupe_factor", 10,
+                       "--dupe_factor of each run (10: the script's default).")
   flags.DEFINE_integer("max_seq_length", 128, "--max_seq_length of each run.")
   flags.DEFINE_string("vocab_file", None,
                       "Vocabulary; default: the shared uncased BERT vocab.")
+  flags.DEFINE_bool("writer_microbench", True,
+                    "Also time serializing records the reference's way "
+                    "(an Example built from an OrderedDict per instance) "
+                    "against the script's direct encoder, in-process.")
   flags.DEFINE_string("work_dir", None,
                       "Where to build the corpus and outputs (default: a "
                       "temporary folder, removed at the end).")
@@ -231,6 +237,53 @@ def print_table(results, worker_counts, corpus, sizes):
           "%d: %.2fx" % (w, base, cpu_rate[w] / cpu_rate[base]))
 
 
+def writer_microbench(corpus, vocab_file, num_bytes=2000000):
+  """Per-instance cost of the reference-style vs the direct record encoder.
+
+  Both serialize the same instances (from the first `num_bytes` of the
+  corpus, dupe_factor 1); the bytes must be equal.
+  """
+  sys.path.insert(0, _REPO)
+  import random  # pylint: disable=g-import-not-at-top
+  import create_pretraining_data as cpd  # pylint: disable=g-import-not-at-top
+  import estimator_utils  # pylint: disable=g-import-not-at-top
+  import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
+  import tokenization  # pylint: disable=g-import-not-at-top
+
+  # pylint: disable=protected-access
+  tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=True)
+  documents = cpd._read_documents([(corpus[0], 0, num_bytes)], tokenizer)
+  instances = cpd._instances_from_documents(
+      documents, tokenizer, FLAGS.max_seq_length, 1, 0.1, 0.15, 20,
+      random.Random(12345), False)
+
+  def reference_style(instance):
+    features = collections.OrderedDict()
+    for name, values in zip(cpd._FEATURE_ORDER, cpd._instance_features(
+        instance, tokenizer.vocab, FLAGS.max_seq_length, 20)):
+      features[name] = (estimator_utils.float_feature(values)
+                        if name == "masked_lm_weights"
+                        else estimator_utils.int64_feature(values))
+    return tf.train.Example(
+        features=tf.train.Features(feature=features)).SerializeToString()
+
+  encoder = cpd._ExampleSerializer(tokenizer, FLAGS.max_seq_length, 20)
+  timings = {}
+  outputs = {}
+  for name, fn in (("reference-style Example", reference_style),
+                   ("direct encoder", encoder.serialize)):
+    best = float("inf")
+    for _ in range(3):
+      start = time.perf_counter()
+      outputs[name] = [fn(instance) for instance in instances]
+      best = min(best, time.perf_counter() - start)
+    timings[name] = best / len(instances) * 1e6
+  same = len(set(tuple(v) for v in outputs.values())) == 1
+  print("\nRecord serialization, %d instances (best of 3): %s; identical "
+        "bytes: %s" % (len(instances), ", ".join(
+            "%s %.1f us/instance" % item for item in timings.items()), same))
+
+
 def main(_):
   worker_counts = [int(w) for w in FLAGS.workers.split(",")]
   vocab_file = FLAGS.vocab_file or _shared(
@@ -251,6 +304,8 @@ def main(_):
                   result["critical_cpu_s"], result["worker_peak_mib"],
                   os.getloadavg()[0]), file=sys.stderr, flush=True)
     print_table(results, worker_counts, corpus, sizes)
+    if FLAGS.writer_microbench:
+      writer_microbench(corpus, vocab_file)
   finally:
     if not FLAGS.work_dir:
       shutil.rmtree(work_dir, ignore_errors=True)
