@@ -316,7 +316,7 @@ def _instances_from_documents(documents, tokenizer, max_seq_length,
                               prefix=""):
   """Shuffles `documents` in place; makes all passes' instances; shuffles."""
   logging.info("%s%d documents", prefix, len(documents))
-  rng.shuffle(documents)
+  _shuffle(documents, rng)
   vocab_words = list(tokenizer.vocab.keys())
   instances = []
   for pass_index in range(dupe_factor):
@@ -330,7 +330,7 @@ def _instances_from_documents(documents, tokenizer, max_seq_length,
       progress.add()
     logging.info("%spass %d/%d: %d instances so far", prefix, pass_index + 1,
                  dupe_factor, len(instances))
-  rng.shuffle(instances)
+  _shuffle(instances, rng)
   return instances
 
 
@@ -485,7 +485,7 @@ def create_masked_lm_predictions(tokens, masked_lm_prob,
     # one-element groups), then take the first `num_to_predict`.
     candidates = [index for index, token in enumerate(tokens)
                   if token != "[CLS]" and token != "[SEP]"]
-    rng.shuffle(candidates)
+    _shuffle(candidates, rng)
     chosen = candidates[:num_to_predict]
 
   output_tokens = list(tokens)
@@ -515,7 +515,7 @@ def _choose_whole_words(tokens, num_to_predict, rng):
       groups[-1].append(index)
     else:
       groups.append([index])
-  rng.shuffle(groups)
+  _shuffle(groups, rng)
   chosen = []
   for group in groups:
     if len(chosen) >= num_to_predict:
@@ -523,6 +523,46 @@ def _choose_whole_words(tokens, num_to_predict, rng):
     if len(chosen) + len(group) <= num_to_predict:
       chosen.extend(group)
   return chosen
+
+
+def _shuffle_by_getrandbits(items, rng):
+  """`rng.shuffle(items)` with the same draws, without per-draw calls.
+
+  CPython's `Random.shuffle` swaps item i (from the end) with item j, j drawn
+  uniformly from [0, i] as `getrandbits(bit length of i + 1)` retried until
+  below i + 1. Inlined here because masking shuffles every instance's
+  positions and this is most of the time spent making instances.
+  """
+  getrandbits = rng.getrandbits
+  for i in range(len(items) - 1, 0, -1):
+    n = i + 1
+    bits = n.bit_length()
+    j = getrandbits(bits)
+    while j >= n:
+      j = getrandbits(bits)
+    items[i], items[j] = items[j], items[i]
+
+
+def _same_draws_as_random_shuffle():
+  """Whether `_shuffle_by_getrandbits` reproduces this Python's shuffle."""
+  for seed, size in ((0, 2), (1, 7), (2, 130), (3, 1000)):
+    expected, got = list(range(size)), list(range(size))
+    random.Random(seed).shuffle(expected)
+    _shuffle_by_getrandbits(got, random.Random(seed))
+    if got != expected:
+      return False
+  return True
+
+
+_FAST_SHUFFLE = _same_draws_as_random_shuffle()
+
+
+def _shuffle(items, rng):
+  """Shuffles in place exactly as `rng.shuffle(items)` does."""
+  if _FAST_SHUFFLE and rng.__class__ is random.Random:
+    _shuffle_by_getrandbits(items, rng)
+  else:  # A custom generator, or a Python whose shuffle differs.
+    rng.shuffle(items)
 
 
 def truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng):

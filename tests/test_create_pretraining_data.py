@@ -200,6 +200,28 @@ def test_masking_count_positions_and_whole_words():
       assert len(positions) == round(len(tokens) * 0.15)
 
 
+def test_inlined_shuffle_draws_like_random_shuffle():
+  assert cpd._FAST_SHUFFLE
+  for seed in range(20):
+    for size in (0, 1, 2, 3, 31, 32, 33, 127, 128, 129, 500):
+      expected, got = list(range(size)), list(range(size))
+      rng_expected, rng_got = random.Random(seed), random.Random(seed)
+      rng_expected.shuffle(expected)
+      cpd._shuffle(got, rng_got)
+      assert got == expected
+      assert rng_got.random() == rng_expected.random()  # Same draws used.
+
+  class CountingRandom(random.Random):
+    calls = 0
+
+    def shuffle(self, x):
+      CountingRandom.calls += 1
+      super().shuffle(x)
+
+  cpd._shuffle([1, 2, 3], CountingRandom(0))  # Subclasses keep their own.
+  assert CountingRandom.calls == 1
+
+
 def test_lines_are_decoded_like_the_reference(tmp_path):
   """Invalid UTF-8 is dropped, `\\r` removed, U+2028 does not end a line."""
   path = tmp_path / "odd.txt"
