@@ -281,6 +281,34 @@ def test_workers_write_parts_with_their_own_seeds(tmp_path):
       ["a.tfrecord", "b.tfrecord"] + [os.path.basename(f) for f in files])
 
 
+def test_failing_part_leaves_no_outputs(tmp_path):
+  """A part whose second document tokenizes to nothing fails in its worker;
+  the other part's finished file is removed too."""
+  path = tmp_path / "corpus.txt"
+  path.write_text("alpha one\n\nbeta two\n\ngamma three\n\n\x07\n",
+                  encoding="utf-8")
+  _, num_documents = cpd._split_corpus([str(path)], 2)
+  assert num_documents == [2, 2]
+  options = {"max_seq_length": 16, "dupe_factor": 1, "short_seq_prob": 0.1,
+             "masked_lm_prob": 0.15, "max_predictions_per_seq": 3,
+             "do_whole_word_mask": False}
+  with pytest.raises(ValueError, match="part 1 of the corpus .* holds only 1 "
+                     "document"):
+    cpd._run_workers([str(path)], _tokenizer("vocab.txt"), options, 1, 2,
+                     [str(tmp_path / "out")])
+  assert os.listdir(tmp_path) == ["corpus.txt"]
+
+
+def test_worker_that_dies_is_reported(tmp_path, monkeypatch):
+  if "fork" not in cpd.multiprocessing.get_all_start_methods():
+    pytest.skip("needs fork to patch the worker")
+  monkeypatch.setattr(cpd, "_run_part", lambda *args: os._exit(3))
+  files = _write_corpus(tmp_path)
+  with pytest.raises(ChildProcessError, match="part-0 exited with code 3"):
+    cpd._run_workers(files, _tokenizer("vocab.txt"), {}, 1, 2,
+                     [str(tmp_path / "out")])
+
+
 def test_part_output_names():
   assert cpd._part_output_files(["o"], 2) == [["o-00000-of-00002"],
                                               ["o-00001-of-00002"]]
