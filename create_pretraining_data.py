@@ -931,7 +931,7 @@ def _worker_main(connection, part_args):
 
 def _describe_ranges(ranges):
   return ", ".join("%s[%d:%s]" % (path, start, "" if end is None else end)
-                   for path, start, end in ranges) or "empty"
+                   for path, start, end in ranges) or "no text left to cut"
 
 
 def _process_usage():
