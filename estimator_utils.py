@@ -58,6 +58,78 @@ def define_tpu_flags():
                "Number of TPU cores to use (only with use_tpu).")
 
 
+def define_model_flags():
+  """Defines the flags naming a pre-trained model and where outputs go.
+
+  `bert_config_file`, `vocab_file`, `init_checkpoint`, `do_lower_case`
+  (True) and `output_dir`, as the reference's fine-tuning scripts define them.
+  """
+  _define_once(flags.DEFINE_string, "bert_config_file", None,
+               "The config JSON of the pre-trained BERT model.")
+  _define_once(flags.DEFINE_string, "vocab_file", None,
+               "The WordPiece vocabulary the model was trained with.")
+  _define_once(flags.DEFINE_string, "init_checkpoint", None,
+               "Checkpoint to start from (usually a pre-trained BERT): a "
+               "prefix such as .../bert_model.ckpt, or a directory.")
+  _define_once(flags.DEFINE_bool, "do_lower_case", True,
+               "Lower-case the input: True for uncased models, False for "
+               "cased ones.")
+  _define_once(flags.DEFINE_string, "output_dir", None,
+               "Where checkpoints, features and results are written.")
+
+
+def define_fine_tuning_flags():
+  """Defines the training/prediction flags shared by the fine-tuning scripts.
+
+  `do_train`, `do_predict` (False), `train_batch_size` (32),
+  `predict_batch_size` (8), `learning_rate` (5e-5), `num_train_epochs` (3.0),
+  `warmup_proportion` (0.1), `save_checkpoints_steps` (1000),
+  `iterations_per_loop` (1000), and the TPU flags: the reference's defaults.
+  """
+  _define_once(flags.DEFINE_bool, "do_train", False, "Whether to fine-tune.")
+  _define_once(flags.DEFINE_bool, "do_predict", False,
+               "Whether to predict the test / predict file.")
+  _define_once(flags.DEFINE_integer, "train_batch_size", 32,
+               "Batch size for training.")
+  _define_once(flags.DEFINE_integer, "predict_batch_size", 8,
+               "Batch size for prediction.")
+  _define_once(flags.DEFINE_float, "learning_rate", 5e-5,
+               "Peak learning rate for Adam.")
+  _define_once(flags.DEFINE_float, "num_train_epochs", 3.0,
+               "Training epochs over the training examples.")
+  _define_once(flags.DEFINE_float, "warmup_proportion", 0.1,
+               "Fraction of the training steps with linear learning-rate "
+               "warmup (0.1 = 10%).")
+  _define_once(flags.DEFINE_integer, "save_checkpoints_steps", 1000,
+               "Steps between checkpoints.")
+  _define_once(flags.DEFINE_integer, "iterations_per_loop", 1000,
+               "Steps per TPU loop (not used off TPU).")
+  define_tpu_flags()
+
+
+def fine_tuning_steps(num_examples, train_batch_size, num_train_epochs,
+                      warmup_proportion):
+  """Training and warmup steps for a number of epochs, as the reference.
+
+  Args:
+    num_examples: int, training examples (one epoch).
+    train_batch_size: int, examples per step.
+    num_train_epochs: float, epochs.
+    warmup_proportion: float, fraction of the steps spent warming up.
+
+  Returns:
+    (num_train_steps, num_warmup_steps); at least one training step, where
+    the reference failed on a training set smaller than a batch.
+  """
+  num_train_steps = int(num_examples / train_batch_size * num_train_epochs)
+  if num_train_steps < 1:
+    logging.warning("%d examples / batch size %d * %s epochs is under one "
+                    "step; training 1 step", num_examples, train_batch_size,
+                    num_train_epochs)
+    num_train_steps = 1
+  return num_train_steps, int(num_train_steps * warmup_proportion)
+
+
 _USER_ERRORS = (ValueError, OSError, tf.errors.NotFoundError,
                 tf.errors.InvalidArgumentError)
 

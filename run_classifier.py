@@ -50,48 +50,17 @@ def define_flags():
       "The input data dir. Should contain the .tsv files (or other data files) "
       "for the task.")
   flags.DEFINE_string(
-      "bert_config_file", None,
-      "The config json file corresponding to the pre-trained BERT model.")
-  flags.DEFINE_string(
       "task_name", None,
       "The name of the task to train (case-insensitive): " +
       ", ".join(sorted(PROCESSORS)) + ".")
-  flags.DEFINE_string("vocab_file", None,
-                      "The vocabulary file that the BERT model was trained on.")
-  flags.DEFINE_string(
-      "output_dir", None,
-      "The output directory where the model checkpoints will be written.")
-  flags.DEFINE_string(
-      "init_checkpoint", None,
-      "Initial checkpoint (usually from a pre-trained BERT model).")
-  flags.DEFINE_bool(
-      "do_lower_case", True,
-      "Whether to lower case the input text. Should be True for uncased "
-      "models and False for cased models.")
   flags.DEFINE_integer(
       "max_seq_length", 128,
       "The maximum total input sequence length after WordPiece tokenization. "
       "Longer sequences are truncated, shorter ones padded.")
-  flags.DEFINE_bool("do_train", False, "Whether to run training.")
   flags.DEFINE_bool("do_eval", False, "Whether to run eval on the dev set.")
-  flags.DEFINE_bool(
-      "do_predict", False,
-      "Whether to run the model in inference mode on the test set.")
-  flags.DEFINE_integer("train_batch_size", 32, "Total batch size for training.")
   flags.DEFINE_integer("eval_batch_size", 8, "Total batch size for eval.")
-  flags.DEFINE_integer("predict_batch_size", 8, "Total batch size for predict.")
-  flags.DEFINE_float("learning_rate", 5e-5,
-                     "The initial learning rate for Adam.")
-  flags.DEFINE_float("num_train_epochs", 3.0,
-                     "Total number of training epochs to perform.")
-  flags.DEFINE_float(
-      "warmup_proportion", 0.1,
-      "Proportion of training to perform linear learning rate warmup for "
-      "(0.1 = 10% of training).")
-  flags.DEFINE_integer("save_checkpoints_steps", 1000,
-                       "How often to save the model checkpoint, in steps.")
-  flags.DEFINE_integer("iterations_per_loop", 1000,
-                       "How many steps to make in each estimator call.")
+  estimator_utils.define_model_flags()
+  estimator_utils.define_fine_tuning_flags()
   # The `tsv` task (a user's own files); column numbers are 0-based and may
   # be negative (counted from the end, as in Python).
   flags.DEFINE_integer("text_a_column", 0,
@@ -106,7 +75,6 @@ def define_flags():
   flags.DEFINE_bool("skip_header", False,
                     "task tsv: whether the first line of every file is a "
                     "header.")
-  estimator_utils.define_tpu_flags()
   for name in ("data_dir", "task_name", "vocab_file", "bert_config_file",
                "output_dir"):
     flags.mark_flag_as_required(name)
@@ -1278,10 +1246,9 @@ def main(_):
   num_train_steps = None
   num_warmup_steps = None
   if FLAGS.do_train:
-    num_train_steps = max(1, int(len(examples["train"]) /
-                                 FLAGS.train_batch_size *
-                                 FLAGS.num_train_epochs))
-    num_warmup_steps = int(num_train_steps * FLAGS.warmup_proportion)
+    num_train_steps, num_warmup_steps = estimator_utils.fine_tuning_steps(
+        len(examples["train"]), FLAGS.train_batch_size,
+        FLAGS.num_train_epochs, FLAGS.warmup_proportion)
   model_fn = model_fn_builder(
       bert_config=bert_config, num_labels=num_labels,
       init_checkpoint=init_checkpoint,

@@ -59,20 +59,11 @@ _LOG_EVERY_EXAMPLES = 1000
 
 def define_flags():
   """Defines the reference release's flags for this script."""
-  flags.DEFINE_string("bert_config_file", None,
-                      "The config JSON of the pre-trained BERT model.")
-  flags.DEFINE_string("vocab_file", None, "The model's WordPiece vocabulary.")
-  flags.DEFINE_string("output_dir", None,
-                      "Where checkpoints, features and predictions go.")
   flags.DEFINE_string("train_file", None,
                       "SQuAD JSON for training, e.g. train-v1.1.json.")
   flags.DEFINE_string("predict_file", None,
                       "SQuAD JSON to predict, e.g. dev-v1.1.json; when it "
                       "carries answers, the official scores are computed.")
-  flags.DEFINE_string("init_checkpoint", None,
-                      "Checkpoint to start from (usually pre-trained BERT).")
-  flags.DEFINE_bool("do_lower_case", True,
-                    "Lower-case the input (True for uncased models).")
   flags.DEFINE_integer("max_seq_length", 384,
                        "Tokens per input after WordPiece, query and document "
                        "span included; shorter inputs are padded.")
@@ -81,19 +72,8 @@ def define_flags():
                        "spans of a long document.")
   flags.DEFINE_integer("max_query_length", 64,
                        "Questions are cut to this many tokens.")
-  flags.DEFINE_bool("do_train", False, "Whether to fine-tune.")
-  flags.DEFINE_bool("do_predict", False, "Whether to predict --predict_file.")
-  flags.DEFINE_integer("train_batch_size", 32, "Batch size for training.")
-  flags.DEFINE_integer("predict_batch_size", 8, "Batch size for prediction.")
-  flags.DEFINE_float("learning_rate", 5e-5, "Initial learning rate for Adam.")
-  flags.DEFINE_float("num_train_epochs", 3.0,
-                     "Training epochs (over the training questions).")
-  flags.DEFINE_float("warmup_proportion", 0.1,
-                     "Fraction of the training steps with linear warmup.")
-  flags.DEFINE_integer("save_checkpoints_steps", 1000,
-                       "Steps between checkpoints.")
-  flags.DEFINE_integer("iterations_per_loop", 1000,
-                       "Steps per estimator call (per TPU loop).")
+  estimator_utils.define_model_flags()
+  estimator_utils.define_fine_tuning_flags()
   flags.DEFINE_integer("n_best_size", 20,
                        "Candidates kept per question in "
                        "nbest_predictions.json.")
@@ -107,7 +87,6 @@ def define_flags():
   flags.DEFINE_float("null_score_diff_threshold", 0.0,
                      "SQuAD 2.0: predict no answer when the null score minus "
                      "the best non-null score exceeds this.")
-  estimator_utils.define_tpu_flags()
 
 
 # ----------------------------------------------------------------------------
@@ -1057,14 +1036,9 @@ def _read_train_examples():
 
 def _num_train_steps(num_examples):
   """(train steps, warmup steps) for the training set size."""
-  num_train_steps = int(num_examples / FLAGS.train_batch_size *
-                        FLAGS.num_train_epochs)
-  if num_train_steps < 1:
-    raise ValueError(
-        "--train_file: %d examples / --train_batch_size=%d * "
-        "--num_train_epochs=%s gives no training step" %
-        (num_examples, FLAGS.train_batch_size, FLAGS.num_train_epochs))
-  return num_train_steps, int(num_train_steps * FLAGS.warmup_proportion)
+  return estimator_utils.fine_tuning_steps(
+      num_examples, FLAGS.train_batch_size, FLAGS.num_train_epochs,
+      FLAGS.warmup_proportion)
 
 
 def _train(estimator, tokenizer, examples, num_train_steps):

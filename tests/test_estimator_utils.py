@@ -168,3 +168,10 @@ def test_pack_tokens_truncates_longer_side_from_the_end():
 def test_pad_input_builds_mask():
   ids, mask, segs = feature_utils.pad_input([5, 6], [0, 1], 4)
   assert (ids, mask, segs) == ([5, 6, 0, 0], [1, 1, 0, 0], [0, 1, 0, 0])
+
+
+def test_fine_tuning_steps_follow_epochs_and_warmup():
+  assert estimator_utils.fine_tuning_steps(100, 32, 3.0, 0.1) == (9, 0)
+  assert estimator_utils.fine_tuning_steps(3668, 32, 3.0, 0.1) == (343, 34)
+  # A training set smaller than one batch still trains one step.
+  assert estimator_utils.fine_tuning_steps(5, 32, 1.0, 0.1) == (1, 0)
