@@ -25,6 +25,7 @@ from absl import logging
 import tensorflow.compat.v1 as tf
 
 import modeling
+import optimization
 
 
 # ----------------------------------------------------------------------------
@@ -317,6 +318,29 @@ def init_from_checkpoint(init_checkpoint, use_tpu):
                  sum(1 for v in tvars if v.name in initialized), len(tvars),
                  init_checkpoint)
   return scaffold_fn
+
+
+def train_spec(total_loss, learning_rate, num_train_steps, num_warmup_steps,
+               use_tpu, scaffold_fn=None):
+  """The `TPUEstimatorSpec` of a training step, as every script builds it.
+
+  Args:
+    total_loss: float32 scalar Tensor to minimize.
+    learning_rate: float, peak learning rate.
+    num_train_steps: int, steps of the linear decay.
+    num_warmup_steps: int, steps of linear warmup.
+    use_tpu: bool; on TPU gradients are averaged across shards.
+    scaffold_fn: from `init_from_checkpoint`, or None.
+
+  Returns:
+    A `tf.estimator.tpu.TPUEstimatorSpec` in TRAIN mode whose train op
+    applies `optimization.create_optimizer` (and increments the global step).
+  """
+  train_op = optimization.create_optimizer(
+      total_loss, learning_rate, num_train_steps, num_warmup_steps, use_tpu)
+  return tf.estimator.tpu.TPUEstimatorSpec(
+      mode=tf.estimator.ModeKeys.TRAIN, loss=total_loss, train_op=train_op,
+      scaffold_fn=scaffold_fn)
 
 
 class ProgressHook(tf.estimator.SessionRunHook):

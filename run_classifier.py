@@ -37,7 +37,6 @@ import tensorflow.compat.v1 as tf
 import estimator_utils
 import feature_utils
 import modeling
-import optimization
 import tokenization
 
 FLAGS = flags.FLAGS
@@ -1035,12 +1034,9 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate,
                                                        use_tpu)
 
     if mode == tf.estimator.ModeKeys.TRAIN:
-      train_op = optimization.create_optimizer(
+      return estimator_utils.train_spec(
           total_loss, learning_rate, num_train_steps, num_warmup_steps,
-          use_tpu)
-      return tf.estimator.tpu.TPUEstimatorSpec(
-          mode=mode, loss=total_loss, train_op=train_op,
-          scaffold_fn=scaffold_fn)
+          use_tpu, scaffold_fn)
     if mode == tf.estimator.ModeKeys.EVAL:
       if is_regression:
         eval_metrics = (regression_metric_fn,

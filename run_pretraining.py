@@ -27,7 +27,6 @@ import tensorflow.compat.v1 as tf
 
 import estimator_utils
 import modeling
-import optimization
 
 FLAGS = flags.FLAGS
 
@@ -255,12 +254,9 @@ def model_fn_builder(bert_config, init_checkpoint, learning_rate,
     scaffold_fn = estimator_utils.init_from_checkpoint(init_checkpoint,
                                                        use_tpu)
     if mode == tf.estimator.ModeKeys.TRAIN:
-      train_op = optimization.create_optimizer(
+      return estimator_utils.train_spec(
           total_loss, learning_rate, num_train_steps, num_warmup_steps,
-          use_tpu)
-      return tf.estimator.tpu.TPUEstimatorSpec(
-          mode=mode, loss=total_loss, train_op=train_op,
-          scaffold_fn=scaffold_fn)
+          use_tpu, scaffold_fn)
     if mode == tf.estimator.ModeKeys.EVAL:
       eval_metrics = (_metric_fn, [
           masked_lm_example_loss, masked_lm_log_probs,

@@ -44,7 +44,6 @@ import tensorflow.compat.v1 as tf
 
 import estimator_utils
 import modeling
-import optimization
 import squad_metrics
 import tokenization
 
@@ -652,12 +651,9 @@ def model_fn_builder(bert_config, init_checkpoint, learning_rate,
       total_loss = _span_loss(start_logits, end_logits,
                               features["start_positions"],
                               features["end_positions"])
-      train_op = optimization.create_optimizer(
+      return estimator_utils.train_spec(
           total_loss, learning_rate, num_train_steps, num_warmup_steps,
-          use_tpu)
-      return tf.estimator.tpu.TPUEstimatorSpec(
-          mode=mode, loss=total_loss, train_op=train_op,
-          scaffold_fn=scaffold_fn)
+          use_tpu, scaffold_fn)
     if mode == tf.estimator.ModeKeys.PREDICT:
       predictions = {"unique_ids": features["unique_ids"],
                      "start_logits": start_logits,
