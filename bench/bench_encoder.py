@@ -13,12 +13,14 @@ Times, on the same machine, shapes and thread count:
 Random initialisation (BERT-Base shape by default), random token ids, full
 attention masks, dropout on in training as in real training. Rows run
 interleaved (each repetition times every row once, in rotating order) after
-untimed warm-up steps; the table gives sequences/s (median and min-max over
-repetitions), and the achieved matmul FLOP/s as a fraction of a measured
-dense float32 matmul ceiling (the best of numpy, TensorFlow and PyTorch on a
-square `matmul_size` product; multiply-add = 2 FLOPs).
+untimed warm-up steps, together with float32 `matmul_size`-square products
+in numpy, TensorFlow and PyTorch, so that all rows see the same load of a
+shared machine. The table gives sequences/s (median and min-max over
+repetitions), the cores each row really got (process CPU time / wall time),
+and the achieved matmul FLOP/s as a fraction of the ceiling, the best
+library's median matmul rate (multiply-add = 2 FLOPs).
 
-Run from the repo root (a few minutes on 2 CPU cores with the defaults):
+Run from the repo root (about 2.5 minutes on 2 CPU cores with the defaults):
   python bench/bench_encoder.py
   python bench/bench_encoder.py --num_hidden_layers=2 --repetitions=3
 """
