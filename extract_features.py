@@ -341,6 +341,9 @@ def _write_predictions(estimator, input_fn, pending, layer_indexes,
 def main(_):
   logging.set_verbosity(logging.INFO)
   _check_flags()
+  if next(iter_examples(FLAGS.input_file), None) is None:
+    raise ValueError("--input_file: %s is empty (expected one example per "
+                     "line)" % FLAGS.input_file)
   bert_config = estimator_utils.load_bert_config(FLAGS.bert_config_file)
   estimator_utils.check_max_seq_length(FLAGS.max_seq_length, bert_config)
   layer_indexes = parse_layer_indexes(FLAGS.layers,
@@ -350,9 +353,6 @@ def main(_):
                                                 init_checkpoint)
   tokenizer = tokenization.FullTokenizer(vocab_file=FLAGS.vocab_file,
                                          do_lower_case=FLAGS.do_lower_case)
-  if next(iter_examples(FLAGS.input_file), None) is None:
-    raise ValueError("--input_file: %s is empty (expected one example per "
-                     "line)" % FLAGS.input_file)
 
   run_config = estimator_utils.make_run_config(
       output_dir=None, save_checkpoints_steps=None, iterations_per_loop=1,

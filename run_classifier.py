@@ -1145,6 +1145,14 @@ def _read_examples(processor):
   for split, split_examples in examples.items():
     logging.info("Read %d %s examples from %s", len(split_examples), split,
                  FLAGS.data_dir)
+    # An empty test set is fine (it gives an empty test_results.tsv), but
+    # training on nothing would loop forever and evaluating nothing means
+    # nothing.
+    if not split_examples and split != "test":
+      raise ValueError("--data_dir=%s: no %s examples were read; --do_%s "
+                       "needs at least one" %
+                       (FLAGS.data_dir, split,
+                        "train" if split == "train" else "eval"))
   return examples
 
 

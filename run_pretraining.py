@@ -346,10 +346,12 @@ def check_record_lengths(input_files, max_seq_length, max_predictions_per_seq):
                             "max_predictions_per_seq"),
       "next_sentence_labels": (1, None),
   }
+  empty = []
   for path in input_files:
     example = _first_example(path)
     if example is None:
       logging.warning("Input file %s holds no records", path)
+      empty.append(path)
       continue
     for name, (length, flag_name) in expected.items():
       if name not in example.features.feature:
@@ -364,6 +366,11 @@ def check_record_lengths(input_files, max_seq_length, max_predictions_per_seq):
             "%s: record 0 has %s of length %d, but %s; create the data with "
             "the same value or change the flag" %
             (path, name, len(values), where))
+  if len(empty) == len(input_files):
+    # Training would loop forever over an empty dataset.
+    raise ValueError("--input_file: %s hold%s no records; expected the "
+                     "output of create_pretraining_data.py" %
+                     (", ".join(empty), "s" if len(empty) == 1 else ""))
 
 
 def _first_example(path):

@@ -1026,6 +1026,10 @@ def _read_train_examples():
   examples = read_squad_examples(
       FLAGS.train_file, is_training=True,
       version_2_with_negative=FLAGS.version_2_with_negative)
+  if not examples:
+    # Training on nothing would loop forever over an empty dataset.
+    raise ValueError("--train_file: %s holds no usable training question "
+                     "(none, or all skipped)" % FLAGS.train_file)
   random.Random(12345).shuffle(examples)
   return examples
 

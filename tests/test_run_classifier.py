@@ -754,3 +754,21 @@ def test_stsb_regression_end_to_end(tmp_path):
   assert len(lines) == 5
   assert all(len(line.split("\t")) == 1 for line in lines)
   [float(line) for line in lines]  # pylint: disable=expression-not-assigned
+
+
+@pytest.mark.parametrize("flag,empty_file", [("--do_train", "train.tsv"),
+                                             ("--do_eval", "dev.tsv")])
+def test_cli_refuses_empty_train_or_dev_set(tmp_path, flag, empty_file):
+  # Training on nothing used to loop forever over an empty dataset.
+  data_dir = tmp_path / "data"
+  data_dir.mkdir()
+  (data_dir / empty_file).write_text("", encoding="utf-8")
+  result = _run_script(
+      ["--task_name=cola", flag, "--data_dir=%s" % data_dir,
+       "--output_dir=%s" % (tmp_path / "out"), "--max_seq_length=32"] +
+      _tiny_model_flags(), timeout=120)
+  assert result.returncode == 1, result.stderr[-2000:]
+  split = "train" if flag == "--do_train" else "dev"
+  assert result.stderr.strip().splitlines()[-1] == (
+      "error: --data_dir=%s: no %s examples were read; %s needs at least "
+      "one" % (data_dir, split, flag))

@@ -142,6 +142,18 @@ def test_check_record_lengths_rejects_non_tfrecord(tmp_path):
     run_pretraining.check_record_lengths([str(path)], 16, _PREDS)
 
 
+def test_check_record_lengths_refuses_inputs_without_records(tmp_path):
+  # Training on nothing used to loop forever over an empty dataset.
+  empty = tmp_path / "empty.tfrecord"
+  empty.write_bytes(b"")
+  with pytest.raises(ValueError, match=r"--input_file: .*empty.tfrecord holds "
+                     "no records"):
+    run_pretraining.check_record_lengths([str(empty)], 16, _PREDS)
+  # One empty shard among others is only a warning.
+  path = _write_records(str(tmp_path / "full.tfrecord"), 2, seq_length=16)
+  run_pretraining.check_record_lengths([str(empty), path], 16, _PREDS)
+
+
 def _check(tmp_path, **overrides):
   params = dict(bert_config_file=_conformance("bert_config.json"),
                 input_file=_write_records(str(tmp_path / "d.tfrecord"), 2),

@@ -641,3 +641,16 @@ def test_train_and_predict_squad_v2_end_to_end(tmp_path):
   assert loaded["eval_results.json"]["total"] == 8
   assert "39 of 41 trainable variables initialized" in proc.stderr
   assert "best_f1_thresh = " in proc.stderr
+
+
+def test_script_refuses_training_file_without_questions(tmp_path):
+  # Training on nothing used to loop forever over an empty dataset.
+  train_file = _write(tmp_path, {"version": "1.1", "data": []}, "empty.json")
+  proc = _run_script(_model_flags() + [
+      "--output_dir=%s" % (tmp_path / "out"), "--do_train",
+      "--train_file=%s" % train_file, "--max_seq_length=64",
+      "--max_query_length=24"], timeout=120)
+  assert proc.returncode == 1, proc.stderr[-2000:]
+  assert proc.stderr.strip().splitlines()[-1] == (
+      "error: --train_file: %s holds no usable training question (none, or "
+      "all skipped)" % train_file)
