@@ -266,6 +266,25 @@ def make_run_config(output_dir, save_checkpoints_steps, iterations_per_loop,
       tpu_config=tpu_config)
 
 
+def run_config_from_flags(flag_values, output_dir):
+  """`make_run_config` from a script's parsed flags (call it in `main`).
+
+  Args:
+    flag_values: the parsed `absl.flags.FLAGS`, holding the TPU flags and,
+      where the script has them, `save_checkpoints_steps` and
+      `iterations_per_loop`.
+    output_dir: str or None (a temporary directory), the model directory.
+  """
+  return make_run_config(
+      output_dir,
+      save_checkpoints_steps=getattr(flag_values, "save_checkpoints_steps",
+                                     None),
+      iterations_per_loop=getattr(flag_values, "iterations_per_loop", 1),
+      use_tpu=flag_values.use_tpu, tpu_name=flag_values.tpu_name,
+      tpu_zone=flag_values.tpu_zone, gcp_project=flag_values.gcp_project,
+      master=flag_values.master, num_tpu_cores=flag_values.num_tpu_cores)
+
+
 def make_estimator(model_fn, run_config, use_tpu, train_batch_size=None,
                    eval_batch_size=None, predict_batch_size=None):
   """Wraps `model_fn` in a `TPUEstimator` (CPU/GPU when `use_tpu` is False)."""

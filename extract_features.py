@@ -354,11 +354,7 @@ def main(_):
   tokenizer = tokenization.FullTokenizer(vocab_file=FLAGS.vocab_file,
                                          do_lower_case=FLAGS.do_lower_case)
 
-  run_config = estimator_utils.make_run_config(
-      output_dir=None, save_checkpoints_steps=None, iterations_per_loop=1,
-      use_tpu=FLAGS.use_tpu, tpu_name=FLAGS.tpu_name,
-      tpu_zone=FLAGS.tpu_zone, gcp_project=FLAGS.gcp_project,
-      master=FLAGS.master, num_tpu_cores=FLAGS.num_tpu_cores)
+  run_config = estimator_utils.run_config_from_flags(FLAGS, output_dir=None)
   model_fn = model_fn_builder(bert_config, init_checkpoint, layer_indexes,
                               FLAGS.use_tpu, FLAGS.use_one_hot_embeddings)
   estimator = estimator_utils.make_estimator(

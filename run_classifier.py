@@ -1260,12 +1260,8 @@ def main(_):
       num_warmup_steps=num_warmup_steps, use_tpu=FLAGS.use_tpu,
       use_one_hot_embeddings=FLAGS.use_tpu, is_regression=is_regression,
       metric_names=processor.metric_names)
-  run_config = estimator_utils.make_run_config(
-      FLAGS.output_dir, FLAGS.save_checkpoints_steps,
-      FLAGS.iterations_per_loop, use_tpu=FLAGS.use_tpu,
-      tpu_name=FLAGS.tpu_name, tpu_zone=FLAGS.tpu_zone,
-      gcp_project=FLAGS.gcp_project, master=FLAGS.master,
-      num_tpu_cores=FLAGS.num_tpu_cores)
+  run_config = estimator_utils.run_config_from_flags(
+      FLAGS, FLAGS.output_dir)
   estimator = estimator_utils.make_estimator(
       model_fn, run_config, FLAGS.use_tpu,
       train_batch_size=FLAGS.train_batch_size,

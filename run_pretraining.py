@@ -420,12 +420,8 @@ def main(_):
   for path in input_files:
     logging.info("  %s", path)
 
-  run_config = estimator_utils.make_run_config(
-      FLAGS.output_dir, FLAGS.save_checkpoints_steps,
-      FLAGS.iterations_per_loop, use_tpu=FLAGS.use_tpu,
-      tpu_name=FLAGS.tpu_name, tpu_zone=FLAGS.tpu_zone,
-      gcp_project=FLAGS.gcp_project, master=FLAGS.master,
-      num_tpu_cores=FLAGS.num_tpu_cores)
+  run_config = estimator_utils.run_config_from_flags(
+      FLAGS, FLAGS.output_dir)
   model_fn = model_fn_builder(
       bert_config=bert_config,
       init_checkpoint=init_checkpoint,

@@ -1174,12 +1174,8 @@ def main(_):
     train_examples = _read_train_examples()
     num_train_steps, num_warmup_steps = _num_train_steps(len(train_examples))
 
-  run_config = estimator_utils.make_run_config(
-      FLAGS.output_dir, FLAGS.save_checkpoints_steps,
-      FLAGS.iterations_per_loop, use_tpu=FLAGS.use_tpu,
-      tpu_name=FLAGS.tpu_name, tpu_zone=FLAGS.tpu_zone,
-      gcp_project=FLAGS.gcp_project, master=FLAGS.master,
-      num_tpu_cores=FLAGS.num_tpu_cores)
+  run_config = estimator_utils.run_config_from_flags(
+      FLAGS, FLAGS.output_dir)
   model_fn = model_fn_builder(
       bert_config=bert_config, init_checkpoint=init_checkpoint,
       learning_rate=FLAGS.learning_rate, num_train_steps=num_train_steps,
