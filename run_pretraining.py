@@ -290,14 +290,15 @@ def _name_to_features(max_seq_length, max_predictions_per_seq):
 
 
 def input_fn_builder(input_files, max_seq_length, max_predictions_per_seq,
-                     is_training, num_cpu_threads=4):
+                     is_training, num_cpu_threads=4, use_tpu=False):
   """Returns an `input_fn(params)` over pre-training TFRecords.
 
-  Training reads the files in parallel, shuffled, repeated forever. Eval
-  reads them in order; on CPU/GPU once (each example counted once, up to
-  --max_eval_steps batches), on TPU repeated as in the reference, because a
-  TPU evaluation runs a fixed number of steps. Batches have a fixed size
-  (the last partial batch is dropped) and int64 features become int32.
+  Training reads the files in parallel, shuffled, repeated forever, in
+  batches of a fixed size. Evaluation reads them in order: on TPU repeated
+  in fixed-size batches as in the reference (a TPU evaluation runs a fixed
+  number of steps); on CPU/GPU once, keeping the last partial batch, so each
+  example counts once (up to --max_eval_steps batches). int64 features become
+  int32.
 
   Args:
     input_files: list of str, TFRecord paths.
@@ -305,15 +306,18 @@ def input_fn_builder(input_files, max_seq_length, max_predictions_per_seq,
     max_predictions_per_seq: int, length of the `masked_lm_*` features.
     is_training: bool.
     num_cpu_threads: int, parallel readers and parsers when training.
+    use_tpu: bool, whether the estimator runs on TPU (an addition to the
+      reference's signature; only evaluation depends on it).
   """
+  fixed_batches = is_training or use_tpu
   base_input_fn = estimator_utils.tfrecord_input_fn_builder(
       input_files, _name_to_features(max_seq_length, max_predictions_per_seq),
-      is_training=is_training, drop_remainder=True,
+      is_training=is_training, drop_remainder=fixed_batches,
       num_cpu_threads=num_cpu_threads)
 
   def input_fn(params):
     dataset = base_input_fn(params)
-    if not is_training and params.get("use_tpu", False):
+    if not is_training and use_tpu:
       dataset = dataset.repeat()
     return dataset
 
@@ -455,7 +459,8 @@ def main(_):
     result = estimator.evaluate(
         input_fn=input_fn_builder(input_files, FLAGS.max_seq_length,
                                   FLAGS.max_predictions_per_seq,
-                                  is_training=False),
+                                  is_training=False,
+                                  use_tpu=FLAGS.use_tpu),
         steps=FLAGS.max_eval_steps)
     estimator_utils.write_eval_results(
         os.path.join(FLAGS.output_dir, "eval_results.txt"), result)

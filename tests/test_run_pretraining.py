@@ -154,6 +154,30 @@ def test_check_record_lengths_refuses_inputs_without_records(tmp_path):
   run_pretraining.check_record_lengths([str(empty), path], 16, _PREDS)
 
 
+def _batch_sizes(input_fn, batch_size, max_batches):
+  with tf.Graph().as_default():
+    batch = tf.data.make_one_shot_iterator(
+        input_fn({"batch_size": batch_size})).get_next()
+    sizes = []
+    with tf.Session() as sess:
+      for _ in range(max_batches):
+        try:
+          sizes.append(len(sess.run(batch["input_ids"])))
+        except tf.errors.OutOfRangeError:
+          break
+  return sizes
+
+
+def test_eval_input_keeps_last_batch_off_tpu_and_repeats_on_tpu(tmp_path):
+  path = _write_records(str(tmp_path / "eval.tfrecord"), 3)
+  off_tpu = run_pretraining.input_fn_builder([path], _SEQ, _PREDS,
+                                             is_training=False)
+  assert _batch_sizes(off_tpu, 2, 5) == [2, 1]
+  on_tpu = run_pretraining.input_fn_builder([path], _SEQ, _PREDS,
+                                            is_training=False, use_tpu=True)
+  assert _batch_sizes(on_tpu, 2, 5) == [2, 2, 2, 2, 2]
+
+
 def _check(tmp_path, **overrides):
   params = dict(bert_config_file=_conformance("bert_config.json"),
                 input_file=_write_records(str(tmp_path / "d.tfrecord"), 2),
