@@ -571,16 +571,22 @@ def truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng):
 
   One token at a time from the longer list (B when equal), from its front
   when a `random()` draw is below 0.5, else from its back (SPEC §6.1 item 5).
+  The draws are made first, counting the tokens to drop at each end, and
+  each list is then cut once: linear time, same result and rng state as
+  deleting token by token.
   """
-  while len(tokens_a) + len(tokens_b) > max_num_tokens:
-    longer = tokens_a if len(tokens_a) > len(tokens_b) else tokens_b
-    if not longer:
+  lengths = [len(tokens_a), len(tokens_b)]
+  drops = [[0, 0], [0, 0]]  # [front, back] tokens to drop from A and from B.
+  while lengths[0] + lengths[1] > max_num_tokens:
+    longer = 0 if lengths[0] > lengths[1] else 1
+    if not lengths[longer]:
       raise ValueError("max_num_tokens is %d; cannot truncate below 0"
                        % max_num_tokens)
-    if rng.random() < 0.5:
-      del longer[0]
-    else:
-      longer.pop()
+    lengths[longer] -= 1
+    drops[longer][0 if rng.random() < 0.5 else 1] += 1
+  for tokens, (front, back) in zip((tokens_a, tokens_b), drops):
+    del tokens[len(tokens) - back:]
+    del tokens[:front]
 
 
 # ----------------------------------------------------------------------------
@@ -1059,16 +1065,40 @@ def _check_flags():
   for name in ("input_file", "output_file", "vocab_file"):
     if not getattr(FLAGS, name):
       raise ValueError("--%s is required" % name)
-  minimums = {"max_seq_length": 5, "max_predictions_per_seq": 0,
+  minimums = {"max_seq_length": 5, "max_predictions_per_seq": 1,
               "dupe_factor": 1, "num_workers": 1}
   for name, minimum in minimums.items():
     if getattr(FLAGS, name) < minimum:
       raise ValueError("--%s is %d; expected at least %d"
                        % (name, getattr(FLAGS, name), minimum))
-  for name in ("masked_lm_prob", "short_seq_prob"):
-    if not 0.0 <= getattr(FLAGS, name) <= 1.0:
-      raise ValueError("--%s is %r; expected a probability in [0, 1]"
-                       % (name, getattr(FLAGS, name)))
+  if not 0.0 < FLAGS.masked_lm_prob <= 1.0:
+    raise ValueError("--masked_lm_prob is %r; expected a probability in "
+                     "(0, 1]" % FLAGS.masked_lm_prob)
+  if not 0.0 <= FLAGS.short_seq_prob <= 1.0:
+    raise ValueError("--short_seq_prob is %r; expected a probability in "
+                     "[0, 1]" % FLAGS.short_seq_prob)
+
+
+def _check_output_paths(input_files, output_files, num_workers):
+  """Refuses output paths that are directories, repeated, or inputs.
+
+  Checked before any work: a repeated path would lose the instances sent to
+  its first use, and an input path would be overwritten.
+  """
+  seen = {}
+  inputs = {os.path.abspath(os.path.normpath(path)) for path in input_files}
+  for paths in _part_output_files(output_files, num_workers):
+    for path in paths:
+      estimator_utils.check_output_file(path, "output_file")
+      key = os.path.abspath(os.path.normpath(path))
+      if key in seen:
+        raise ValueError("--output_file: %s is given more than once (as %s "
+                         "and %s); each output path must be distinct"
+                         % (key, seen[key], path))
+      if key in inputs:
+        raise ValueError("--output_file: %s is also an --input_file; it "
+                         "would overwrite the corpus" % path)
+      seen[key] = path
 
 
 def _split_paths(value):
@@ -1082,6 +1112,7 @@ def main(_):
   input_files = estimator_utils.expand_file_patterns(FLAGS.input_file,
                                                      "input_file")
   output_files = _split_paths(FLAGS.output_file)
+  _check_output_paths(input_files, output_files, FLAGS.num_workers)
   logging.info("*** Reading from %d input file(s) ***", len(input_files))
   for path in input_files:
     logging.info("  %s", path)
@@ -1106,7 +1137,6 @@ def main(_):
         instances, tokenizer, FLAGS.max_seq_length,
         FLAGS.max_predictions_per_seq, output_files)
   else:
-    _part_output_files(output_files, FLAGS.num_workers)  # Check before work.
     num_written = _run_workers(input_files, tokenizer, options,
                                FLAGS.random_seed, FLAGS.num_workers,
                                output_files)

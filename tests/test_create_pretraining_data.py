@@ -12,6 +12,8 @@ import os
 import random
 import subprocess
 import sys
+import time
+import types
 
 import pytest
 import tensorflow.compat.v1 as tf
@@ -431,3 +433,72 @@ def test_too_short_max_seq_length_is_refused():
                      "least 5"):
     cpd.create_instances_from_document([[["a"]], [["b"]]], 0, 4, 0.1, 0.15, 2,
                                        ["a"], random.Random(1))
+
+
+def _reference_truncate(tokens_a, tokens_b, max_num_tokens, rng):
+  """Token-by-token truncation, as SPEC §6.1 item 5 words it."""
+  while len(tokens_a) + len(tokens_b) > max_num_tokens:
+    longer = tokens_a if len(tokens_a) > len(tokens_b) else tokens_b
+    if rng.random() < 0.5:
+      del longer[0]
+    else:
+      longer.pop()
+
+
+def test_truncate_seq_pair_is_linear_and_matches_token_by_token():
+  case_rng = random.Random(7)
+  for _ in range(200):
+    len_a, len_b = case_rng.randint(0, 30), case_rng.randint(0, 30)
+    limit = case_rng.randint(0, 40)
+    pairs = []
+    for truncate in (cpd.truncate_seq_pair, _reference_truncate):
+      tokens_a = ["a%d" % i for i in range(len_a)]
+      tokens_b = ["b%d" % i for i in range(len_b)]
+      rng = random.Random(limit)
+      truncate(tokens_a, tokens_b, limit, rng)
+      pairs.append((tokens_a, tokens_b, rng.random()))
+    assert pairs[0] == pairs[1]
+  tokens_a, tokens_b = list(range(200000)), list(range(150000))
+  start = time.time()
+  cpd.truncate_seq_pair(tokens_a, tokens_b, 125, random.Random(3))
+  assert time.time() - start < 1.0
+  assert len(tokens_a) + len(tokens_b) == 125
+
+
+def test_output_paths_checked_before_work(tmp_path):
+  corpus = str(tmp_path / "corpus.txt")
+  out = str(tmp_path / "o.tfrecord")
+  cpd._check_output_paths([corpus], [out, str(tmp_path / "p")], 1)
+  for outputs, workers in (([out, out], 1), ([out, out], 2),
+                           ([out, str(tmp_path / "." / "o.tfrecord")], 2)):
+    with pytest.raises(ValueError, match="--output_file: .*o.tfrecord is "
+                       "given more than once"):
+      cpd._check_output_paths([corpus], outputs, workers)
+  with pytest.raises(ValueError, match="corpus.txt is also an --input_file"):
+    cpd._check_output_paths([corpus], [out, corpus], 1)
+  with pytest.raises(ValueError, match="--output_file: .* is a directory"):
+    cpd._check_output_paths([corpus], [str(tmp_path)], 1)
+  (tmp_path / "o.tfrecord-00001-of-00002").mkdir()
+  with pytest.raises(ValueError, match="-00001-of-00002 is a directory"):
+    cpd._check_output_paths([corpus], [out], 2)
+
+
+@pytest.mark.parametrize("name,value,message", [
+    ("max_predictions_per_seq", 0, "--max_predictions_per_seq is 0; expected "
+     "at least 1"),
+    ("max_predictions_per_seq", -3, "--max_predictions_per_seq is -3"),
+    ("masked_lm_prob", 0.0, r"--masked_lm_prob is 0.0; expected a "
+     r"probability in \(0, 1\]"),
+    ("masked_lm_prob", 1.5, "--masked_lm_prob is 1.5"),
+    ("masked_lm_prob", -0.1, "--masked_lm_prob is -0.1"),
+])
+def test_out_of_range_masking_flags_are_refused(monkeypatch, name, value,
+                                                message):
+  values = dict(input_file="i", output_file="o", vocab_file="v",
+                max_seq_length=128, max_predictions_per_seq=20, dupe_factor=1,
+                num_workers=1, masked_lm_prob=0.15, short_seq_prob=0.1)
+  monkeypatch.setattr(cpd, "FLAGS", types.SimpleNamespace(**values))
+  cpd._check_flags()  # The defaults pass.
+  setattr(cpd.FLAGS, name, value)
+  with pytest.raises(ValueError, match=message):
+    cpd._check_flags()
