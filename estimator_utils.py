@@ -132,7 +132,26 @@ def fine_tuning_steps(num_examples, train_batch_size, num_train_epochs,
 
 
 _USER_ERRORS = (ValueError, OSError, tf.errors.NotFoundError,
-                tf.errors.InvalidArgumentError)
+                tf.errors.InvalidArgumentError,
+                tf.errors.FailedPreconditionError,
+                tf.errors.PermissionDeniedError,
+                tf.errors.AlreadyExistsError)
+
+
+def _one_line(error):
+  """The essential message of `error` on one line.
+
+  TensorFlow's graph-execution errors carry the Python stack of the failing
+  op; keep only the lines that say what went wrong.
+  """
+  message = str(getattr(error, "message", None) or error)
+  if isinstance(error, tf.errors.OpError):
+    kept = [line.strip() for line in message.splitlines()
+            if line.strip() and not line[:1].isspace()
+            and not line.startswith(("Graph execution error",
+                                     "Detected at node", "File "))]
+    message = " ".join(kept) or message
+  return " ".join(message.split())
 
 
 def run_main(main):
@@ -150,9 +169,7 @@ def run_main(main):
     except _USER_ERRORS as e:  # pylint: disable=catching-non-exception
       if os.environ.get("BERT_DEBUG"):
         raise
-      message = getattr(e, "message", None) or str(e)
-      message = " ".join(str(message).split())
-      sys.stderr.write("error: %s\n" % message)
+      sys.stderr.write("error: %s\n" % _one_line(e))
       sys.stderr.flush()
       sys.exit(1)
 
@@ -181,6 +198,10 @@ def expand_file_patterns(patterns, flag_name="input_file"):
     matches = sorted(tf.io.gfile.glob(pattern))
     if not matches:
       raise ValueError("--%s: %r matched no files" % (flag_name, pattern))
+    for match in matches:
+      if tf.io.gfile.isdir(match):
+        raise ValueError("--%s: %s is a directory; expected files (use a "
+                         "glob such as %s/*)" % (flag_name, match, match))
     paths.extend(matches)
   return paths
 
@@ -198,6 +219,33 @@ def check_max_seq_length(max_seq_length, bert_config,
         "--%s <= %d or a model with more position embeddings" %
         (flag_name, max_seq_length, bert_config.max_position_embeddings,
          flag_name, bert_config.max_position_embeddings))
+
+
+def check_output_file(path, flag_name="output_file"):
+  """Refuses an output path that cannot become a file, before any work.
+
+  Raises:
+    ValueError: when `path` is empty or an existing directory.
+  """
+  if not path:
+    raise ValueError("--%s is required" % flag_name)
+  if tf.io.gfile.isdir(path):
+    raise ValueError("--%s: %s is a directory; expected a file name" %
+                     (flag_name, path))
+
+
+def check_vocab_size(tokenizer, bert_config, flag_name="vocab_file"):
+  """Refuses a vocabulary with ids the model has no embeddings for.
+
+  Raises:
+    ValueError: when the vocabulary has more tokens than the config's
+      `vocab_size` (its ids would index past the embedding table).
+  """
+  if len(tokenizer.vocab) > bert_config.vocab_size:
+    raise ValueError(
+        "--%s has %d tokens but the model's vocab_size is %d: use the "
+        "vocab.txt that came with the model" %
+        (flag_name, len(tokenizer.vocab), bert_config.vocab_size))
 
 
 def load_bert_config(path, flag_name="bert_config_file"):
@@ -319,6 +367,11 @@ def init_from_checkpoint(init_checkpoint, use_tpu):
   if init_checkpoint:
     assignment_map, initialized = modeling.get_assignment_map_from_checkpoint(
         tvars, init_checkpoint)
+    if not assignment_map:
+      raise ValueError(
+          "--init_checkpoint: none of the model's %d variables is in %s; "
+          "expected a BERT checkpoint (variables named bert/...)" %
+          (len(tvars), init_checkpoint))
     if use_tpu:
 
       def tpu_scaffold():
@@ -521,6 +574,8 @@ def atomic_write(path, mode="w"):
   Yields:
     A writable file object.
   """
+  if tf.io.gfile.isdir(path):
+    raise ValueError("%s is a directory; expected a file name" % path)
   temp = _temp_name(path)
   directory = os.path.dirname(path)
   if directory:

@@ -320,6 +320,10 @@ def _check_flags():
                "init_checkpoint"):
     if not getattr(FLAGS, name):
       raise ValueError("--%s is required" % name)
+  if FLAGS.batch_size < 1:
+    raise ValueError("--batch_size=%d: expected at least 1" %
+                     FLAGS.batch_size)
+  estimator_utils.check_output_file(FLAGS.output_file)
 
 
 def _write_predictions(estimator, input_fn, pending, layer_indexes,
@@ -353,6 +357,7 @@ def main(_):
                                                 init_checkpoint)
   tokenizer = tokenization.FullTokenizer(vocab_file=FLAGS.vocab_file,
                                          do_lower_case=FLAGS.do_lower_case)
+  estimator_utils.check_vocab_size(tokenizer, bert_config)
 
   run_config = estimator_utils.run_config_from_flags(FLAGS, output_dir=None)
   model_fn = model_fn_builder(bert_config, init_checkpoint, layer_indexes,

@@ -389,7 +389,8 @@ def _first_example(path):
 
 
 def check_inputs(bert_config_file, input_file, output_dir, init_checkpoint,
-                 max_seq_length, max_predictions_per_seq, do_train, do_eval):
+                 max_seq_length, max_predictions_per_seq, do_train, do_eval,
+                 num_train_steps=1):
   """Validates the flags before any graph is built.
 
   Returns:
@@ -401,6 +402,9 @@ def check_inputs(bert_config_file, input_file, output_dir, init_checkpoint,
   """
   if not do_train and not do_eval:
     raise ValueError("At least one of --do_train or --do_eval must be True")
+  if do_train and num_train_steps < 1:
+    raise ValueError("--num_train_steps=%d: expected at least 1 with "
+                     "--do_train" % num_train_steps)
   bert_config = estimator_utils.load_bert_config(bert_config_file)
   estimator_utils.check_max_seq_length(max_seq_length, bert_config)
   if not output_dir:
@@ -418,7 +422,8 @@ def main(_):
   bert_config, input_files, init_checkpoint = check_inputs(
       FLAGS.bert_config_file, FLAGS.input_file, FLAGS.output_dir,
       FLAGS.init_checkpoint, FLAGS.max_seq_length,
-      FLAGS.max_predictions_per_seq, FLAGS.do_train, FLAGS.do_eval)
+      FLAGS.max_predictions_per_seq, FLAGS.do_train, FLAGS.do_eval,
+      FLAGS.num_train_steps)
   tf.io.gfile.makedirs(FLAGS.output_dir)
   logging.info("*** Input files (%d) ***", len(input_files))
   for path in input_files:

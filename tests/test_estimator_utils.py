@@ -175,3 +175,57 @@ def test_fine_tuning_steps_follow_epochs_and_warmup():
   assert estimator_utils.fine_tuning_steps(3668, 32, 3.0, 0.1) == (343, 34)
   # A training set smaller than one batch still trains one step.
   assert estimator_utils.fine_tuning_steps(5, 32, 1.0, 0.1) == (1, 0)
+
+
+def test_expand_file_patterns_refuses_a_directory(tmp_path):
+  with pytest.raises(ValueError, match="is a directory; expected files"):
+    estimator_utils.expand_file_patterns(str(tmp_path), "input_file")
+
+
+def test_output_paths_that_are_directories_are_refused(tmp_path):
+  with pytest.raises(ValueError, match="--output_file: .* is a directory"):
+    estimator_utils.check_output_file(str(tmp_path))
+  with pytest.raises(ValueError, match="--output_file is required"):
+    estimator_utils.check_output_file("")
+  estimator_utils.check_output_file(str(tmp_path / "new.txt"))
+  with pytest.raises(ValueError, match="is a directory"):
+    with estimator_utils.atomic_write(str(tmp_path)):
+      pass
+
+
+class _Vocab(object):
+
+  def __init__(self, size):
+    self.vocab = dict.fromkeys(range(size))
+
+
+def test_check_vocab_size_refuses_ids_past_the_embeddings():
+  config = modeling.BertConfig(vocab_size=1000)
+  estimator_utils.check_vocab_size(_Vocab(1000), config)
+  with pytest.raises(ValueError, match="--vocab_file has 1001 tokens but the "
+                     "model's vocab_size is 1000"):
+    estimator_utils.check_vocab_size(_Vocab(1001), config)
+
+
+def test_init_from_checkpoint_refuses_a_checkpoint_without_bert(tmp_path):
+  with tf.Graph().as_default():
+    tf.get_variable("foo/bar", shape=[2])
+    saver = tf.train.Saver()
+    with tf.Session() as sess:
+      sess.run(tf.global_variables_initializer())
+      prefix = saver.save(sess, str(tmp_path / "other.ckpt"))
+  with tf.Graph().as_default():
+    tf.get_variable("bert/embeddings/word_embeddings", shape=[4, 2])
+    with pytest.raises(ValueError, match="--init_checkpoint: none of the "
+                       "model's 1 variables is in"):
+      estimator_utils.init_from_checkpoint(prefix, use_tpu=False)
+
+
+def test_graph_execution_errors_are_cut_to_their_message():
+  error = tf.errors.InvalidArgumentError(
+      None, None, "Graph execution error:\n\nDetected at node 'x' defined at "
+      "(most recent call last):\n  File \"a.py\", line 1\n    f()\n"
+      "indices[1] = 1103 is not in [0, 1000)\n\t [[{{node x}}]]")
+  assert estimator_utils._one_line(error) == (
+      "indices[1] = 1103 is not in [0, 1000)")
+  assert estimator_utils._one_line(ValueError("a\nb")) == "a b"

@@ -298,3 +298,10 @@ def test_wrong_record_length_is_a_one_line_error(tmp_path):
   assert "long.tfrecord" in last_line and "input_ids" in last_line
   assert "length 32" in last_line and "--max_seq_length=16" in last_line
   assert "Traceback" not in result.stderr
+
+
+def test_check_inputs_refuses_training_for_zero_steps(tmp_path):
+  with pytest.raises(ValueError, match="--num_train_steps=0: expected at "
+                     "least 1"):
+    _check(tmp_path, num_train_steps=0)
+  _check(tmp_path, num_train_steps=0, do_train=False, do_eval=True)
