@@ -122,7 +122,8 @@ def read_squad_examples(input_file, is_training, version_2_with_negative=False):
   """Reads a SQuAD JSON file into `SquadExample`s, in file order.
 
   When training, an answer whose text is not found in the document words at
-  its `answer_start` is skipped with a warning (reference behaviour), and the
+  its `answer_start` (or that is on no word, as in a context of only
+  whitespace) is skipped with a warning (reference behaviour), and the
   number skipped is logged at the end.
 
   Args:
@@ -136,16 +137,22 @@ def read_squad_examples(input_file, is_training, version_2_with_negative=False):
   Raises:
     FileNotFoundError: `input_file` does not exist.
     ValueError: the file is not JSON or not SQuAD-shaped (the message names
-      the missing field), or an answerable training question does not have
-      exactly one answer.
+      the missing field), a question id appears twice, or an answerable
+      training question does not have exactly one answer.
   """
   examples = []
   skipped = 0
+  seen_ids = {}
   for where, context, qas in _iter_paragraphs(input_file):
     doc_tokens, char_to_word_offset = _split_document(context)
     for q_index, qa in enumerate(qas):
       q_where = "%s.qas[%d]" % (where, q_index)
       qas_id = _field(qa, "id", object, input_file, q_where)
+      if qas_id in seen_ids:
+        raise ValueError("%s: question id %r appears twice (%s and %s); ids "
+                         "must be unique" % (input_file, qas_id,
+                                             seen_ids[qas_id], q_where))
+      seen_ids[qas_id] = q_where
       question = _field(qa, "question", str, input_file, q_where)
       if not is_training:
         examples.append(SquadExample(qas_id, question, doc_tokens))
@@ -157,8 +164,8 @@ def read_squad_examples(input_file, is_training, version_2_with_negative=False):
         continue
       examples.append(SquadExample(qas_id, question, doc_tokens, *answer))
   if skipped:
-    logging.warning("%s: skipped %d training answer(s) whose text was not "
-                    "found at answer_start; kept %d examples", input_file,
+    logging.warning("%s: skipped %d training answer(s) not found at "
+                    "answer_start; kept %d examples", input_file,
                     skipped, len(examples))
   logging.info("Read %d examples from %s", len(examples), input_file)
   return examples
@@ -265,6 +272,11 @@ def _training_answer(qa, doc_tokens, char_to_word_offset,
     return None
   start_word = char_to_word_offset[offset]
   end_word = char_to_word_offset[end_offset]
+  if not 0 <= start_word <= end_word < len(doc_tokens):
+    logging.warning("%s: %s id %r: answer_start %d is not on a word of the "
+                    "context (%d words); skipped", input_file, where,
+                    qa["id"], offset, len(doc_tokens))
+    return None
   actual_text = " ".join(doc_tokens[start_word:end_word + 1])
   cleaned_text = " ".join(tokenization.whitespace_tokenize(text))
   if actual_text.find(cleaned_text) == -1:

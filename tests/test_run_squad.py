@@ -484,6 +484,31 @@ def test_answers_not_found_are_skipped_and_counted(tmp_path, caplog):
   assert "skipped 2 training answer(s)" in caplog.text
 
 
+def test_answers_on_no_word_are_skipped_and_counted(tmp_path, caplog):
+  caplog.set_level("INFO")
+  data = _squad_json()
+  data["data"][0]["paragraphs"].append({"context": "   \n  ", "qas": [
+      {"id": "q2", "question": "?",
+       "answers": [{"text": " ", "answer_start": 1}]}]})
+  path = _write(tmp_path, data)
+  examples = run_squad.read_squad_examples(path, True)
+  assert [e.qas_id for e in examples] == ["q1"]
+  assert "answer_start 1 is not on a word of the context (0 words)" in (
+      caplog.text)
+  assert "skipped 1 training answer(s)" in caplog.text
+  assert len(run_squad.read_squad_examples(path, False)) == 2
+
+
+@pytest.mark.parametrize("is_training", [True, False])
+def test_duplicate_question_ids_are_refused(tmp_path, is_training):
+  data = _squad_json()
+  data["data"].append(_squad_json()["data"][0])
+  with pytest.raises(ValueError, match=r"bad\.json: question id 'q1' appears "
+                     r"twice \(data\[0\]\.paragraphs\[0\]\.qas\[0\] and "
+                     r"data\[1\]\.paragraphs\[0\]\.qas\[0\]\)"):
+    run_squad.read_squad_examples(_write(tmp_path, data), is_training)
+
+
 @pytest.mark.parametrize("max_seq_length,doc_stride,message", [
     (67, 10, r"max_seq_length=67 is too small: it must hold "
              r"max_query_length=64 query tokens \+ 3 special tokens \+ at "
