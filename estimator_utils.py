@@ -14,6 +14,7 @@ once, and the scripts keep only their task-specific `model_fn_builder`,
 """
 
 import contextlib
+import glob
 import os
 import sys
 import time
@@ -556,8 +557,15 @@ def tfrecord_input_fn_builder(input_files, name_to_features, is_training,
 
 
 def _temp_name(path):
+  """A fresh temporary name beside `path`; removes ones a killed run left."""
   directory, base = os.path.split(path)
-  return os.path.join(directory, ".%s.tmp-%s" % (base, uuid.uuid4().hex[:8]))
+  prefix = ".%s.tmp-" % base
+  if "://" not in path:
+    for stale in glob.glob(os.path.join(directory, glob.escape(prefix) + "*")):
+      logging.info("Removing %s, left by an earlier run that did not finish",
+                   stale)
+      os.remove(stale)
+  return os.path.join(directory, prefix + uuid.uuid4().hex[:8])
 
 
 @contextlib.contextmanager

@@ -229,3 +229,14 @@ def test_graph_execution_errors_are_cut_to_their_message():
   assert estimator_utils._one_line(error) == (
       "indices[1] = 1103 is not in [0, 1000)")
   assert estimator_utils._one_line(ValueError("a\nb")) == "a b"
+
+
+def test_atomic_write_removes_temp_files_a_killed_run_left(tmp_path):
+  path = tmp_path / "out.jsonl"
+  stale = tmp_path / ".out.jsonl.tmp-deadbeef"
+  stale.write_text("half")
+  other = tmp_path / ".other.jsonl.tmp-deadbeef"
+  other.write_text("someone else's")
+  with estimator_utils.atomic_write(str(path)) as f:
+    f.write("done\n")
+  assert sorted(os.listdir(tmp_path)) == sorted([other.name, path.name])
