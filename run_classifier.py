@@ -347,9 +347,12 @@ class DataProcessor(object):
     """Raises ValueError naming file, line and label when it is not valid."""
     if self.is_regression:
       try:
-        float(label)
+        score = float(label)
       except ValueError:
         raise ValueError("%s:%d: label %r is not a number" %
+                         (path, line_index + 1, label))
+      if not math.isfinite(score):
+        raise ValueError("%s:%d: label %r is not a finite number" %
                          (path, line_index + 1, label))
       return
     labels = self.get_labels()
@@ -1241,6 +1244,7 @@ def main(_):
   num_labels = 1 if is_regression else len(label_list)
   tokenizer = tokenization.FullTokenizer(vocab_file=FLAGS.vocab_file,
                                          do_lower_case=FLAGS.do_lower_case)
+  estimator_utils.check_vocab_size(tokenizer, bert_config)
 
   # 2. Every input the run needs, read (and checked) up front.
   examples = _read_examples(processor)

@@ -1177,9 +1177,10 @@ def main(_):
     init_checkpoint = estimator_utils.resolve_checkpoint(FLAGS.init_checkpoint)
   tokenization.validate_case_matches_checkpoint(FLAGS.do_lower_case,
                                                 FLAGS.init_checkpoint)
-  tf.io.gfile.makedirs(FLAGS.output_dir)
   tokenizer = tokenization.FullTokenizer(vocab_file=FLAGS.vocab_file,
                                          do_lower_case=FLAGS.do_lower_case)
+  estimator_utils.check_vocab_size(tokenizer, bert_config)
+  tf.io.gfile.makedirs(FLAGS.output_dir)
 
   train_examples, num_train_steps, num_warmup_steps = None, None, None
   if FLAGS.do_train:

@@ -631,6 +631,16 @@ def test_non_numeric_stsb_score_is_refused(tmp_path):
     run_classifier.StsbProcessor().get_train_examples(str(tmp_path))
 
 
+@pytest.mark.parametrize("score", ["nan", "inf", "-Infinity", "NaN"])
+def test_non_finite_stsb_score_is_refused(tmp_path, score):
+  lines = _stsb_lines(_STSB_PAIRS[:2])
+  lines[2] = lines[2].rsplit("\t", 1)[0] + "\t" + score
+  _write(str(tmp_path / "train.tsv"), lines)
+  with pytest.raises(ValueError, match=r"train\.tsv:3: label '%s' is not a "
+                     "finite number" % score):
+    run_classifier.StsbProcessor().get_train_examples(str(tmp_path))
+
+
 def test_tsv_task_bad_column_and_unseen_dev_label(tmp_path):
   _write(str(tmp_path / "train.tsv"), ["a text\tpos", "b text\tneg"])
   _write(str(tmp_path / "dev.tsv"), ["c text\tneutral"])
@@ -693,6 +703,24 @@ def test_cli_refuses_case_contradicting_checkpoint_name(tmp_path):
   assert lines[-1].startswith("error: ") and "cased" in lines[-1]
   assert "do_lower_case" in lines[-1]
   assert "Traceback" not in result.stderr
+  assert not os.path.exists(output_dir)
+
+
+def test_cli_refuses_vocab_larger_than_the_model(tmp_path):
+  model_dir = shared_path("conformance", "modeling")
+  output_dir = str(tmp_path / "out")
+  vocab = shared_path("data", "vocab", "cased_L-12_H-768_A-12", "vocab.txt")
+  result = _run_script(
+      ["--task_name=mrpc", "--do_predict", "--do_lower_case=False",
+       "--max_seq_length=32",
+       "--data_dir=%s" % tmp_path, "--output_dir=%s" % output_dir,
+       "--vocab_file=%s" % vocab,
+       "--bert_config_file=%s" % os.path.join(model_dir, "bert_config.json")])
+  assert result.returncode == 1
+  assert "Traceback" not in result.stderr
+  assert result.stderr.strip().splitlines()[-1] == (
+      "error: --vocab_file has 28996 tokens but the model's vocab_size is "
+      "1000: use the vocab.txt that came with the model")
   assert not os.path.exists(output_dir)
 
 
