@@ -627,14 +627,28 @@ def _atomic_output_dir(output_dir):
   tmp = tempfile.mkdtemp(prefix=".%s.tmp-" % os.path.basename(output_dir),
                          dir=parent)
   try:
-    os.chmod(tmp, 0o755)
     yield tmp
+    _give_default_permissions(tmp)
     if os.path.isdir(output_dir):
       os.rmdir(output_dir)  # Empty, checked above.
     os.rename(tmp, output_dir)
   except BaseException:
     shutil.rmtree(tmp, ignore_errors=True)
     raise
+
+
+def _give_default_permissions(folder):
+  """Gives `folder` and its files the modes of newly created ones (umask).
+
+  `mkdtemp` makes the folder private, safetensors writes its file 0600 and a
+  copied vocabulary keeps its source's (possibly read-only) mode; results
+  meant to be handed on should be readable like any other new file.
+  """
+  umask = os.umask(0)
+  os.umask(umask)
+  os.chmod(folder, 0o777 & ~umask)
+  for name in os.listdir(folder):
+    os.chmod(os.path.join(folder, name), 0o666 & ~umask)
 
 
 def _check_output_dir(output_dir):

@@ -272,6 +272,22 @@ def test_round_trip_tf_hf_tf_reproduces_every_tensor_exactly(tmp_path):
   assert sorted(os.listdir(tmp_path)) == ["hf", "tf"]  # No temporary folders.
 
 
+def test_converted_folders_get_default_permissions(tmp_path):
+  # mkdtemp makes folders private and safetensors writes 0600 files; the
+  # shared vocab is read-only. Results to hand on must not keep those modes.
+  umask = os.umask(0o022)
+  try:
+    prefix = os.path.join(_conformance_dir(), "bert_model.ckpt")
+    convert_checkpoint.tf_to_hf(prefix, str(tmp_path / "hf"))
+    convert_checkpoint.hf_to_tf(str(tmp_path / "hf"), str(tmp_path / "tf"))
+  finally:
+    os.umask(umask)
+  for folder in ("hf", "tf"):
+    assert os.stat(tmp_path / folder).st_mode & 0o777 == 0o755
+    for name in os.listdir(tmp_path / folder):
+      assert os.stat(tmp_path / folder / name).st_mode & 0o777 == 0o644, name
+
+
 def test_round_trip_of_converted_minilm_keeps_exact_gelu(minilm_tf, tmp_path):
   convert_checkpoint.tf_to_hf(minilm_tf, str(tmp_path / "hf"))
   with open(tmp_path / "hf" / "config.json") as f:
