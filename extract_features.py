@@ -372,9 +372,9 @@ def main(_):
 
   if FLAGS.use_tpu:
     # TPU hosts cannot call back into this process: embed the features.
-    all_features = list(features())
-    pending = _PendingFeatures(all_features)
-    list(pending)
+    # Iterating `pending` once queues every feature for the writer.
+    pending = _PendingFeatures(features())
+    all_features = list(pending)
     input_fn = input_fn_builder(all_features, FLAGS.max_seq_length)
   else:
     pending = _PendingFeatures(features())

@@ -144,3 +144,15 @@ def test_bad_input_gives_one_line_error(tmp_path, case):
   assert len(error_lines) == 1 and expected in error_lines[0], result.stderr
   assert "Traceback" not in result.stderr
   assert not (tmp_path / "out.jsonl").exists()
+
+
+def test_pending_features_hand_out_in_order_and_check_ids(tokenizer):
+  examples = [extract_features.InputExample(i, "word %d" % i, None)
+              for i in range(3)]
+  pending = extract_features._PendingFeatures(
+      extract_features.iter_features(examples, 8, tokenizer))
+  assert [f.unique_id for f in pending] == [0, 1, 2]  # All queued.
+  assert pending.pop(0).tokens == ["[CLS]", "word", "0", "[SEP]"]
+  with pytest.raises(RuntimeError, match="prediction for example 2 arrived "
+                     "when 1 was expected"):
+    pending.pop(2)
