@@ -40,8 +40,6 @@ import contextlib
 import json
 import math
 import os
-import shutil
-import tempfile
 
 from absl import flags
 from absl import logging
@@ -53,7 +51,8 @@ from safetensors import safe_open
 from safetensors.numpy import save_file as save_safetensors
 import tensorflow.compat.v1 as tf
 
-import estimator_utils
+import io_utils
+import startup
 
 FLAGS = flags.FLAGS
 
@@ -575,27 +574,14 @@ def write_tf_checkpoint(tf_tensors, checkpoint_prefix):
 def resolve_tf_checkpoint(path):
   """Checkpoint prefix for a folder, a prefix, or a prefix's `.index` file.
 
-  A folder means its `bert_model.ckpt`, else its latest checkpoint (a
-  fine-tuning `output_dir`).
+  The same rule as every script's `--init_checkpoint`
+  (`startup.resolve_init_checkpoint`): a folder means its `bert_model.ckpt`,
+  else its latest checkpoint (a training `output_dir`).
 
   Raises:
-    FileNotFoundError: naming the path, when no checkpoint is found.
+    ValueError: naming `--input` and the path, when no checkpoint is there.
   """
-  if path.endswith(".index"):
-    path = path[:-len(".index")]
-  if tf.io.gfile.isdir(path):
-    candidate = os.path.join(path, "bert_model.ckpt")
-    if tf.io.gfile.exists(candidate + ".index"):
-      return candidate
-    latest = tf.train.latest_checkpoint(path)
-    if latest:
-      return latest
-    raise FileNotFoundError("--input: %s holds neither bert_model.ckpt.index "
-                            "nor a 'checkpoint' file" % path)
-  if tf.io.gfile.exists(path + ".index"):
-    return path
-  raise FileNotFoundError("--input: no TF checkpoint at %s (expected %s.index)"
-                          % (path, path))
+  return startup.resolve_init_checkpoint(path, flag_name="input")
 
 
 def read_tf_checkpoint(checkpoint_prefix):
@@ -619,22 +605,16 @@ def read_tf_checkpoint(checkpoint_prefix):
 
 @contextlib.contextmanager
 def _atomic_output_dir(output_dir):
-  """Yields a temporary sibling folder, renamed to `output_dir` on success."""
+  """Yields a new temporary folder that becomes `output_dir` on success.
+
+  Built on `io_utils.atomic_path`; the folder and its files get the modes
+  of newly created ones.
+  """
   _check_output_dir(output_dir)
-  output_dir = os.path.abspath(output_dir)
-  parent = os.path.dirname(output_dir)
-  os.makedirs(parent, exist_ok=True)
-  tmp = tempfile.mkdtemp(prefix=".%s.tmp-" % os.path.basename(output_dir),
-                         dir=parent)
-  try:
+  with io_utils.atomic_path(os.path.abspath(output_dir)) as tmp:
+    os.makedirs(tmp)
     yield tmp
     _give_default_permissions(tmp)
-    if os.path.isdir(output_dir):
-      os.rmdir(output_dir)  # Empty, checked above.
-    os.rename(tmp, output_dir)
-  except BaseException:
-    shutil.rmtree(tmp, ignore_errors=True)
-    raise
 
 
 def _give_default_permissions(folder):
@@ -803,4 +783,4 @@ def main(_):
 
 if __name__ == "__main__":
   define_flags()
-  estimator_utils.run_main(main)
+  startup.run_main(main)

@@ -39,7 +39,9 @@ from absl import flags
 from absl import logging
 import tensorflow.compat.v1 as tf
 
-import estimator_utils
+import feature_utils
+import io_utils
+import startup
 import tokenization
 
 FLAGS = flags.FLAGS
@@ -56,38 +58,36 @@ _NUM_INSTANCES_TO_LOG = 20
 # Seconds between progress lines.
 _PROGRESS_INTERVAL_S = 15.0
 
-# Bytes read from an input file at a time.
-_READ_CHUNK_BYTES = 1 << 20
-
 
 def define_flags():
-  """Defines this script's flags (SPEC §5 plus `--num_workers`)."""
+  """Defines the script's flags (the reference's, plus `--num_workers`)."""
   flags.DEFINE_string(
       "input_file", None,
-      "Input raw text file(s): comma-separated paths or globs. One sentence "
-      "per line, a blank line between documents.")
+      "Plain-text corpus: comma-separated files or globs, one sentence a "
+      "line, documents separated by blank lines.")
   flags.DEFINE_string(
       "output_file", None,
-      "Output TFRecord file(s), comma-separated; instances go to them in "
-      "turn. With --num_workers N > 1: N paths (part k writes the k-th) or "
-      "one path (part k writes <path>-0000k-of-0000N).")
-  flags.DEFINE_string("vocab_file", None,
-                      "The vocabulary file that the BERT model was trained on.")
-  flags.DEFINE_bool("do_lower_case", True,
-                    "Whether to lower case the input text (uncased models).")
+      "TFRecord file(s) to write, comma-separated; the records are dealt to "
+      "them in turn. With --num_workers N > 1: N paths (one a part) or one "
+      "path (part k writes <path>-0000k-of-0000N).")
+  startup.define_flags("vocab_file", "do_lower_case", "max_seq_length",
+                       "max_predictions_per_seq")
   flags.DEFINE_bool("do_whole_word_mask", False,
-                    "Whether to mask all WordPieces of a word together.")
-  flags.DEFINE_integer("max_seq_length", 128, "Maximum sequence length.")
-  flags.DEFINE_integer("max_predictions_per_seq", 20,
-                       "Maximum number of masked LM predictions per sequence.")
-  flags.DEFINE_integer("random_seed", 12345, "Random seed for data generation.")
+                    "Mask every WordPiece of a chosen word together, not "
+                    "pieces on their own.")
+  flags.DEFINE_integer("random_seed", 12345,
+                       "Seed of the one random generator that drives every "
+                       "choice.")
   flags.DEFINE_integer(
       "dupe_factor", 10,
-      "Number of times to duplicate the input data (with different masks).")
-  flags.DEFINE_float("masked_lm_prob", 0.15, "Masked LM probability.")
+      "How many times each document is used, with a new masking each time.")
+  flags.DEFINE_float("masked_lm_prob", 0.15,
+                     "Share of each sequence's tokens chosen for the masked "
+                     "LM task.")
   flags.DEFINE_float(
       "short_seq_prob", 0.1,
-      "Probability of creating sequences shorter than the maximum length.")
+      "Chance that a sequence aims at a random length shorter than "
+      "max_seq_length, so fine-tuning on short inputs is seen in training.")
   flags.DEFINE_integer(
       "num_workers", 1,
       "Processes to use. 1 (default) is the reference behaviour. N > 1 cuts "
@@ -159,57 +159,8 @@ class _Progress(object):
                  self._detail() if self._detail else "")
 
 
-@contextlib.contextmanager
-def _gc_paused():
-  """Pauses Python's cyclic garbage collector, restoring its state after.
-
-  Documents and instances are millions of small lists without reference
-  cycles (reference counting frees them); every full collection walks all of
-  them, which made making instances about 3x slower on a 5 MB corpus.
-  """
-  was_enabled = gc.isenabled()
-  gc.disable()
-  try:
-    yield
-  finally:
-    if was_enabled:
-      gc.enable()
-
-
 # ----------------------------------------------------------------------------
 # Reading text.
-
-
-def _iter_raw_lines(path, start=0, end=None):
-  """Yields the lines of `path`'s bytes [start, end), without their `\\n`.
-
-  A line ends at `\\n` only (as `GFile.readline` reads); the last line may
-  lack it.
-  """
-  remaining = None if end is None else end - start
-  with tf.io.gfile.GFile(path, "rb") as reader:
-    if start:
-      reader.seek(start)
-    pending = b""
-    while remaining is None or remaining > 0:
-      size = (_READ_CHUNK_BYTES if remaining is None
-              else min(_READ_CHUNK_BYTES, remaining))
-      chunk = reader.read(size)
-      if not chunk:
-        break
-      if remaining is not None:
-        remaining -= len(chunk)
-      lines = (pending + chunk).split(b"\n")
-      pending = lines.pop()
-      for line in lines:
-        yield line
-    if pending:
-      yield pending
-
-
-def _decode_line(raw_line):
-  """Bytes line -> str: `\\r` removed, invalid UTF-8 dropped (as reference)."""
-  return tokenization.convert_to_unicode(raw_line.replace(b"\r", b""))
 
 
 def _read_documents(sources, tokenizer, prefix=""):
@@ -229,9 +180,9 @@ def _read_documents(sources, tokenizer, prefix=""):
   progress = _Progress("lines read", prefix, lambda: ", %d documents" % (
       len(documents) - (not documents[-1])))
   for path, start, end in sources:
-    for raw_line in _iter_raw_lines(path, start, end):
+    for _, line in io_utils.read_lines(path, start, end):
       progress.add()
-      line = _decode_line(raw_line).strip()
+      line = line.strip()
       if not line:
         if documents[-1]:
           documents.append([])
@@ -301,7 +252,7 @@ def create_training_instances(input_files, tokenizer, max_seq_length,
   Raises:
     ValueError: if the files hold fewer than two documents.
   """
-  with _gc_paused():
+  with io_utils.gc_paused():
     sources = [(path, 0, None) for path in input_files]
     documents = _read_documents(sources, tokenizer)
     _check_num_documents(
@@ -612,15 +563,15 @@ def _instance_features(instance, vocab, max_seq_length,
     raise ValueError("instance has %d masked positions; "
                      "max_predictions_per_seq is %d"
                      % (num_masked, max_predictions_per_seq))
-  seq_pad = [0] * (max_seq_length - num_tokens)
-  pred_pad = [0] * (max_predictions_per_seq - num_masked)
+  input_ids, input_mask, segment_ids = feature_utils.pad_input(
+      input_ids, instance.segment_ids, max_seq_length)
+  pad = io_utils.pad_to
   return (
-      input_ids + seq_pad,
-      [1] * num_tokens + seq_pad,
-      list(instance.segment_ids) + seq_pad,
-      list(instance.masked_lm_positions) + pred_pad,
-      [vocab[token] for token in instance.masked_lm_labels] + pred_pad,
-      [1.0] * num_masked + [0.0] * (max_predictions_per_seq - num_masked),
+      input_ids, input_mask, segment_ids,
+      pad(instance.masked_lm_positions, max_predictions_per_seq),
+      pad([vocab[token] for token in instance.masked_lm_labels],
+          max_predictions_per_seq),
+      pad([1.0] * num_masked, max_predictions_per_seq, 0.0),
       [1 if instance.is_random_next else 0],
   )
 
@@ -727,15 +678,9 @@ class _ExampleSerializer(object):
     return _length_delimited(b"\n", b"".join(entries))
 
 
-def _write_instances(instances, serializer, output_files, prefix=""):
-  """Writes records to temporary names next to `output_files`, in turn.
-
-  Returns:
-    list of str, the temporary paths (same order as `output_files`).
-  """
-  temp_files = [estimator_utils.temp_path_for(path)
-                for path in output_files]
-  writers = [tf.io.TFRecordWriter(path) for path in temp_files]
+def _write_instances(instances, serializer, paths, prefix=""):
+  """Writes records to `paths` in turn (temporary names of the outputs)."""
+  writers = [tf.io.TFRecordWriter(path) for path in paths]
   progress = _Progress("instances written", prefix)
   try:
     for index, instance in enumerate(instances):
@@ -743,35 +688,16 @@ def _write_instances(instances, serializer, output_files, prefix=""):
       progress.add()
       if index < _NUM_INSTANCES_TO_LOG:
         _log_instance(instance, serializer.features(instance))
-  except BaseException:
-    for writer, path in zip(writers, temp_files):
+  finally:
+    for writer in writers:
       writer.close()
-      _remove_quietly(path)
-    raise
-  for writer in writers:
-    writer.close()
   progress.log(final=True)
-  return temp_files
 
 
 def _log_instance(instance, features):
   logging.info("*** Example ***\n%s%s", instance, "".join(
       "%s: %s\n" % (name, " ".join(str(v) for v in values))
       for name, values in zip(_FEATURE_ORDER, features)))
-
-
-def _commit_outputs(temp_files, output_files):
-  """Renames each finished temporary file over its output path."""
-  for temp, path in zip(temp_files, output_files):
-    estimator_utils.commit_temp(temp, path)
-    logging.info("Wrote %s", path)
-
-
-def _remove_quietly(path):
-  try:
-    tf.io.gfile.remove(path)
-  except (OSError, tf.errors.OpError):
-    pass
 
 
 def write_instance_to_example_files(instances, tokenizer, max_seq_length,
@@ -796,9 +722,12 @@ def write_instance_to_example_files(instances, tokenizer, max_seq_length,
   """
   serializer = _ExampleSerializer(tokenizer, max_seq_length,
                                   max_predictions_per_seq)
-  with _gc_paused():
-    temp_files = _write_instances(instances, serializer, output_files)
-  _commit_outputs(temp_files, output_files)
+  with contextlib.ExitStack() as outputs, io_utils.gc_paused():
+    temps = [outputs.enter_context(io_utils.atomic_path(path))
+             for path in output_files]
+    _write_instances(instances, serializer, temps)
+  for path in output_files:
+    logging.info("Wrote %s", path)
   return len(instances)
 
 
@@ -813,7 +742,7 @@ def _is_blank(raw_line):
     return True
   if 0x20 < stripped[0] < 0x7f and 0x20 < stripped[-1] < 0x7f:
     return False  # Printable ASCII at both ends: not blank; skip decoding.
-  return not _decode_line(stripped).strip()
+  return not io_utils.decode_line(stripped).strip()
 
 
 def _split_corpus(input_files, num_parts):
@@ -836,7 +765,7 @@ def _split_corpus(input_files, num_parts):
   base = 0
   for file_index, path in enumerate(input_files):
     offset = 0
-    for raw_line in _iter_raw_lines(path):
+    for raw_line in io_utils.iter_raw_lines(path):
       if _is_blank(raw_line):
         if len(cuts) < len(targets) and base + offset >= targets[len(cuts)]:
           cuts.append((file_index, offset))
@@ -885,15 +814,15 @@ def _part_output_files(output_files, num_workers):
 
 def _run_part(part_index, num_parts, ranges, tokenizer, options, seed,
               output_files):
-  """Makes and writes one part's instances to temporary files.
+  """Makes and writes one part's instances to `output_files`.
 
   Returns:
     (summary, data): `summary` is a dict with the part's `documents`,
-    `instances`, `temp_files`, and this process's `cpu_s` (user + system
+    `instances`, and this process's `cpu_s` (user + system
     seconds) and `peak_rss_mb`; `data` holds the documents and instances.
   """
   prefix = "part %d/%d: " % (part_index, num_parts)
-  with _gc_paused():
+  with io_utils.gc_paused():
     documents = _read_documents(ranges, tokenizer, prefix)
     _check_num_documents(
         documents, "--num_workers=%d: part %d of the corpus (%s)"
@@ -905,11 +834,10 @@ def _run_part(part_index, num_parts, ranges, tokenizer, options, seed,
         random.Random(seed), options["do_whole_word_mask"], prefix)
     serializer = _ExampleSerializer(tokenizer, options["max_seq_length"],
                                     options["max_predictions_per_seq"])
-    temp_files = _write_instances(instances, serializer, output_files, prefix)
+    _write_instances(instances, serializer, output_files, prefix)
   cpu_s, peak_rss_mb = _process_usage()
   summary = {"documents": len(documents), "instances": len(instances),
-             "temp_files": temp_files, "cpu_s": cpu_s,
-             "peak_rss_mb": peak_rss_mb}
+             "cpu_s": cpu_s, "peak_rss_mb": peak_rss_mb}
   return summary, (documents, instances)
 
 
@@ -977,14 +905,17 @@ def _run_workers(input_files, tokenizer, options, random_seed, num_workers,
                num_workers, "/".join(str(n) for n in num_documents),
                time.time() - start)
   part_outputs = _part_output_files(output_files, num_workers)
-  results = _run_processes([
-      (k, num_workers, parts[k], tokenizer, options, random_seed + k,
-       part_outputs[k]) for k in range(num_workers)])
+  with contextlib.ExitStack() as outputs:
+    temps = [[outputs.enter_context(io_utils.atomic_path(path))
+              for path in paths] for paths in part_outputs]
+    results = _run_processes([
+        (k, num_workers, parts[k], tokenizer, options, random_seed + k,
+         temps[k]) for k in range(num_workers)])
   for k, result in enumerate(results):
     logging.info("part %d/%d: %d documents, %d instances, %.1f s CPU, peak "
-                 "RSS %.1f MiB", k, num_workers, result["documents"],
-                 result["instances"], result["cpu_s"], result["peak_rss_mb"])
-    _commit_outputs(result["temp_files"], part_outputs[k])
+                 "RSS %.1f MiB; wrote %s", k, num_workers,
+                 result["documents"], result["instances"], result["cpu_s"],
+                 result["peak_rss_mb"], ", ".join(part_outputs[k]))
   return sum(result["instances"] for result in results)
 
 
@@ -998,8 +929,9 @@ def _run_processes(all_part_args):
     list of the parts' summaries, in order.
 
   Raises:
-    The first part's error (its temporary files and those of the finished
-    parts removed), or ChildProcessError if a worker died without a word.
+    The first part's error, or ChildProcessError if a worker died without
+    a word (the caller's `io_utils.atomic_path`s then remove every part's
+    temporary files).
   """
   method = ("fork" if "fork" in multiprocessing.get_all_start_methods()
             else "spawn")
@@ -1019,13 +951,9 @@ def _run_processes(all_part_args):
   finally:
     gc.unfreeze()
   errors = [payload for status, payload in outcomes if status != "ok"]
-  summaries = [payload for status, payload in outcomes if status == "ok"]
   if errors:
-    for summary in summaries:
-      for path in summary["temp_files"]:
-        _remove_quietly(path)
     raise errors[0]
-  return summaries
+  return [payload for _, payload in outcomes]
 
 
 def _receive(process, receiver):
@@ -1048,10 +976,7 @@ def _receive(process, receiver):
 
 def _load_tokenizer(vocab_file, do_lower_case):
   """FullTokenizer for `vocab_file`, refusing vocabularies without specials."""
-  if not tf.io.gfile.exists(vocab_file):
-    raise FileNotFoundError("--vocab_file: %s does not exist" % vocab_file)
-  tokenizer = tokenization.FullTokenizer(
-      vocab_file=vocab_file, do_lower_case=do_lower_case)
+  tokenizer = startup.load_tokenizer(vocab_file, do_lower_case)
   missing = [t for t in _SPECIAL_TOKENS if t not in tokenizer.vocab]
   if missing:
     raise ValueError(
@@ -1060,23 +985,23 @@ def _load_tokenizer(vocab_file, do_lower_case):
   return tokenizer
 
 
-def _check_flags():
+def _check_flags(flag_values):
   """One-line errors for missing or out-of-range flags."""
   for name in ("input_file", "output_file", "vocab_file"):
-    if not getattr(FLAGS, name):
+    if not getattr(flag_values, name):
       raise ValueError("--%s is required" % name)
   minimums = {"max_seq_length": 5, "max_predictions_per_seq": 1,
               "dupe_factor": 1, "num_workers": 1}
   for name, minimum in minimums.items():
-    if getattr(FLAGS, name) < minimum:
+    if getattr(flag_values, name) < minimum:
       raise ValueError("--%s is %d; expected at least %d"
-                       % (name, getattr(FLAGS, name), minimum))
-  if not 0.0 < FLAGS.masked_lm_prob <= 1.0:
+                       % (name, getattr(flag_values, name), minimum))
+  if not 0.0 < flag_values.masked_lm_prob <= 1.0:
     raise ValueError("--masked_lm_prob is %r; expected a probability in "
-                     "(0, 1]" % FLAGS.masked_lm_prob)
-  if not 0.0 <= FLAGS.short_seq_prob <= 1.0:
+                     "(0, 1]" % flag_values.masked_lm_prob)
+  if not 0.0 <= flag_values.short_seq_prob <= 1.0:
     raise ValueError("--short_seq_prob is %r; expected a probability in "
-                     "[0, 1]" % FLAGS.short_seq_prob)
+                     "[0, 1]" % flag_values.short_seq_prob)
 
 
 def _check_output_paths(input_files, output_files, num_workers):
@@ -1089,7 +1014,7 @@ def _check_output_paths(input_files, output_files, num_workers):
   inputs = {os.path.abspath(os.path.normpath(path)) for path in input_files}
   for paths in _part_output_files(output_files, num_workers):
     for path in paths:
-      estimator_utils.check_output_file(path, "output_file")
+      io_utils.check_output_file(path, "output_file")
       key = os.path.abspath(os.path.normpath(path))
       if key in seen:
         raise ValueError("--output_file: %s is given more than once (as %s "
@@ -1107,10 +1032,10 @@ def _split_paths(value):
 
 def main(_):
   start = time.time()
-  _check_flags()
+  _check_flags(FLAGS)
   tokenizer = _load_tokenizer(FLAGS.vocab_file, FLAGS.do_lower_case)
-  input_files = estimator_utils.expand_file_patterns(FLAGS.input_file,
-                                                     "input_file")
+  input_files = io_utils.expand_file_patterns(FLAGS.input_file,
+                                              "input_file")
   output_files = _split_paths(FLAGS.output_file)
   _check_output_paths(input_files, output_files, FLAGS.num_workers)
   logging.info("*** Reading from %d input file(s) ***", len(input_files))
@@ -1149,4 +1074,4 @@ def main(_):
 
 if __name__ == "__main__":
   define_flags()
-  estimator_utils.run_main(main)
+  startup.run_main(main)

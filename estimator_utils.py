@@ -1,27 +1,20 @@
-"""Plumbing shared by every script: flags, estimator set-up, records, outputs.
+"""Estimator and TPU set-up, the input pipeline and the training spec.
 
-The reference release repeats these pieces in each `run_*.py`; here they live
-once, and the scripts keep only their task-specific `model_fn_builder`,
-`input_fn_builder` and `create_model`:
+The reference release repeats these pieces in each `run_*.py`; here they
+live once. Public names:
 
-* command line: `define_tpu_flags`, `run_main` (one-line errors for bad input),
-  `expand_file_patterns`, `check_max_seq_length`;
-* estimator: `make_run_config`, `make_estimator`, `init_from_checkpoint`,
+* steps: `fine_tuning_steps` (epochs -> training and warmup steps);
+* estimator: `make_run_config`, `run_config_from_flags`, `make_estimator`,
+  `init_from_checkpoint` (with the `*INIT_FROM_CKPT*` log), `train_spec`,
   `ProgressHook` (examples/sec and ETA in the log);
-* records: `int64_feature`, `float_feature`, `decode_record`,
-  `tfrecord_input_fn_builder`;
-* outputs: `atomic_write`, `write_eval_results`.
+* input pipeline: `decode_record`, `tfrecord_input_fn_builder`.
+
+Flags and start-up checks are in `startup.py`; files and formats in
+`io_utils.py`.
 """
 
-import contextlib
-import glob
-import os
-import sys
 import time
-import uuid
 
-from absl import app
-from absl import flags
 from absl import logging
 import tensorflow.compat.v1 as tf
 
@@ -30,83 +23,8 @@ import optimization
 
 
 # ----------------------------------------------------------------------------
-# Command line
+# Estimator
 # ----------------------------------------------------------------------------
-
-
-def _define_once(define_fn, name, default, help_text, **kwargs):
-  if name not in flags.FLAGS:
-    define_fn(name, default, help_text, **kwargs)
-
-
-def define_tpu_flags():
-  """Defines the TPU flags every script of the reference release takes.
-
-  `use_tpu` (False), `tpu_name`, `tpu_zone`, `gcp_project`, `master` (None) and
-  `num_tpu_cores` (8). Flags already defined are left alone, so a process can
-  set up several scripts' flags.
-  """
-  _define_once(flags.DEFINE_bool, "use_tpu", False,
-               "Whether to use a TPU (False runs on CPU or GPU).")
-  _define_once(flags.DEFINE_string, "tpu_name", None,
-               "The Cloud TPU to use: its name, or a grpc://ip:port address.")
-  _define_once(flags.DEFINE_string, "tpu_zone", None,
-               "GCE zone of the Cloud TPU; detected when not given.")
-  _define_once(flags.DEFINE_string, "gcp_project", None,
-               "GCP project of the Cloud TPU; detected when not given.")
-  _define_once(flags.DEFINE_string, "master", None,
-               "TensorFlow master URL.")
-  _define_once(flags.DEFINE_integer, "num_tpu_cores", 8,
-               "Number of TPU cores to use (only with use_tpu).")
-
-
-def define_model_flags():
-  """Defines the flags naming a pre-trained model and where outputs go.
-
-  `bert_config_file`, `vocab_file`, `init_checkpoint`, `do_lower_case`
-  (True) and `output_dir`, as the reference's fine-tuning scripts define them.
-  """
-  _define_once(flags.DEFINE_string, "bert_config_file", None,
-               "The config JSON of the pre-trained BERT model.")
-  _define_once(flags.DEFINE_string, "vocab_file", None,
-               "The WordPiece vocabulary the model was trained with.")
-  _define_once(flags.DEFINE_string, "init_checkpoint", None,
-               "Checkpoint to start from (usually a pre-trained BERT): a "
-               "prefix such as .../bert_model.ckpt, or a directory.")
-  _define_once(flags.DEFINE_bool, "do_lower_case", True,
-               "Lower-case the input: True for uncased models, False for "
-               "cased ones.")
-  _define_once(flags.DEFINE_string, "output_dir", None,
-               "Where checkpoints, features and results are written.")
-
-
-def define_fine_tuning_flags():
-  """Defines the training/prediction flags shared by the fine-tuning scripts.
-
-  `do_train`, `do_predict` (False), `train_batch_size` (32),
-  `predict_batch_size` (8), `learning_rate` (5e-5), `num_train_epochs` (3.0),
-  `warmup_proportion` (0.1), `save_checkpoints_steps` (1000),
-  `iterations_per_loop` (1000), and the TPU flags: the reference's defaults.
-  """
-  _define_once(flags.DEFINE_bool, "do_train", False, "Whether to fine-tune.")
-  _define_once(flags.DEFINE_bool, "do_predict", False,
-               "Whether to predict the test / predict file.")
-  _define_once(flags.DEFINE_integer, "train_batch_size", 32,
-               "Batch size for training.")
-  _define_once(flags.DEFINE_integer, "predict_batch_size", 8,
-               "Batch size for prediction.")
-  _define_once(flags.DEFINE_float, "learning_rate", 5e-5,
-               "Peak learning rate for Adam.")
-  _define_once(flags.DEFINE_float, "num_train_epochs", 3.0,
-               "Training epochs over the training examples.")
-  _define_once(flags.DEFINE_float, "warmup_proportion", 0.1,
-               "Fraction of the training steps with linear learning-rate "
-               "warmup (0.1 = 10%).")
-  _define_once(flags.DEFINE_integer, "save_checkpoints_steps", 1000,
-               "Steps between checkpoints.")
-  _define_once(flags.DEFINE_integer, "iterations_per_loop", 1000,
-               "Steps per TPU loop (not used off TPU).")
-  define_tpu_flags()
 
 
 def fine_tuning_steps(num_examples, train_batch_size, num_train_epochs,
@@ -130,147 +48,6 @@ def fine_tuning_steps(num_examples, train_batch_size, num_train_epochs,
                     num_train_epochs)
     num_train_steps = 1
   return num_train_steps, int(num_train_steps * warmup_proportion)
-
-
-_USER_ERRORS = (ValueError, OSError, tf.errors.NotFoundError,
-                tf.errors.InvalidArgumentError,
-                tf.errors.FailedPreconditionError,
-                tf.errors.PermissionDeniedError,
-                tf.errors.AlreadyExistsError)
-
-
-def _one_line(error):
-  """The essential message of `error` on one line.
-
-  TensorFlow's graph-execution errors carry the Python stack of the failing
-  op; keep only the lines that say what went wrong.
-  """
-  message = str(getattr(error, "message", None) or error)
-  if isinstance(error, tf.errors.OpError):
-    kept = [line.strip() for line in message.splitlines()
-            if line.strip() and not line[:1].isspace()
-            and not line.startswith(("Graph execution error",
-                                     "Detected at node", "File "))]
-    message = " ".join(kept) or message
-  return " ".join(message.split())
-
-
-def run_main(main):
-  """Runs `main` through `absl.app.run`, reporting bad input in one line.
-
-  A `ValueError`, `OSError` or TensorFlow `NotFoundError` /
-  `InvalidArgumentError` escaping `main` is printed as `error: <message>` on
-  stderr and the process exits with status 1. Set `BERT_DEBUG=1` to get the
-  full traceback instead.
-  """
-
-  def _guarded(argv):
-    try:
-      return main(argv)
-    except _USER_ERRORS as e:  # pylint: disable=catching-non-exception
-      if os.environ.get("BERT_DEBUG"):
-        raise
-      sys.stderr.write("error: %s\n" % _one_line(e))
-      sys.stderr.flush()
-      sys.exit(1)
-
-  app.run(_guarded)
-
-
-def expand_file_patterns(patterns, flag_name="input_file"):
-  """Expands comma-separated file names and globs, keeping their order.
-
-  Args:
-    patterns: str, e.g. "a.txt,shards/*.txt".
-    flag_name: str, the flag the patterns came from (for the error message).
-
-  Returns:
-    list of str paths: each pattern's matches, sorted within the pattern.
-
-  Raises:
-    ValueError: when `patterns` is empty or one pattern matches no file.
-  """
-  pieces = [p.strip() for p in (patterns or "").split(",") if p.strip()]
-  if not pieces:
-    raise ValueError("--%s: expected one or more comma-separated files or "
-                     "globs, got %r" % (flag_name, patterns))
-  paths = []
-  for pattern in pieces:
-    matches = sorted(tf.io.gfile.glob(pattern))
-    if not matches:
-      raise ValueError("--%s: %r matched no files" % (flag_name, pattern))
-    for match in matches:
-      if tf.io.gfile.isdir(match):
-        raise ValueError("--%s: %s is a directory; expected files (use a "
-                         "glob such as %s/*)" % (flag_name, match, match))
-    paths.extend(matches)
-  return paths
-
-
-def check_max_seq_length(max_seq_length, bert_config,
-                         flag_name="max_seq_length"):
-  """Refuses a sequence length the model has no position embeddings for.
-
-  Raises:
-    ValueError: when `max_seq_length` > `bert_config.max_position_embeddings`.
-  """
-  if max_seq_length > bert_config.max_position_embeddings:
-    raise ValueError(
-        "--%s=%d is longer than the model's max_position_embeddings=%d; use "
-        "--%s <= %d or a model with more position embeddings" %
-        (flag_name, max_seq_length, bert_config.max_position_embeddings,
-         flag_name, bert_config.max_position_embeddings))
-
-
-def check_output_file(path, flag_name="output_file"):
-  """Refuses an output path that cannot become a file, before any work.
-
-  Raises:
-    ValueError: when `path` is empty or an existing directory.
-  """
-  if not path:
-    raise ValueError("--%s is required" % flag_name)
-  if tf.io.gfile.isdir(path):
-    raise ValueError("--%s: %s is a directory; expected a file name" %
-                     (flag_name, path))
-
-
-def check_vocab_size(tokenizer, bert_config, flag_name="vocab_file"):
-  """Refuses a vocabulary with ids the model has no embeddings for.
-
-  Raises:
-    ValueError: when the vocabulary has more tokens than the config's
-      `vocab_size` (its ids would index past the embedding table).
-  """
-  if len(tokenizer.vocab) > bert_config.vocab_size:
-    raise ValueError(
-        "--%s has %d tokens but the model's vocab_size is %d: use the "
-        "vocab.txt that came with the model" %
-        (flag_name, len(tokenizer.vocab), bert_config.vocab_size))
-
-
-def load_bert_config(path, flag_name="bert_config_file"):
-  """Reads a `BertConfig` from JSON, with a one-line error for a bad path.
-
-  Raises:
-    ValueError: when `path` is empty, missing, or not a JSON object.
-  """
-  if not path:
-    raise ValueError("--%s is required: the JSON config of the BERT model"
-                     % flag_name)
-  if not tf.io.gfile.exists(path):
-    raise ValueError("--%s: %s does not exist (expected the model's "
-                     "bert_config.json)" % (flag_name, path))
-  try:
-    return modeling.BertConfig.from_json_file(path)
-  except ValueError as e:
-    raise ValueError("--%s: %s is not a valid BERT config JSON (%s)" %
-                     (flag_name, path, e)) from e
-
-
-# ----------------------------------------------------------------------------
-# Estimator
-# ----------------------------------------------------------------------------
 
 
 def make_run_config(output_dir, save_checkpoints_steps, iterations_per_loop,
@@ -476,16 +253,6 @@ def _format_seconds(seconds):
 # ----------------------------------------------------------------------------
 
 
-def int64_feature(values):
-  """A `tf.train.Feature` holding `values` as an int64 list."""
-  return tf.train.Feature(int64_list=tf.train.Int64List(value=list(values)))
-
-
-def float_feature(values):
-  """A `tf.train.Feature` holding `values` as a float list."""
-  return tf.train.Feature(float_list=tf.train.FloatList(value=list(values)))
-
-
 def decode_record(record, name_to_features):
   """Parses one serialized `tf.train.Example`, casting int64 to int32.
 
@@ -549,109 +316,3 @@ def tfrecord_input_fn_builder(input_files, name_to_features, is_training,
     return d.prefetch(1)
 
   return input_fn
-
-
-# ----------------------------------------------------------------------------
-# Outputs
-# ----------------------------------------------------------------------------
-
-
-def _temp_name(path):
-  """A fresh temporary name beside `path`; removes ones a killed run left."""
-  directory, base = os.path.split(path)
-  prefix = ".%s.tmp-" % base
-  if "://" not in path:
-    for stale in glob.glob(os.path.join(directory, glob.escape(prefix) + "*")):
-      logging.info("Removing %s, left by an earlier run that did not finish",
-                   stale)
-      os.remove(stale)
-  return os.path.join(directory, prefix + uuid.uuid4().hex[:8])
-
-
-@contextlib.contextmanager
-def atomic_write(path, mode="w"):
-  """Writes `path` through a temporary file renamed into place on success.
-
-  A run killed or failing half-way leaves no partial file under `path` (the
-  temporary file is removed on error).
-
-  Args:
-    path: str, the final file name (local or any `tf.io.gfile` file system).
-    mode: "w" for text, "wb" for bytes.
-
-  Yields:
-    A writable file object.
-  """
-  if tf.io.gfile.isdir(path):
-    raise ValueError("%s is a directory; expected a file name" % path)
-  temp = _temp_name(path)
-  directory = os.path.dirname(path)
-  if directory:
-    tf.io.gfile.makedirs(directory)
-  try:
-    with tf.io.gfile.GFile(temp, mode) as f:
-      # GFile creates the file on the first write; an empty output must
-      # still exist afterwards.
-      f.write(b"" if "b" in mode else "")
-      yield f
-    tf.io.gfile.rename(temp, path, overwrite=True)
-  except BaseException:
-    if tf.io.gfile.exists(temp):
-      tf.io.gfile.remove(temp)
-    raise
-
-
-def temp_path_for(path):
-  """A temporary name beside `path`, for writers that need a file name.
-
-  Use with `commit_temp(temp, path)` once the file is complete.
-  """
-  directory = os.path.dirname(path)
-  if directory:
-    tf.io.gfile.makedirs(directory)
-  return _temp_name(path)
-
-
-def commit_temp(temp, path):
-  """Renames a completed temporary file over `path`."""
-  tf.io.gfile.rename(temp, path, overwrite=True)
-
-
-def write_eval_results(path, results):
-  """Writes evaluation results as sorted `key = value` lines, atomically.
-
-  Args:
-    path: str, e.g. `output_dir/eval_results.txt`.
-    results: dict of str -> number, as returned by `estimator.evaluate`.
-  """
-  logging.info("***** Eval results *****")
-  with atomic_write(path) as f:
-    for key in sorted(results.keys()):
-      logging.info("  %s = %s", key, str(results[key]))
-      f.write("%s = %s\n" % (key, str(results[key])))
-
-
-def resolve_checkpoint(path, flag_name="init_checkpoint"):
-  """Checks that a checkpoint exists and returns its prefix.
-
-  Args:
-    path: str, a checkpoint prefix (`.../bert_model.ckpt`, whose `.index`
-      file must exist) or a directory holding checkpoints (the latest is
-      used).
-    flag_name: str, the flag the path came from (for the error message).
-
-  Returns:
-    str, the checkpoint prefix.
-
-  Raises:
-    ValueError: when no checkpoint is found at `path`.
-  """
-  if path and tf.io.gfile.isdir(path):
-    latest = tf.train.latest_checkpoint(path)
-    if latest:
-      return latest
-  elif path and tf.io.gfile.exists(path + ".index"):
-    return path
-  raise ValueError("--%s: no TensorFlow checkpoint at %r (expected a prefix "
-                   "such as .../bert_model.ckpt with a .index file beside it, "
-                   "or a directory of checkpoints)" % (flag_name, path))

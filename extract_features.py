@@ -15,7 +15,7 @@ and a killed run never leaves a partial file under the final name.
 Example:
   python extract_features.py --input_file=input.txt --output_file=out.jsonl \
     --vocab_file=$BERT_DIR/vocab.txt --bert_config_file=$BERT_DIR/bert_config.json \
-    --init_checkpoint=$BERT_DIR/bert_model.ckpt --layers=-1,-2,-3,-4 \
+    --init_checkpoint=$BERT_DIR --layers=-1,-2,-3,-4 \
     --max_seq_length=128 --batch_size=8
 """
 
@@ -31,8 +31,9 @@ import tensorflow.compat.v1 as tf
 
 import estimator_utils
 import feature_utils
+import io_utils
 import modeling
-import tokenization
+import startup
 
 FLAGS = flags.FLAGS
 
@@ -42,28 +43,22 @@ _PAIR_PATTERN = re.compile(r"^(.*) \|\|\| (.*)$")
 
 
 def define_flags():
-  """Defines the reference release's flags for this script."""
+  """Defines the script's flags (the reference's names and defaults)."""
   flags.DEFINE_string("input_file", None,
-                      "Text file, one example per line; `a ||| b` for pairs.")
-  flags.DEFINE_string("output_file", None, "Where to write the JSON lines.")
+                      "Text to encode, one example per line; `a ||| b` is a "
+                      "pair of texts.")
+  flags.DEFINE_string("output_file", None,
+                      "JSON-lines file to write, one line per input line.")
   flags.DEFINE_string("layers", "-1,-2,-3,-4",
-                      "Comma-separated layer indexes; negative count from the "
-                      "top layer.")
-  flags.DEFINE_string("bert_config_file", None,
-                      "The config JSON of the pre-trained BERT model.")
-  flags.DEFINE_integer("max_seq_length", 128,
-                       "Sequence length after WordPiece tokenization; longer "
-                       "inputs are truncated, shorter ones padded.")
-  flags.DEFINE_string("init_checkpoint", None,
-                      "Checkpoint of the pre-trained BERT model.")
-  flags.DEFINE_string("vocab_file", None, "The model's WordPiece vocabulary.")
-  flags.DEFINE_bool("do_lower_case", True,
-                    "Lower-case the input (True for uncased models).")
-  flags.DEFINE_integer("batch_size", 32, "Batch size for predictions.")
+                      "Which layers' activations to write: comma-separated "
+                      "indexes, negative ones counted from the top.")
+  startup.define_flags("bert_config_file", "max_seq_length",
+                       "init_checkpoint", "vocab_file", "do_lower_case",
+                       startup.TPU_FLAGS)
+  flags.DEFINE_integer("batch_size", 32, "Examples per prediction batch.")
   flags.DEFINE_bool("use_one_hot_embeddings", False,
-                    "Use one-hot matmuls for embedding lookups (faster on "
-                    "TPU).")
-  estimator_utils.define_tpu_flags()
+                    "Look up embeddings as one-hot matmuls, which TPUs run "
+                    "faster.")
 
 
 class InputExample(object):
@@ -90,28 +85,23 @@ class InputFeatures(object):
 def iter_examples(input_file):
   """Yields one `InputExample` per line of `input_file`, lazily.
 
-  Lines are read as `tokenization` reads text (ending at `\\n` only) and
-  stripped; an empty or blank line still yields an example (`[CLS] [SEP]`).
-  `unique_id` counts lines from 0.
+  Lines are read by `io_utils.read_lines` (the reference's rule: they end
+  at `\\n` only, invalid UTF-8 is dropped) and stripped; an empty or blank
+  line still yields an example (`[CLS] [SEP]`). `unique_id` counts lines
+  from 0.
 
   Raises:
     ValueError: when the file does not exist.
   """
   if not tf.io.gfile.exists(input_file):
     raise ValueError("--input_file: %s does not exist" % input_file)
-  unique_id = 0
-  with tf.io.gfile.GFile(input_file, "rb") as reader:
-    while True:
-      line = reader.readline()
-      if not line:
-        break
-      line = tokenization.convert_to_unicode(line).replace("\r", "").strip()
-      match = _PAIR_PATTERN.match(line)
-      if match:
-        yield InputExample(unique_id, match.group(1), match.group(2))
-      else:
-        yield InputExample(unique_id, line, None)
-      unique_id += 1
+  for unique_id, (_, line) in enumerate(io_utils.read_lines(input_file)):
+    line = line.strip()
+    match = _PAIR_PATTERN.match(line)
+    if match:
+      yield InputExample(unique_id, match.group(1), match.group(2))
+    else:
+      yield InputExample(unique_id, line, None)
 
 
 def read_examples(input_file):
@@ -315,15 +305,24 @@ class _PendingFeatures(object):
     return feature
 
 
-def _check_flags():
-  for name in ("input_file", "output_file", "vocab_file", "bert_config_file",
-               "init_checkpoint"):
-    if not getattr(FLAGS, name):
-      raise ValueError("--%s is required" % name)
-  if FLAGS.batch_size < 1:
-    raise ValueError("--batch_size=%d: expected at least 1" %
-                     FLAGS.batch_size)
-  estimator_utils.check_output_file(FLAGS.output_file)
+def _flag_problems(flag_values):
+  """This script's own flag problems, as a list of messages."""
+  problems = ["--%s is required" % name
+              for name in ("input_file", "output_file")
+              if not flag_values[name].value]
+  if flag_values.batch_size < 1:
+    problems.append("--batch_size=%d: expected at least 1" %
+                    flag_values.batch_size)
+  try:
+    if flag_values.output_file:
+      io_utils.check_output_file(flag_values.output_file)
+    if (flag_values.input_file and
+        next(iter_examples(flag_values.input_file), None) is None):
+      problems.append("--input_file: %s is empty (expected one example per "
+                      "line)" % flag_values.input_file)
+  except ValueError as e:
+    problems.append(str(e))
+  return problems
 
 
 def _write_predictions(estimator, input_fn, pending, layer_indexes,
@@ -331,7 +330,7 @@ def _write_predictions(estimator, input_fn, pending, layer_indexes,
   """Streams predictions to `output_file` atomically; returns the count."""
   count = 0
   start = time.time()
-  with estimator_utils.atomic_write(output_file) as writer:
+  with io_utils.atomic_write(output_file) as writer:
     for result in estimator.predict(input_fn, yield_single_examples=True):
       feature = pending.pop(int(result["unique_id"]))
       writer.write(format_output_line(feature, result, layer_indexes))
@@ -344,20 +343,14 @@ def _write_predictions(estimator, input_fn, pending, layer_indexes,
 
 def main(_):
   logging.set_verbosity(logging.INFO)
-  _check_flags()
-  if next(iter_examples(FLAGS.input_file), None) is None:
-    raise ValueError("--input_file: %s is empty (expected one example per "
-                     "line)" % FLAGS.input_file)
-  bert_config = estimator_utils.load_bert_config(FLAGS.bert_config_file)
-  estimator_utils.check_max_seq_length(FLAGS.max_seq_length, bert_config)
+  # 1. Flags, config, checkpoint, vocabulary: checked before any work.
+  model = startup.prepare_model(
+      FLAGS.bert_config_file, FLAGS.max_seq_length, FLAGS.init_checkpoint,
+      FLAGS.do_lower_case, FLAGS.vocab_file, need_output_dir=False,
+      need_checkpoint=True, problems=_flag_problems(FLAGS))
+  bert_config, init_checkpoint, tokenizer = model
   layer_indexes = parse_layer_indexes(FLAGS.layers,
                                       bert_config.num_hidden_layers)
-  init_checkpoint = estimator_utils.resolve_checkpoint(FLAGS.init_checkpoint)
-  tokenization.validate_case_matches_checkpoint(FLAGS.do_lower_case,
-                                                init_checkpoint)
-  tokenizer = tokenization.FullTokenizer(vocab_file=FLAGS.vocab_file,
-                                         do_lower_case=FLAGS.do_lower_case)
-  estimator_utils.check_vocab_size(tokenizer, bert_config)
 
   run_config = estimator_utils.run_config_from_flags(FLAGS, output_dir=None)
   model_fn = model_fn_builder(bert_config, init_checkpoint, layer_indexes,
@@ -387,4 +380,4 @@ def main(_):
 
 if __name__ == "__main__":
   define_flags()
-  estimator_utils.run_main(main)
+  startup.run_main(main)

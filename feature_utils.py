@@ -3,7 +3,11 @@
 Shared by sentence(-pair) classification and feature extraction, which build
 their inputs the same way in the reference release:
 `[CLS] a [SEP]` with segment 0, then `b [SEP]` with segment 1, padded with 0.
+
+Public names: `truncate_seq_pair`, `pack_tokens`, `pad_input`.
 """
+
+import io_utils
 
 
 def truncate_seq_pair(tokens_a, tokens_b, max_length):
@@ -76,6 +80,6 @@ def pad_input(input_ids, segment_ids, max_seq_length):
     (input_ids, input_mask, segment_ids), each a new list of
     `max_seq_length` ints; `input_mask` is 1 for real tokens, 0 for padding.
   """
-  padding = [0] * (max_seq_length - len(input_ids))
-  input_mask = [1] * len(input_ids) + padding
-  return list(input_ids) + padding, input_mask, list(segment_ids) + padding
+  return (io_utils.pad_to(input_ids, max_seq_length),
+          io_utils.pad_to([1] * len(input_ids), max_seq_length),
+          io_utils.pad_to(segment_ids, max_seq_length))

@@ -1,32 +1,23 @@
 """Fine-tunes BERT on a sentence or sentence-pair classification task.
 
-Matches the reference release's `run_classifier.py`: the task processors (XNLI,
-MNLI, MRPC, CoLA) and their file layouts, the `[CLS] a [SEP] b [SEP]` features,
-the classifier head on the pooled output (`output_weights`/`output_bias`), the
-`--init_checkpoint` assignment map, `TPUEstimator` with `use_tpu=False` on
-CPU/GPU, and the output files `eval_results.txt` and `test_results.tsv`.
-
-Beyond the reference:
-  * the rest of GLUE in its standard layouts (`sst-2`, `qqp`, `qnli`, `rte`,
-    `wnli`, `sts-b` as a regression task, `mnli-mm` for the mismatched sets) and
-    a `tsv` task for a user's own files with columns chosen by flags;
-  * each task's standard metric in `eval_results.txt` (`eval_f1` for MRPC and
-    QQP, `eval_mcc` for CoLA, `eval_pearson`/`eval_spearman` for STS-B);
-  * bad input (wrong column count, unknown label, missing file, unknown task)
-    is reported as a one-line error naming the file, line or flag.
+Matches the reference release's `run_classifier.py`: the task processors
+(XNLI, MNLI, MRPC, CoLA) and their file layouts, the `[CLS] a [SEP] b [SEP]`
+features, the classifier head on the pooled output (`output_weights`,
+`output_bias`), the `--init_checkpoint` assignment map, `TPUEstimator` with
+`use_tpu=False` on CPU/GPU, and the outputs `eval_results.txt` and
+`test_results.tsv`. Beyond it: the rest of GLUE and a `tsv` task
+(`classifier_data.py`), each task's standard metric (`glue_metrics.py`), and
+one-line errors for bad input.
 
 Usage (see README.md):
   python run_classifier.py --task_name=mrpc --do_train --do_eval --do_predict \
     --data_dir=$GLUE_DIR/MRPC --vocab_file=$BERT_DIR/vocab.txt \
     --bert_config_file=$BERT_DIR/bert_config.json \
-    --init_checkpoint=$BERT_DIR/bert_model.ckpt --output_dir=/tmp/mrpc
+    --init_checkpoint=$BERT_DIR --output_dir=/tmp/mrpc
 """
 
 import collections
-import csv
 import functools
-import gc
-import math
 import os
 
 from absl import flags
@@ -34,32 +25,41 @@ from absl import logging
 import numpy as np
 import tensorflow.compat.v1 as tf
 
+# The reference's public names of this module (`run_classifier.InputExample`,
+# `run_classifier.MrpcProcessor`, ...) live in classifier_data.
+from classifier_data import ColaProcessor  # pylint: disable=unused-import
+from classifier_data import DataProcessor  # pylint: disable=unused-import
+from classifier_data import get_processor
+from classifier_data import InputExample  # pylint: disable=unused-import
+from classifier_data import MnliProcessor  # pylint: disable=unused-import
+from classifier_data import MrpcProcessor  # pylint: disable=unused-import
+from classifier_data import PaddingInputExample
+from classifier_data import PROCESSORS
+from classifier_data import XnliProcessor  # pylint: disable=unused-import
 import estimator_utils
 import feature_utils
+import glue_metrics
+import io_utils
 import modeling
+import startup
 import tokenization
 
 FLAGS = flags.FLAGS
 
 
 def define_flags():
-  """Defines the script's flags (SPEC §5 plus the `tsv` task's columns)."""
+  """Defines the script's flags: the reference's, plus the `tsv` task's."""
   flags.DEFINE_string(
       "data_dir", None,
-      "The input data dir. Should contain the .tsv files (or other data files) "
-      "for the task.")
+      "Folder holding the task's files (train.tsv, dev.tsv, test.tsv, or "
+      "the task's own names).")
   flags.DEFINE_string(
       "task_name", None,
-      "The name of the task to train (case-insensitive): " +
+      "Which task's files and labels to use (any case): " +
       ", ".join(sorted(PROCESSORS)) + ".")
-  flags.DEFINE_integer(
-      "max_seq_length", 128,
-      "The maximum total input sequence length after WordPiece tokenization. "
-      "Longer sequences are truncated, shorter ones padded.")
-  flags.DEFINE_bool("do_eval", False, "Whether to run eval on the dev set.")
-  flags.DEFINE_integer("eval_batch_size", 8, "Total batch size for eval.")
-  estimator_utils.define_model_flags()
-  estimator_utils.define_fine_tuning_flags()
+  startup.define_flags(startup.MODEL_FLAGS, "max_seq_length", "do_eval",
+                       "eval_batch_size", startup.FINE_TUNING_FLAGS,
+                       startup.TPU_FLAGS)
   # The `tsv` task (a user's own files); column numbers are 0-based and may
   # be negative (counted from the end, as in Python).
   flags.DEFINE_integer("text_a_column", 0,
@@ -80,39 +80,8 @@ def define_flags():
 
 
 # ----------------------------------------------------------------------------
-# Examples and features.
+# Features.
 # ----------------------------------------------------------------------------
-
-
-class InputExample(object):
-  """A single training/test example for simple sequence classification."""
-
-  def __init__(self, guid, text_a, text_b=None, label=None):
-    """Constructs an InputExample.
-
-    Args:
-      guid: Unique id for the example, `"<set>-<n>"`.
-      text_a: string. The untokenized text of the first sequence.
-      text_b: (Optional) string. The untokenized text of the second sequence;
-        None for single-sequence tasks.
-      label: (Optional) string. The label of the example (for a regression
-        task, the score as a string). Test examples carry the task's dummy
-        label.
-    """
-    self.guid = guid
-    self.text_a = text_a
-    self.text_b = text_b
-    self.label = label
-
-
-class PaddingInputExample(object):
-  """Fake example that pads an eval/predict set to a whole number of batches.
-
-  TPUs need fixed-size batches, so on TPU the eval and predict sets are padded
-  with these. They become all-zero features with `is_real_example=False`, which
-  the metrics weight by 0 and `test_results.tsv` never contains. (Padding with
-  real examples instead would bias the metrics.)
-  """
 
 
 class InputFeatures(object):
@@ -125,487 +94,6 @@ class InputFeatures(object):
     self.segment_ids = segment_ids
     self.label_id = label_id
     self.is_real_example = is_real_example
-
-
-# ----------------------------------------------------------------------------
-# Reading tab-separated files.
-# ----------------------------------------------------------------------------
-
-
-def _gc_paused(fn):
-  """Decorator: runs `fn` with Python's cyclic garbage collector paused.
-
-  Reading a large file allocates one list per row; with TensorFlow's many
-  objects alive, the collector's full passes made reading SST-2 (67k rows)
-  about six times slower. The rows hold no reference cycles.
-  """
-
-  @functools.wraps(fn)
-  def wrapper(*args, **kwargs):
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-      return fn(*args, **kwargs)
-    finally:
-      if was_enabled:
-        gc.enable()
-
-  return wrapper
-
-
-@_gc_paused
-def read_tsv_rows(input_file, num_columns=None, skip_header=False):
-  """Reads a tab-separated UTF-8 file with no quote character.
-
-  Lines end at `\\n` only; `\\r` before it is dropped, a UTF-8 byte-order mark
-  at the start of the file is dropped, and empty lines are skipped (they still
-  count for line numbers).
-
-  Args:
-    input_file: path of the file.
-    num_columns: (Optional) int, the number of columns every row must have.
-      None: the number of columns of the file's first line.
-    skip_header: bool, whether the first line is a header to skip.
-
-  Returns:
-    A list of `(line_index, cells)`, `line_index` 0-based (the header is line
-    0), `cells` a list of strings.
-
-  Raises:
-    FileNotFoundError: if the file does not exist.
-    ValueError: if a line is not valid UTF-8 or has another number of columns
-      (the message names the file and the 1-based line number).
-  """
-  if not tf.io.gfile.exists(input_file):
-    raise FileNotFoundError("%s: no such file" % input_file)
-  rows = []
-  with tf.io.gfile.GFile(input_file, "rb") as reader:
-    for line_index, raw in enumerate(_iter_raw_lines(reader)):
-      line = _decode_line(raw, input_file, line_index)
-      if line_index == 0:
-        line = line.lstrip("\ufeff")
-      if not line:
-        continue
-      cells = line.split("\t")
-      if num_columns is None:
-        num_columns = len(cells)
-      if len(cells) != num_columns:
-        raise ValueError(
-            "%s:%d: expected %d tab-separated columns, got %d" %
-            (input_file, line_index + 1, num_columns, len(cells)))
-      if skip_header and line_index == 0:
-        continue
-      rows.append((line_index, cells))
-  return rows
-
-
-def _iter_raw_lines(reader, block_size=1 << 20):
-  """Yields the lines of a binary file object, split at b"\\n" only, without
-  it; read in blocks (per-line reads through GFile are slow)."""
-  pending = b""
-  while True:
-    block = reader.read(block_size)
-    if not block:
-      break
-    parts = (pending + block).split(b"\n")
-    pending = parts.pop()
-    for part in parts:
-      yield part
-  if pending:
-    yield pending
-
-
-def _decode_line(raw, input_file, line_index):
-  """One line (bytes, without its newline) as str without any `\\r`.
-
-  Raises:
-    ValueError: naming the file and line, if it is not valid UTF-8.
-  """
-  try:
-    line = raw.decode("utf-8")
-  except UnicodeDecodeError as e:
-    raise ValueError("%s:%d: not valid UTF-8 (%s)" %
-                     (input_file, line_index + 1, e))
-  return line.replace("\r", "")
-
-
-def _find_data_file(data_dir, *names):
-  """Returns the first of `data_dir/<name>` that exists.
-
-  Raises:
-    FileNotFoundError: naming the first (the reference's) path and the
-      alternatives, when none exists.
-  """
-  paths = [os.path.join(data_dir, name) for name in names]
-  for path in paths:
-    if tf.io.gfile.exists(path):
-      return path
-  message = "%s: no such file" % paths[0]
-  if len(paths) > 1:
-    message += " (nor %s)" % ", ".join(paths[1:])
-  raise FileNotFoundError(message)
-
-
-# Where a split's fields are: the number of columns, whether the file has a
-# header, the columns of text_a, text_b (None: single text) and the label
-# (None: test split, dummy label), and the column holding the guid's number
-# (None: the line index).
-_Layout = collections.namedtuple(
-    "_Layout", ["num_columns", "header", "text_a", "text_b", "label",
-                "guid_column"])
-
-
-class DataProcessor(object):
-  """Base class for data converters for sequence classification data sets.
-
-  Subclasses either implement the four `get_*` methods themselves, or set the
-  class attributes `LABELS`, `TEST_LABEL` and `SPLITS` (split name ->
-  `(file names, guid set name, _Layout)`, the file names tried in order) and
-  let the table-driven reader below do the work.
-  """
-
-  LABELS = None
-  TEST_LABEL = None
-  SPLITS = {}
-  # Whether the task is a regression (one output, mean squared error loss).
-  is_regression = False
-  # Extra eval metrics, named as in `eval_results.txt` without `eval_`.
-  metric_names = ()
-
-  def get_train_examples(self, data_dir):
-    """Gets a collection of `InputExample`s for the train set."""
-    return self._split_examples(data_dir, "train")
-
-  def get_dev_examples(self, data_dir):
-    """Gets a collection of `InputExample`s for the dev set."""
-    return self._split_examples(data_dir, "dev")
-
-  def get_test_examples(self, data_dir):
-    """Gets a collection of `InputExample`s for prediction."""
-    return self._split_examples(data_dir, "test")
-
-  def get_labels(self):
-    """Gets the list of labels for this data set (None for regression)."""
-    if self.LABELS is None:
-      raise NotImplementedError()
-    return list(self.LABELS)
-
-  @classmethod
-  def _read_tsv(cls, input_file, quotechar=None):
-    """Reads a tab separated value file into a list of rows (lists of str)."""
-    if quotechar is None:
-      return [cells for _, cells in read_tsv_rows(input_file)]
-    with tf.io.gfile.GFile(input_file, "r") as f:
-      return list(csv.reader(f, delimiter="\t", quotechar=quotechar))
-
-  @_gc_paused
-  def _split_examples(self, data_dir, split):
-    """Reads split `split` as described by `SPLITS`."""
-    if split not in self.SPLITS:
-      raise NotImplementedError(
-          "%s has no %s split" % (type(self).__name__, split))
-    file_names, set_name, layout = self.SPLITS[split]
-    path = _find_data_file(data_dir, *file_names)
-    rows = read_tsv_rows(path, layout.num_columns, layout.header)
-    examples = []
-    for line_index, cells in rows:
-      if not self._keep_row(cells, set_name):
-        continue
-      examples.append(
-          self._make_example(path, line_index, cells, set_name, layout))
-    return examples
-
-  def _keep_row(self, cells, set_name):
-    """Whether a data row becomes an example (XNLI keeps one language)."""
-    del cells, set_name  # Unused here.
-    return True
-
-  def _map_label(self, label):
-    """Hook to rename labels as read (XNLI: `contradictory`)."""
-    return label
-
-  def _make_example(self, path, line_index, cells, set_name, layout):
-    """Builds one `InputExample` from a row, checking its label."""
-    if layout.guid_column is None:
-      number = line_index
-    else:
-      number = tokenization.convert_to_unicode(cells[layout.guid_column])
-    guid = "%s-%s" % (set_name, number)
-    text_a = tokenization.convert_to_unicode(cells[layout.text_a])
-    text_b = None
-    if layout.text_b is not None:
-      text_b = tokenization.convert_to_unicode(cells[layout.text_b])
-    if layout.label is None:
-      label = self.TEST_LABEL
-    else:
-      label = self._map_label(
-          tokenization.convert_to_unicode(cells[layout.label]))
-      self._check_label(label, path, line_index)
-    return InputExample(guid=guid, text_a=text_a, text_b=text_b, label=label)
-
-  def _check_label(self, label, path, line_index):
-    """Raises ValueError naming file, line and label when it is not valid."""
-    if self.is_regression:
-      try:
-        score = float(label)
-      except ValueError:
-        raise ValueError("%s:%d: label %r is not a number" %
-                         (path, line_index + 1, label))
-      if not math.isfinite(score):
-        raise ValueError("%s:%d: label %r is not a finite number" %
-                         (path, line_index + 1, label))
-      return
-    labels = self.get_labels()
-    if label not in labels:
-      raise ValueError("%s:%d: label %r is not one of %s" %
-                       (path, line_index + 1, label, labels))
-
-
-_NLI_LABELS = ("contradiction", "entailment", "neutral")
-
-
-class XnliProcessor(DataProcessor):
-  """XNLI, one language (default `zh`), trained on machine-translated MNLI.
-
-  Reads `multinli/multinli.train.<lang>.tsv` and `xnli.dev.tsv` in `data_dir`
-  (the reference layout), or the unzipped downloads' layout
-  `XNLI-MT-1.0/multinli/...` and `XNLI-1.0/xnli.dev.tsv`. Dev (and test,
-  `xnli.test.tsv`, an addition) keep only rows whose column 0 is the language.
-  """
-
-  LABELS = _NLI_LABELS
-
-  def __init__(self, language="zh"):
-    self.language = language
-    train_name = "multinli.train.%s.tsv" % language
-    self.SPLITS = {
-        "train": (("multinli/" + train_name,
-                   "XNLI-MT-1.0/multinli/" + train_name),
-                  "train", _Layout(3, True, 0, 1, 2, None)),
-        "dev": (("xnli.dev.tsv", "XNLI-1.0/xnli.dev.tsv"),
-                "dev", _Layout(19, True, 6, 7, 1, None)),
-        "test": (("xnli.test.tsv", "XNLI-1.0/xnli.test.tsv"),
-                 "test", _Layout(19, True, 6, 7, 1, None)),
-    }
-
-  def _keep_row(self, cells, set_name):
-    # The training file is all one language; dev and test hold all 15.
-    return (set_name == "train" or
-            tokenization.convert_to_unicode(cells[0]) == self.language)
-
-  def _map_label(self, label):
-    # XNLI-MT's training files spell one label differently.
-    return "contradiction" if label == "contradictory" else label
-
-
-class MnliProcessor(DataProcessor):
-  """MultiNLI (GLUE), matched dev and test sets."""
-
-  LABELS = _NLI_LABELS
-  TEST_LABEL = "contradiction"
-  SPLITS = {
-      "train": (("train.tsv",), "train", _Layout(12, True, 8, 9, 11, 0)),
-      "dev": (("dev_matched.tsv",), "dev_matched",
-              _Layout(16, True, 8, 9, 15, 0)),
-      "test": (("test_matched.tsv",), "test",
-               _Layout(10, True, 8, 9, None, 0)),
-  }
-
-
-class MnliMismatchedProcessor(MnliProcessor):
-  """MultiNLI (GLUE), mismatched dev and test sets (task `mnli-mm`)."""
-
-  SPLITS = dict(MnliProcessor.SPLITS)
-  SPLITS["dev"] = (("dev_mismatched.tsv",), "dev_mismatched",
-                   _Layout(16, True, 8, 9, 15, 0))
-  SPLITS["test"] = (("test_mismatched.tsv",), "test_mismatched",
-                    _Layout(10, True, 8, 9, None, 0))
-
-
-def _glue_splits(train_dev_layout, test_layout):
-  """SPLITS for a GLUE task with files train.tsv, dev.tsv and test.tsv."""
-  return {
-      "train": (("train.tsv",), "train", train_dev_layout),
-      "dev": (("dev.tsv",), "dev", train_dev_layout),
-      "test": (("test.tsv",), "test", test_layout),
-  }
-
-
-class MrpcProcessor(DataProcessor):
-  """MRPC (GLUE): `Quality #1 ID #2 ID #1 String #2 String`."""
-
-  LABELS = ("0", "1")
-  TEST_LABEL = "0"
-  metric_names = ("f1",)
-  SPLITS = _glue_splits(_Layout(5, True, 3, 4, 0, None),
-                        _Layout(5, True, 3, 4, None, None))
-
-
-class ColaProcessor(DataProcessor):
-  """CoLA (GLUE): train/dev `source label original-label sentence`, no header;
-  test `index sentence` with a header."""
-
-  LABELS = ("0", "1")
-  TEST_LABEL = "0"
-  metric_names = ("mcc",)
-  SPLITS = _glue_splits(_Layout(4, False, 3, None, 1, None),
-                        _Layout(2, True, 1, None, None, None))
-
-
-class Sst2Processor(DataProcessor):
-  """SST-2 (GLUE): `sentence label`; test `index sentence`."""
-
-  LABELS = ("0", "1")
-  TEST_LABEL = "0"
-  SPLITS = _glue_splits(_Layout(2, True, 0, None, 1, None),
-                        _Layout(2, True, 1, None, None, None))
-
-
-class QqpProcessor(DataProcessor):
-  """QQP (GLUE): `id qid1 qid2 question1 question2 is_duplicate`; test
-  `id question1 question2`."""
-
-  LABELS = ("0", "1")
-  TEST_LABEL = "0"
-  metric_names = ("f1",)
-  SPLITS = _glue_splits(_Layout(6, True, 3, 4, 5, None),
-                        _Layout(3, True, 1, 2, None, None))
-
-
-class QnliProcessor(DataProcessor):
-  """QNLI (GLUE): `index question sentence label`; test without label."""
-
-  LABELS = ("entailment", "not_entailment")
-  TEST_LABEL = "entailment"
-  SPLITS = _glue_splits(_Layout(4, True, 1, 2, 3, None),
-                        _Layout(3, True, 1, 2, None, None))
-
-
-class RteProcessor(QnliProcessor):
-  """RTE (GLUE): `index sentence1 sentence2 label`; test without label."""
-
-
-class WnliProcessor(DataProcessor):
-  """WNLI (GLUE): `index sentence1 sentence2 label`; test without label."""
-
-  LABELS = ("0", "1")
-  TEST_LABEL = "0"
-  SPLITS = _glue_splits(_Layout(4, True, 1, 2, 3, None),
-                        _Layout(3, True, 1, 2, None, None))
-
-
-class StsbProcessor(DataProcessor):
-  """STS-B (GLUE), a regression task: a 0-5 similarity score.
-
-  Ten columns (`index genre filename year old_index source1 source2 sentence1
-  sentence2 score`); test has nine (no score). `get_labels()` is None.
-  """
-
-  TEST_LABEL = "0.0"
-  is_regression = True
-  metric_names = ("pearson", "spearman")
-  SPLITS = _glue_splits(_Layout(10, True, 7, 8, 9, None),
-                        _Layout(9, True, 7, 8, None, None))
-
-  def get_labels(self):
-    return None
-
-
-class TsvProcessor(DataProcessor):
-  """A user's own `train.tsv`/`dev.tsv`/`test.tsv` (task `tsv`).
-
-  Columns are chosen by number (0-based; negative counts from the end). Every
-  row of a file must have as many columns as the file's first line. The label
-  set is the sorted set of labels in `train.tsv`, so it is the same at
-  training and at prediction time; dev labels must be among them. The label
-  column of `test.tsv`, if any, is ignored.
-  """
-
-  def __init__(self, data_dir, text_a_column=0, text_b_column=None,
-               label_column=-1, skip_header=False):
-    self.data_dir = data_dir
-    self.text_a_column = text_a_column
-    self.text_b_column = text_b_column
-    self.label_column = label_column
-    self.skip_header = skip_header
-    self._labels = None
-
-  def get_labels(self):
-    if self._labels is None:
-      path = _find_data_file(self.data_dir, "train.tsv")
-      self._labels = sorted(set(
-          tokenization.convert_to_unicode(self._cell(path, i, cells,
-                                                     self.label_column))
-          for i, cells in read_tsv_rows(path, None, self.skip_header)))
-    return list(self._labels)
-
-  @_gc_paused
-  def _split_examples(self, data_dir, split):
-    path = _find_data_file(data_dir, "%s.tsv" % split)
-    labels = self.get_labels()
-    examples = []
-    for line_index, cells in read_tsv_rows(path, None, self.skip_header):
-      text_a = self._cell(path, line_index, cells, self.text_a_column)
-      text_b = None
-      if self.text_b_column is not None:
-        text_b = self._cell(path, line_index, cells, self.text_b_column)
-      if split == "test":
-        label = labels[0]
-      else:
-        label = self._cell(path, line_index, cells, self.label_column)
-        self._check_label(label, path, line_index)
-      examples.append(InputExample(
-          guid="%s-%d" % (split, line_index),
-          text_a=tokenization.convert_to_unicode(text_a),
-          text_b=(None if text_b is None else
-                  tokenization.convert_to_unicode(text_b)),
-          label=label))
-    return examples
-
-  @staticmethod
-  def _cell(path, line_index, cells, column):
-    """cells[column], or a ValueError naming the file, line and column."""
-    if not -len(cells) <= column < len(cells):
-      raise ValueError("%s:%d: column %d does not exist (the line has %d "
-                       "columns)" % (path, line_index + 1, column, len(cells)))
-    return cells[column]
-
-
-# Task name (lower case) -> processor class.
-PROCESSORS = {
-    "cola": ColaProcessor,
-    "mnli": MnliProcessor,
-    "mnli-mm": MnliMismatchedProcessor,
-    "mrpc": MrpcProcessor,
-    "xnli": XnliProcessor,
-    "sst-2": Sst2Processor,
-    "qqp": QqpProcessor,
-    "qnli": QnliProcessor,
-    "rte": RteProcessor,
-    "wnli": WnliProcessor,
-    "sts-b": StsbProcessor,
-    "tsv": TsvProcessor,
-}
-
-
-def get_processor(task_name, data_dir=None, text_a_column=0,
-                  text_b_column=None, label_column=-1, skip_header=False):
-  """Returns the `DataProcessor` for `task_name` (case-insensitive).
-
-  The keyword arguments after `task_name` configure the `tsv` task only.
-
-  Raises:
-    ValueError: for an unknown task, listing the known ones.
-  """
-  name = task_name.lower()
-  if name not in PROCESSORS:
-    raise ValueError("--task_name: unknown task %r; known tasks: %s" %
-                     (task_name, ", ".join(sorted(PROCESSORS))))
-  if name == "tsv":
-    return TsvProcessor(data_dir, text_a_column=text_a_column,
-                        text_b_column=text_b_column, label_column=label_column,
-                        skip_header=skip_header)
-  return PROCESSORS[name]()
 
 
 # ----------------------------------------------------------------------------
@@ -702,16 +190,16 @@ def convert_examples_to_features(examples, label_list, max_seq_length,
 def _feature_to_tf_example(feature):
   """Serializable `tf.train.Example` of an `InputFeatures`."""
   if isinstance(feature.label_id, float):
-    label_feature = estimator_utils.float_feature([feature.label_id])
+    label_feature = io_utils.float_feature([feature.label_id])
   else:
-    label_feature = estimator_utils.int64_feature([feature.label_id])
+    label_feature = io_utils.int64_feature([feature.label_id])
   # Insertion order fixes the serialized bytes (same as the reference).
   record = collections.OrderedDict()
-  record["input_ids"] = estimator_utils.int64_feature(feature.input_ids)
-  record["input_mask"] = estimator_utils.int64_feature(feature.input_mask)
-  record["segment_ids"] = estimator_utils.int64_feature(feature.segment_ids)
+  record["input_ids"] = io_utils.int64_feature(feature.input_ids)
+  record["input_mask"] = io_utils.int64_feature(feature.input_mask)
+  record["segment_ids"] = io_utils.int64_feature(feature.segment_ids)
   record["label_ids"] = label_feature
-  record["is_real_example"] = estimator_utils.int64_feature(
+  record["is_real_example"] = io_utils.int64_feature(
       [int(feature.is_real_example)])
   return tf.train.Example(features=tf.train.Features(feature=record))
 
@@ -723,9 +211,10 @@ def file_based_convert_examples_to_features(examples, label_list,
 
   Keys: `input_ids`, `input_mask`, `segment_ids` (int64, `max_seq_length`),
   `label_ids` (int64, 1; float for regression) and `is_real_example` (int64,
-  1), in that order.
+  1), in that order. The file appears under its name only when complete.
   """
-  with tf.io.TFRecordWriter(output_file) as writer:
+  with io_utils.atomic_path(output_file) as temp, \
+      tf.io.TFRecordWriter(temp) as writer:
     for ex_index, example in enumerate(examples):
       if ex_index % 10000 == 0:
         logging.info("Writing example %d of %d", ex_index, len(examples))
@@ -763,6 +252,49 @@ def file_based_input_fn_builder(input_file, seq_length, is_training,
       drop_remainder=drop_remainder)
 
 
+def input_fn_builder(features, seq_length, is_training, drop_remainder):
+  """Creates an `input_fn` over `InputFeatures` held in memory.
+
+  The reference's in-memory input, for notebooks and small data sets; it
+  embeds every feature in the graph as a constant, so use
+  `file_based_input_fn_builder` for large ones.
+
+  Args:
+    features: list of `InputFeatures`.
+    seq_length: int, their `max_seq_length`.
+    is_training: bool; training repeats and shuffles (buffer 100).
+    drop_remainder: bool, whether to drop the last partial batch (TPU).
+
+  Returns:
+    `input_fn(params)` for the Estimator, batch size `params["batch_size"]`;
+    the batches hold int32 `input_ids`, `input_mask`, `segment_ids`
+    ([batch_size, seq_length]), `label_ids` ([batch_size]; float32 when the
+    labels are floats, for regression) and `is_real_example`.
+  """
+  num_examples = len(features)
+  regression = bool(features) and isinstance(features[0].label_id, float)
+
+  def column(name, dtype=tf.int32, width=seq_length):
+    values = [getattr(f, name) for f in features]
+    shape = [num_examples, width] if width else [num_examples]
+    return tf.constant(values, shape=shape, dtype=dtype)
+
+  def input_fn(params):
+    d = tf.data.Dataset.from_tensor_slices({
+        "input_ids": column("input_ids"),
+        "input_mask": column("input_mask"),
+        "segment_ids": column("segment_ids"),
+        "label_ids": column("label_id",
+                            tf.float32 if regression else tf.int32, None),
+        "is_real_example": column("is_real_example", tf.int32, None),
+    })
+    if is_training:
+      d = d.repeat().shuffle(buffer_size=100)
+    return d.batch(params["batch_size"], drop_remainder=drop_remainder)
+
+  return input_fn
+
+
 def pad_to_batch_multiple(examples, batch_size):
   """Appends `PaddingInputExample`s until `len(examples)` is a multiple of
   `batch_size` (what TPU evaluation and prediction need).
@@ -774,164 +306,6 @@ def pad_to_batch_multiple(examples, batch_size):
   while len(padded) % batch_size != 0:
     padded.append(PaddingInputExample())
   return padded
-
-
-# ----------------------------------------------------------------------------
-# Metrics (numpy, so that they are testable by hand; used in the graph
-# through tf.numpy_function).
-# ----------------------------------------------------------------------------
-
-
-def f1_from_counts(tp, fp, fn):
-  """F1 of the positive class (label id 1): 2tp / (2tp + fp + fn); 0 when
-  there are no positives at all."""
-  denominator = 2.0 * tp + fp + fn
-  return np.float32(2.0 * tp / denominator if denominator else 0.0)
-
-
-def matthews_from_counts(tp, fp, fn, tn):
-  """Matthews correlation coefficient of a binary confusion matrix; 0 when a
-  row or column of the matrix is empty (as scikit-learn reports it)."""
-  tp, fp, fn, tn = (float(x) for x in (tp, fp, fn, tn))
-  denominator = math.sqrt((tp + fp) * (tp + fn) * (tn + fp) * (tn + fn))
-  return np.float32((tp * tn - fp * fn) / denominator if denominator else 0.0)
-
-
-def _average_ranks(values):
-  """1-based ranks of `values`, ties sharing their average rank."""
-  values = np.asarray(values, dtype=np.float64)
-  order = np.argsort(values, kind="mergesort")
-  ranks = np.empty(len(values), dtype=np.float64)
-  sorted_values = values[order]
-  start = 0
-  while start < len(values):
-    end = start
-    while end + 1 < len(values) and sorted_values[end + 1] == sorted_values[
-        start]:
-      end += 1
-    ranks[order[start:end + 1]] = (start + end) / 2.0 + 1.0
-    start = end + 1
-  return ranks
-
-
-def pearson_correlation(x, y):
-  """Pearson's r of two equal-length sequences; NaN when either is constant
-  (or has fewer than two values), where r is undefined."""
-  x = np.asarray(x, dtype=np.float64)
-  y = np.asarray(y, dtype=np.float64)
-  if len(x) < 2:
-    return np.float32(np.nan)
-  dx = x - x.mean()
-  dy = y - y.mean()
-  denominator = math.sqrt(float(np.dot(dx, dx)) * float(np.dot(dy, dy)))
-  if not denominator:
-    return np.float32(np.nan)
-  return np.float32(np.dot(dx, dy) / denominator)
-
-
-def spearman_correlation(x, y):
-  """Spearman's rho: Pearson's r of the average ranks."""
-  return pearson_correlation(_average_ranks(x), _average_ranks(y))
-
-
-def _numpy_metric(fn, inputs):
-  """`(value, update_op)`-compatible float32 scalar from a numpy function."""
-  value = tf.numpy_function(fn, inputs, tf.float32, stateful=False)
-  value.set_shape([])
-  return value
-
-
-def _streaming_concat(values, name):
-  """A streaming metric collecting all of `values` (1-D) across batches.
-
-  Returns:
-    `(collected, update_op)`; `collected` is a 1-D Tensor of everything the
-    update op has seen since the local variables were initialized.
-  """
-  with tf.variable_scope(None, default_name=name):
-    collected = tf.Variable(
-        tf.zeros([0], dtype=values.dtype), trainable=False,
-        validate_shape=False, shape=tf.TensorShape([None]),
-        collections=[tf.GraphKeys.LOCAL_VARIABLES,
-                     tf.GraphKeys.METRIC_VARIABLES],
-        name="values")
-    update_op = collected.assign(tf.concat([collected, values], axis=0),
-                                 read_value=False)
-  return collected.read_value(), update_op
-
-
-def classification_metric_fn(per_example_loss, label_ids, logits,
-                             is_real_example, metric_names=()):
-  """Eval metrics of a classification task.
-
-  Args:
-    per_example_loss: float32 Tensor of shape [batch_size].
-    label_ids: int32 Tensor of shape [batch_size].
-    logits: float32 Tensor of shape [batch_size, num_labels].
-    is_real_example: float32 Tensor of shape [batch_size]; 0 for padding.
-    metric_names: names of extra metrics: "f1" (positive class: label id 1)
-      and/or "mcc" (Matthews correlation), for two-label tasks.
-
-  Returns:
-    Dict of `(value, update_op)`: `eval_accuracy`, `eval_loss` and
-    `eval_<name>` for each extra metric. Padding examples have weight 0.
-  """
-  predictions = tf.argmax(logits, axis=-1, output_type=tf.int32)
-  metrics = {
-      "eval_accuracy": tf.metrics.accuracy(
-          labels=label_ids, predictions=predictions, weights=is_real_example),
-      "eval_loss": tf.metrics.mean(values=per_example_loss,
-                                   weights=is_real_example),
-  }
-  if metric_names:
-    counts, updates = [], []
-    for count_fn in (tf.metrics.true_positives, tf.metrics.false_positives,
-                     tf.metrics.false_negatives, tf.metrics.true_negatives):
-      count, update = count_fn(labels=label_ids, predictions=predictions,
-                               weights=is_real_example)
-      counts.append(count)
-      updates.append(update)
-    update_op = tf.group(*updates)
-    tp, fp, fn, tn = counts
-    if "f1" in metric_names:
-      metrics["eval_f1"] = (_numpy_metric(f1_from_counts, [tp, fp, fn]),
-                            update_op)
-    if "mcc" in metric_names:
-      metrics["eval_mcc"] = (
-          _numpy_metric(matthews_from_counts, [tp, fp, fn, tn]), update_op)
-  return metrics
-
-
-def regression_metric_fn(per_example_loss, label_ids, predictions,
-                         is_real_example):
-  """Eval metrics of a regression task (STS-B).
-
-  Args:
-    per_example_loss: float32 Tensor of shape [batch_size], squared errors.
-    label_ids: float32 Tensor of shape [batch_size], the true scores.
-    predictions: float32 Tensor of shape [batch_size].
-    is_real_example: float32 Tensor of shape [batch_size]; 0 for padding.
-
-  Returns:
-    Dict of `(value, update_op)`: `eval_loss` (mean squared error),
-    `eval_pearson` and `eval_spearman` over the real examples. The two
-    correlations collect every prediction (on the host, also on TPU) and are
-    computed once at the end.
-  """
-  real = tf.greater(is_real_example, 0)
-  labels, labels_update = _streaming_concat(
-      tf.boolean_mask(tf.cast(label_ids, tf.float32), real), "labels")
-  preds, preds_update = _streaming_concat(
-      tf.boolean_mask(predictions, real), "predictions")
-  update_op = tf.group(labels_update, preds_update)
-  return {
-      "eval_loss": tf.metrics.mean(values=per_example_loss,
-                                   weights=is_real_example),
-      "eval_pearson": (_numpy_metric(pearson_correlation, [preds, labels]),
-                       update_op),
-      "eval_spearman": (_numpy_metric(spearman_correlation, [preds, labels]),
-                        update_op),
-  }
 
 
 # ----------------------------------------------------------------------------
@@ -1026,7 +400,10 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate,
     for name in sorted(features):
       logging.info("  name = %s, shape = %s", name, features[name].shape)
     label_ids = features["label_ids"]
-    is_real_example = tf.cast(features["is_real_example"], tf.float32)
+    if "is_real_example" in features:
+      is_real_example = tf.cast(features["is_real_example"], tf.float32)
+    else:  # Inputs written for the reference may lack it.
+      is_real_example = tf.ones(tf.shape(label_ids), dtype=tf.float32)
     is_training = mode == tf.estimator.ModeKeys.TRAIN
 
     total_loss, per_example_loss, logits, outputs = create_model(
@@ -1042,12 +419,12 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate,
           use_tpu, scaffold_fn)
     if mode == tf.estimator.ModeKeys.EVAL:
       if is_regression:
-        eval_metrics = (regression_metric_fn,
+        eval_metrics = (glue_metrics.regression_metric_fn,
                         [per_example_loss, label_ids, outputs,
                          is_real_example])
       else:
         # TPUEstimator matches the tensors to the metric_fn's arguments.
-        eval_metrics = (functools.partial(classification_metric_fn,
+        eval_metrics = (functools.partial(glue_metrics.classification_metric_fn,
                                           metric_names=metric_names),
                         [per_example_loss, label_ids, logits,
                          is_real_example])
@@ -1084,7 +461,7 @@ def write_test_results(output_file, predictions, num_examples):
     ValueError: if fewer than `num_examples` predictions arrive.
   """
   written = 0
-  with estimator_utils.atomic_write(output_file) as writer:
+  with io_utils.atomic_write(output_file) as writer:
     for prediction in predictions:
       if written >= num_examples:
         break  # The rest are PaddingInputExamples.
@@ -1105,185 +482,176 @@ def write_test_results(output_file, predictions, num_examples):
 # ----------------------------------------------------------------------------
 
 
-def _check_flags(bert_config):
-  """Refuses contradictory or out-of-range flags before anything runs.
-
-  Returns:
-    The resolved `--init_checkpoint` prefix, or None.
-  """
-  if not (FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict):
-    raise ValueError(
-        "At least one of --do_train, --do_eval or --do_predict must be set.")
-  tokenization.validate_case_matches_checkpoint(FLAGS.do_lower_case,
-                                                FLAGS.init_checkpoint)
-  estimator_utils.check_max_seq_length(FLAGS.max_seq_length, bert_config)
-  if FLAGS.max_seq_length < 3:
-    raise ValueError("--max_seq_length: got %d, expected at least 3" %
-                     FLAGS.max_seq_length)
+def _flag_problems(flag_values):
+  """This script's own flag problems (the shared ones are `startup`'s)."""
+  problems = []
+  if not (flag_values.do_train or flag_values.do_eval or
+          flag_values.do_predict):
+    problems.append("At least one of --do_train, --do_eval or --do_predict "
+                    "must be set.")
+  if flag_values.max_seq_length < 3:
+    problems.append("--max_seq_length: got %d, expected at least 3" %
+                    flag_values.max_seq_length)
   for name in ("train_batch_size", "eval_batch_size", "predict_batch_size"):
-    if FLAGS[name].value < 1:
-      raise ValueError("--%s: got %d, expected at least 1" %
-                       (name, FLAGS[name].value))
-  if not tf.io.gfile.isdir(FLAGS.data_dir):
-    raise FileNotFoundError("--data_dir: %s is not a directory" %
-                            FLAGS.data_dir)
-  if FLAGS.init_checkpoint:
-    return estimator_utils.resolve_checkpoint(FLAGS.init_checkpoint)
-  return None
+    if flag_values[name].value < 1:
+      problems.append("--%s: got %d, expected at least 1" %
+                      (name, flag_values[name].value))
+  if not tf.io.gfile.isdir(flag_values.data_dir):
+    problems.append("--data_dir: %s is not a directory" %
+                    flag_values.data_dir)
+  return problems
 
 
-def _read_examples(processor):
+def _read_examples(processor, data_dir, splits):
   """Reads every split that the run needs, so bad input fails up front.
 
+  Args:
+    processor: a `DataProcessor`.
+    data_dir: str, the `--data_dir` flag.
+    splits: the split names to read, among "train", "dev" and "test".
+
   Returns:
-    Dict split name -> list of `InputExample`s, for the requested splits.
+    Dict split name -> list of `InputExample`s.
+
+  Raises:
+    ValueError: when the training or dev split is empty.
   """
+  readers = {"train": processor.get_train_examples,
+             "dev": processor.get_dev_examples,
+             "test": processor.get_test_examples}
   examples = {}
-  if FLAGS.do_train:
-    examples["train"] = processor.get_train_examples(FLAGS.data_dir)
-  if FLAGS.do_eval:
-    examples["dev"] = processor.get_dev_examples(FLAGS.data_dir)
-  if FLAGS.do_predict:
-    examples["test"] = processor.get_test_examples(FLAGS.data_dir)
-  for split, split_examples in examples.items():
-    logging.info("Read %d %s examples from %s", len(split_examples), split,
-                 FLAGS.data_dir)
+  for split in splits:
+    examples[split] = readers[split](data_dir)
+    logging.info("Read %d %s examples from %s", len(examples[split]), split,
+                 data_dir)
     # An empty test set is fine (it gives an empty test_results.tsv), but
     # training on nothing would loop forever and evaluating nothing means
     # nothing.
-    if not split_examples and split != "test":
+    if not examples[split] and split != "test":
       raise ValueError("--data_dir=%s: no %s examples were read; --do_%s "
                        "needs at least one" %
-                       (FLAGS.data_dir, split,
+                       (data_dir, split,
                         "train" if split == "train" else "eval"))
   return examples
 
 
-def _train(estimator, examples, label_list, tokenizer, num_train_steps,
-           is_regression):
-  """Writes train.tf_record and trains for `num_train_steps` steps."""
-  train_file = os.path.join(FLAGS.output_dir, "train.tf_record")
-  file_based_convert_examples_to_features(
-      examples, label_list, FLAGS.max_seq_length, tokenizer, train_file)
-  logging.info("***** Running training *****")
-  logging.info("  Num examples = %d", len(examples))
-  logging.info("  Batch size = %d", FLAGS.train_batch_size)
-  logging.info("  Num steps = %d", num_train_steps)
-  input_fn = file_based_input_fn_builder(
-      train_file, FLAGS.max_seq_length, is_training=True, drop_remainder=True,
-      is_regression=is_regression)
-  # Progress (examples/sec, ETA) about ten times per run, at most every 100.
-  progress = estimator_utils.ProgressHook(
-      FLAGS.train_batch_size, total_steps=num_train_steps,
-      every_n_steps=min(100, max(1, num_train_steps // 10)))
-  estimator.train(input_fn=input_fn, max_steps=num_train_steps,
-                  hooks=[progress])
+def _features_file(path, examples, label_list, max_seq_length, tokenizer,
+                   batch_size, use_tpu):
+  """Writes `examples` to `path` for evaluation or prediction.
 
+  On TPU the examples are padded to whole batches with
+  `PaddingInputExample`s.
 
-def _evaluate(estimator, examples, label_list, tokenizer, is_regression):
-  """Evaluates on the dev set and writes eval_results.txt."""
+  Returns:
+    (num_written, num_actual).
+  """
   num_actual = len(examples)
-  if FLAGS.use_tpu:
-    examples = pad_to_batch_multiple(examples, FLAGS.eval_batch_size)
-  eval_file = os.path.join(FLAGS.output_dir, "eval.tf_record")
-  file_based_convert_examples_to_features(
-      examples, label_list, FLAGS.max_seq_length, tokenizer, eval_file)
-  logging.info("***** Running evaluation *****")
+  if use_tpu:
+    examples = pad_to_batch_multiple(examples, batch_size)
+  file_based_convert_examples_to_features(examples, label_list,
+                                          max_seq_length, tokenizer, path)
   logging.info("  Num examples = %d (%d actual, %d padding)", len(examples),
                num_actual, len(examples) - num_actual)
-  logging.info("  Batch size = %d", FLAGS.eval_batch_size)
-  # On TPU every batch is whole; elsewhere the last partial batch is kept
-  # and evaluation runs until the data is exhausted.
-  eval_steps = None
-  if FLAGS.use_tpu:
-    eval_steps = len(examples) // FLAGS.eval_batch_size
-  input_fn = file_based_input_fn_builder(
-      eval_file, FLAGS.max_seq_length, is_training=False,
-      drop_remainder=FLAGS.use_tpu, is_regression=is_regression)
-  result = estimator.evaluate(input_fn=input_fn, steps=eval_steps)
-  estimator_utils.write_eval_results(
-      os.path.join(FLAGS.output_dir, "eval_results.txt"), result)
-
-
-def _predict(estimator, examples, label_list, tokenizer, is_regression):
-  """Predicts the test set and writes test_results.tsv."""
-  num_actual = len(examples)
-  if FLAGS.use_tpu:
-    examples = pad_to_batch_multiple(examples, FLAGS.predict_batch_size)
-  predict_file = os.path.join(FLAGS.output_dir, "predict.tf_record")
-  file_based_convert_examples_to_features(
-      examples, label_list, FLAGS.max_seq_length, tokenizer, predict_file)
-  logging.info("***** Running prediction *****")
-  logging.info("  Num examples = %d (%d actual, %d padding)", len(examples),
-               num_actual, len(examples) - num_actual)
-  logging.info("  Batch size = %d", FLAGS.predict_batch_size)
-  input_fn = file_based_input_fn_builder(
-      predict_file, FLAGS.max_seq_length, is_training=False,
-      drop_remainder=FLAGS.use_tpu, is_regression=is_regression)
-  num_steps = -(-len(examples) // FLAGS.predict_batch_size)
-  predictions = estimator.predict(
-      input_fn=input_fn,
-      hooks=[estimator_utils.ProgressHook(FLAGS.predict_batch_size,
-                                          total_steps=num_steps)])
-  output_file = os.path.join(FLAGS.output_dir, "test_results.tsv")
-  write_test_results(output_file, predictions, num_actual)
-  logging.info("Wrote %d lines to %s", num_actual, output_file)
+  logging.info("  Batch size = %d", batch_size)
+  return len(examples), num_actual
 
 
 def main(_):
   logging.set_verbosity(logging.INFO)
-  # 1. Configuration and flag checks, before anything is written.
-  bert_config = estimator_utils.load_bert_config(FLAGS.bert_config_file)
-  init_checkpoint = _check_flags(bert_config)
+  # 1. Flags, config, checkpoint, vocabulary: checked before any work.
+  model = startup.prepare_model(
+      FLAGS.bert_config_file, FLAGS.max_seq_length, FLAGS.init_checkpoint,
+      FLAGS.do_lower_case, FLAGS.vocab_file, FLAGS.output_dir,
+      problems=_flag_problems(FLAGS))
   processor = get_processor(
       FLAGS.task_name, data_dir=FLAGS.data_dir,
       text_a_column=FLAGS.text_a_column, text_b_column=FLAGS.text_b_column,
       label_column=FLAGS.label_column, skip_header=FLAGS.skip_header)
   label_list = processor.get_labels()
   is_regression = processor.is_regression
-  num_labels = 1 if is_regression else len(label_list)
-  tokenizer = tokenization.FullTokenizer(vocab_file=FLAGS.vocab_file,
-                                         do_lower_case=FLAGS.do_lower_case)
-  estimator_utils.check_vocab_size(tokenizer, bert_config)
+  tokenizer, output_dir, seq_length = (model.tokenizer, FLAGS.output_dir,
+                                       FLAGS.max_seq_length)
 
   # 2. Every input the run needs, read (and checked) up front.
-  examples = _read_examples(processor)
-  tf.io.gfile.makedirs(FLAGS.output_dir)
+  splits = [split for split, wanted in (("train", FLAGS.do_train),
+                                        ("dev", FLAGS.do_eval),
+                                        ("test", FLAGS.do_predict)) if wanted]
+  examples = _read_examples(processor, FLAGS.data_dir, splits)
+  tf.io.gfile.makedirs(output_dir)
 
   # 3. The estimator.
-  num_train_steps = None
-  num_warmup_steps = None
+  num_train_steps, num_warmup_steps = None, None
   if FLAGS.do_train:
     num_train_steps, num_warmup_steps = estimator_utils.fine_tuning_steps(
         len(examples["train"]), FLAGS.train_batch_size,
         FLAGS.num_train_epochs, FLAGS.warmup_proportion)
   model_fn = model_fn_builder(
-      bert_config=bert_config, num_labels=num_labels,
-      init_checkpoint=init_checkpoint,
+      bert_config=model.bert_config,
+      num_labels=1 if is_regression else len(label_list),
+      init_checkpoint=model.init_checkpoint,
       learning_rate=FLAGS.learning_rate, num_train_steps=num_train_steps,
       num_warmup_steps=num_warmup_steps, use_tpu=FLAGS.use_tpu,
       use_one_hot_embeddings=FLAGS.use_tpu, is_regression=is_regression,
       metric_names=processor.metric_names)
-  run_config = estimator_utils.run_config_from_flags(
-      FLAGS, FLAGS.output_dir)
   estimator = estimator_utils.make_estimator(
-      model_fn, run_config, FLAGS.use_tpu,
-      train_batch_size=FLAGS.train_batch_size,
+      model_fn, estimator_utils.run_config_from_flags(FLAGS, output_dir),
+      FLAGS.use_tpu, train_batch_size=FLAGS.train_batch_size,
       eval_batch_size=FLAGS.eval_batch_size,
       predict_batch_size=FLAGS.predict_batch_size)
 
   # 4. Train, evaluate, predict.
   if FLAGS.do_train:
-    _train(estimator, examples["train"], label_list, tokenizer,
-           num_train_steps, is_regression)
+    train_file = os.path.join(output_dir, "train.tf_record")
+    file_based_convert_examples_to_features(
+        examples["train"], label_list, seq_length, tokenizer, train_file)
+    logging.info("***** Running training *****")
+    logging.info("  Num examples = %d, batch size = %d, steps = %d",
+                 len(examples["train"]), FLAGS.train_batch_size,
+                 num_train_steps)
+    estimator.train(
+        input_fn=file_based_input_fn_builder(
+            train_file, seq_length, is_training=True, drop_remainder=True,
+            is_regression=is_regression),
+        max_steps=num_train_steps,
+        # Progress (examples/sec, ETA) about ten times a run, at most every
+        # 100 steps.
+        hooks=[estimator_utils.ProgressHook(
+            FLAGS.train_batch_size, total_steps=num_train_steps,
+            every_n_steps=min(100, max(1, num_train_steps // 10)))])
   if FLAGS.do_eval:
-    _evaluate(estimator, examples["dev"], label_list, tokenizer,
-              is_regression)
+    logging.info("***** Running evaluation *****")
+    eval_file = os.path.join(output_dir, "eval.tf_record")
+    num_written, _ = _features_file(
+        eval_file, examples["dev"], label_list, seq_length, tokenizer,
+        FLAGS.eval_batch_size, FLAGS.use_tpu)
+    # On TPU every batch is whole; elsewhere the last partial batch is kept
+    # and evaluation runs until the data is exhausted.
+    result = estimator.evaluate(
+        input_fn=file_based_input_fn_builder(
+            eval_file, seq_length, is_training=False,
+            drop_remainder=FLAGS.use_tpu, is_regression=is_regression),
+        steps=(num_written // FLAGS.eval_batch_size if FLAGS.use_tpu
+               else None))
+    io_utils.write_eval_results(os.path.join(output_dir, "eval_results.txt"),
+                                result)
   if FLAGS.do_predict:
-    _predict(estimator, examples["test"], label_list, tokenizer,
-             is_regression)
+    logging.info("***** Running prediction *****")
+    predict_file = os.path.join(output_dir, "predict.tf_record")
+    num_written, num_actual = _features_file(
+        predict_file, examples["test"], label_list, seq_length, tokenizer,
+        FLAGS.predict_batch_size, FLAGS.use_tpu)
+    predictions = estimator.predict(
+        input_fn=file_based_input_fn_builder(
+            predict_file, seq_length, is_training=False,
+            drop_remainder=FLAGS.use_tpu, is_regression=is_regression),
+        hooks=[estimator_utils.ProgressHook(
+            FLAGS.predict_batch_size,
+            total_steps=-(-num_written // FLAGS.predict_batch_size))])
+    output_file = os.path.join(output_dir, "test_results.tsv")
+    write_test_results(output_file, predictions, num_actual)
+    logging.info("Wrote %d lines to %s", num_actual, output_file)
 
 
 if __name__ == "__main__":
   define_flags()
-  estimator_utils.run_main(main)
+  startup.run_main(main)

@@ -26,48 +26,27 @@ from absl import logging
 import tensorflow.compat.v1 as tf
 
 import estimator_utils
+import io_utils
 import modeling
+import startup
 
 FLAGS = flags.FLAGS
 
 
 def define_flags():
-  """Defines the script's flags (SPEC section 5) and the TPU flags."""
-  flags.DEFINE_string(
-      "bert_config_file", None,
-      "The config JSON file of the pre-trained BERT model (architecture).")
+  """Defines the script's flags (the reference's names and defaults)."""
   flags.DEFINE_string(
       "input_file", None,
-      "Input TFRecord file(s) from create_pretraining_data.py: comma-separated "
+      "TFRecord files that create_pretraining_data.py wrote: comma-separated "
       "names or globs.")
-  flags.DEFINE_string(
-      "output_dir", None,
-      "Directory for the model checkpoints, summaries and eval_results.txt.")
-  flags.DEFINE_string(
-      "init_checkpoint", None,
-      "Initial checkpoint (usually from a pre-trained BERT model).")
-  flags.DEFINE_integer(
-      "max_seq_length", 128,
-      "Tokens per sequence after WordPiece; must equal the length the data "
-      "was created with.")
-  flags.DEFINE_integer(
-      "max_predictions_per_seq", 20,
-      "Masked LM predictions per sequence; must equal the data's value.")
-  flags.DEFINE_bool("do_train", False, "Whether to run training.")
-  flags.DEFINE_bool("do_eval", False, "Whether to run evaluation.")
-  flags.DEFINE_integer("train_batch_size", 32, "Batch size for training.")
-  flags.DEFINE_integer("eval_batch_size", 8, "Batch size for evaluation.")
-  flags.DEFINE_float("learning_rate", 5e-5, "Peak learning rate for Adam.")
-  flags.DEFINE_integer("num_train_steps", 100000, "Number of training steps.")
-  flags.DEFINE_integer("num_warmup_steps", 10000,
-                       "Number of linear learning-rate warmup steps.")
-  flags.DEFINE_integer("save_checkpoints_steps", 1000,
-                       "How often to save the model checkpoint (steps).")
-  flags.DEFINE_integer("iterations_per_loop", 1000,
-                       "Steps per estimator call on TPU.")
+  startup.define_flags(
+      "bert_config_file", "output_dir", "init_checkpoint", "max_seq_length",
+      "max_predictions_per_seq", "do_train", "do_eval", "train_batch_size",
+      "eval_batch_size", "learning_rate", "num_train_steps",
+      "num_warmup_steps", "save_checkpoints_steps", "iterations_per_loop",
+      startup.TPU_FLAGS)
   flags.DEFINE_integer("max_eval_steps", 100,
-                       "Maximum number of evaluation batches.")
-  estimator_utils.define_tpu_flags()
+                       "Evaluate on at most this many batches.")
 
 
 # ----------------------------------------------------------------------------
@@ -391,34 +370,36 @@ def _first_example(path):
 def check_inputs(bert_config_file, input_file, output_dir, init_checkpoint,
                  max_seq_length, max_predictions_per_seq, do_train, do_eval,
                  num_train_steps=1):
-  """Validates the flags before any graph is built.
+  """Checks the flags and the input records before any graph is built.
 
   Returns:
     (bert_config, input_files, init_checkpoint): the `BertConfig`, the
-    expanded input paths and the checkpoint prefix (or None).
+    expanded input paths and the resolved checkpoint prefix (or None).
 
   Raises:
-    ValueError: with a one-line message naming the flag at fault.
+    ValueError: one line naming every flag at fault.
   """
+  problems = []
   if not do_train and not do_eval:
-    raise ValueError("At least one of --do_train or --do_eval must be True")
+    problems.append("At least one of --do_train or --do_eval must be True")
   if do_train and num_train_steps < 1:
-    raise ValueError("--num_train_steps=%d: expected at least 1 with "
-                     "--do_train" % num_train_steps)
-  bert_config = estimator_utils.load_bert_config(bert_config_file)
-  estimator_utils.check_max_seq_length(max_seq_length, bert_config)
-  if not output_dir:
-    raise ValueError("--output_dir is required: where checkpoints and "
-                     "eval_results.txt go")
-  input_files = estimator_utils.expand_file_patterns(input_file, "input_file")
-  check_record_lengths(input_files, max_seq_length, max_predictions_per_seq)
-  if init_checkpoint:
-    init_checkpoint = estimator_utils.resolve_checkpoint(init_checkpoint)
-  return bert_config, input_files, init_checkpoint or None
+    problems.append("--num_train_steps=%d: expected at least 1 with "
+                    "--do_train" % num_train_steps)
+  input_files = None
+  try:
+    input_files = io_utils.expand_file_patterns(input_file, "input_file")
+    check_record_lengths(input_files, max_seq_length, max_predictions_per_seq)
+  except ValueError as e:
+    problems.append(str(e))
+  model = startup.prepare_model(
+      bert_config_file, max_seq_length, init_checkpoint, do_lower_case=None,
+      output_dir=output_dir, problems=problems)
+  return model.bert_config, input_files, model.init_checkpoint
 
 
 def main(_):
   logging.set_verbosity(logging.INFO)
+  # 1. Flags, config, checkpoint and input records: checked before any work.
   bert_config, input_files, init_checkpoint = check_inputs(
       FLAGS.bert_config_file, FLAGS.input_file, FLAGS.output_dir,
       FLAGS.init_checkpoint, FLAGS.max_seq_length,
@@ -467,10 +448,10 @@ def main(_):
                                   is_training=False,
                                   use_tpu=FLAGS.use_tpu),
         steps=FLAGS.max_eval_steps)
-    estimator_utils.write_eval_results(
+    io_utils.write_eval_results(
         os.path.join(FLAGS.output_dir, "eval_results.txt"), result)
 
 
 if __name__ == "__main__":
   define_flags()
-  estimator_utils.run_main(main)
+  startup.run_main(main)

@@ -32,6 +32,8 @@ import collections
 import re
 import unicodedata
 
+import io_utils
+
 # Bound on every per-instance cache (entries); a full cache is simply cleared.
 _CACHE_MAX_ENTRIES = 1 << 16
 
@@ -132,46 +134,14 @@ def printable_text(text):
   return convert_to_unicode(text)
 
 
-def _read_lines(path):
-  """Yields the lines of a text file the way `tf.io.gfile.GFile.readline` does.
-
-  A line ends at `\\n` only (never at U+2028, U+0085 or form feed); `\\r`
-  characters are removed anywhere; each line is decoded as UTF-8 ignoring
-  invalid bytes; the `\\n` is kept. Reading stops at the first empty result,
-  like a `readline()` loop. Paths with a `scheme://` go through `tf.io.gfile`.
-
-  Raises:
-    FileNotFoundError: `path` does not exist.
-  """
-  if "://" in path:
-    import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
-    if not tf.io.gfile.exists(path):
-      raise FileNotFoundError("Vocabulary file not found: %s" % path)
-    with tf.io.gfile.GFile(path, "rb") as reader:
-      data = reader.read()
-  else:
-    try:
-      with open(path, "rb") as reader:
-        data = reader.read()
-    except FileNotFoundError:
-      raise FileNotFoundError("Vocabulary file not found: %s" % path) from None
-  parts = data.replace(b"\r", b"").split(b"\n")
-  last = len(parts) - 1
-  for i, part in enumerate(parts):
-    line = part.decode("utf-8", "ignore")
-    if i < last:
-      line += "\n"
-    if not line:
-      return
-    yield line
-
-
 def load_vocab(vocab_file):
   """Loads a WordPiece vocabulary: one token per line, id = 0-based line number.
 
-  Each line is `str.strip()`-ed (so a line holding only U+2028 is the empty
-  token ""). A token seen twice keeps its first position in the mapping and
-  takes the later id (reference behaviour).
+  Lines are read by `io_utils.read_lines` (the reference's rule: they end
+  at `\\n` only, `\\r` and invalid UTF-8 are dropped) and `str.strip()`-ed
+  (so a line holding only U+2028 is the empty token ""). A token seen twice
+  keeps its first position in the mapping and takes the later id (reference
+  behaviour).
 
   Args:
     vocab_file: str, path of the vocab file.
@@ -184,7 +154,7 @@ def load_vocab(vocab_file):
     ValueError: the file holds no tokens.
   """
   vocab = collections.OrderedDict()
-  for index, line in enumerate(_read_lines(vocab_file)):
+  for index, (_, line) in enumerate(io_utils.read_lines(vocab_file)):
     vocab[line.strip()] = index
   if not vocab:
     raise ValueError("Vocabulary file is empty: %s (expected one token per "

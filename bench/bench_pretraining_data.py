@@ -246,7 +246,7 @@ def writer_microbench(corpus, vocab_file, num_bytes=2000000):
   sys.path.insert(0, _REPO)
   import random  # pylint: disable=g-import-not-at-top
   import create_pretraining_data as cpd  # pylint: disable=g-import-not-at-top
-  import estimator_utils  # pylint: disable=g-import-not-at-top
+  import io_utils  # pylint: disable=g-import-not-at-top
   import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
   import tokenization  # pylint: disable=g-import-not-at-top
 
@@ -261,9 +261,9 @@ def writer_microbench(corpus, vocab_file, num_bytes=2000000):
     features = collections.OrderedDict()
     for name, values in zip(cpd._FEATURE_ORDER, cpd._instance_features(
         instance, tokenizer.vocab, FLAGS.max_seq_length, 20)):
-      features[name] = (estimator_utils.float_feature(values)
+      features[name] = (io_utils.float_feature(values)
                         if name == "masked_lm_weights"
-                        else estimator_utils.int64_feature(values))
+                        else io_utils.int64_feature(values))
     return tf.train.Example(
         features=tf.train.Features(feature=features)).SerializeToString()
 

@@ -35,9 +35,9 @@ _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if _REPO not in sys.path:
   sys.path.insert(0, _REPO)
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # estimator_utils loads TF.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # startup loads TF.
 
-import estimator_utils  # pylint: disable=g-import-not-at-top,wrong-import-position
+import startup  # pylint: disable=g-import-not-at-top,wrong-import-position
 import tokenization  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 FLAGS = flags.FLAGS
@@ -259,4 +259,4 @@ def main(argv):
 
 if __name__ == "__main__":
   define_flags()
-  estimator_utils.run_main(main)
+  startup.run_main(main)

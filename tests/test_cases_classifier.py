@@ -13,6 +13,7 @@ import tensorflow.compat.v1 as tf
 from conftest import REPO_ROOT
 from conftest import shared_path
 
+import classifier_data
 import run_classifier
 import tokenization
 
@@ -103,11 +104,11 @@ def test_b21_tpu_padding_at_function_level(case, tokenizer, tmp_path):
   want = case["expected"]["with_tpu_padding"]
   data_dir = _write_cola(str(tmp_path / "data"), padding_case["n_examples"],
                          case["input"]["dev.tsv"])
-  examples = run_classifier.ColaProcessor().get_test_examples(data_dir)
+  examples = classifier_data.ColaProcessor().get_test_examples(data_dir)
   padded = run_classifier.pad_to_batch_multiple(
       examples, padding_case["predict_batch_size"])
   assert len(padded) == want["total_examples"]
-  assert sum(isinstance(e, run_classifier.PaddingInputExample)
+  assert sum(isinstance(e, classifier_data.PaddingInputExample)
              for e in padded) == want["padding"]
   assert len(examples) == padding_case["n_examples"]  # Input untouched.
 
@@ -123,7 +124,7 @@ def test_b21_tpu_padding_at_function_level(case, tokenizer, tmp_path):
 def test_b21_padding_feature_is_all_zero(case, tokenizer, max_seq_length):
   want = case["expected"]["padding_feature"]
   feature = run_classifier.convert_single_example(
-      0, run_classifier.PaddingInputExample(), ["0", "1"], max_seq_length,
+      0, classifier_data.PaddingInputExample(), ["0", "1"], max_seq_length,
       tokenizer)
   assert feature.input_ids == [0] * max_seq_length
   assert feature.input_mask == [0] * max_seq_length
@@ -171,7 +172,7 @@ def test_b21_end_to_end_random_init(case, vocab_file, tmp_path):
 def test_one_line_per_test_example_around_batch_size(tokenizer, tmp_path,
                                                      num_test, use_tpu):
   data_dir = _write_cola(str(tmp_path / "data"), num_test, [])
-  examples = run_classifier.ColaProcessor().get_test_examples(data_dir)
+  examples = classifier_data.ColaProcessor().get_test_examples(data_dir)
   assert len(examples) == num_test
   total, lines = _predict_lines(examples, tokenizer, tmp_path, 8, use_tpu)
   assert total == (-(-num_test // 8) * 8 if use_tpu else num_test)
@@ -187,7 +188,7 @@ def test_one_line_per_test_example_around_batch_size(tokenizer, tmp_path,
 def test_header_only_test_file_gives_empty_results(tokenizer, tmp_path,
                                                    use_tpu):
   data_dir = _write_cola(str(tmp_path / "data"), 0, [])
-  examples = run_classifier.ColaProcessor().get_test_examples(data_dir)
+  examples = classifier_data.ColaProcessor().get_test_examples(data_dir)
   assert not examples
   total, lines = _predict_lines(examples, tokenizer, tmp_path, 8, use_tpu)
   assert (total, lines) == (0, [])

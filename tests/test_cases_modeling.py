@@ -15,6 +15,7 @@ import tensorflow.compat.v1 as tf
 from conftest import shared_path
 import modeling
 import optimization
+import startup
 
 
 def _load_case(name):
@@ -191,12 +192,12 @@ def test_b28_neighbour_unknown_length_checked_at_run_time():
 
 
 def test_b28_neighbour_max_seq_length_flag_check():
-  estimator_utils = pytest.importorskip("estimator_utils")
+  pytest.importorskip("tensorflow")
   config = modeling.BertConfig(vocab_size=10, max_position_embeddings=512)
   with pytest.raises(ValueError) as info:
-    estimator_utils.check_max_seq_length(1024, config)
+    startup.check_max_seq_length(1024, config)
   assert "1024" in str(info.value) and "512" in str(info.value)
-  estimator_utils.check_max_seq_length(512, config)
+  startup.check_max_seq_length(512, config)
 
 
 # ---------------------------------------------------------------------------

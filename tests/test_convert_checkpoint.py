@@ -501,7 +501,7 @@ def test_missing_config_beside_checkpoint_names_the_flag(tmp_path):
   with pytest.raises(FileNotFoundError, match=r"bert_config\.json not found: "
                      r"pass --bert_config_file"):
     convert_checkpoint.tf_to_hf(prefix, str(tmp_path / "hf"))
-  with pytest.raises(FileNotFoundError, match=r"no TF checkpoint at .*nowhere"):
+  with pytest.raises(ValueError, match=r"--input: no TensorFlow checkpoint at .*nowhere"):
     convert_checkpoint.tf_to_hf(str(tmp_path / "nowhere"), str(tmp_path / "hf"))
 
 

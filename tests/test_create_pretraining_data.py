@@ -22,6 +22,7 @@ from conftest import REPO_ROOT
 from conftest import shared_path
 import create_pretraining_data as cpd
 import estimator_utils
+import io_utils
 import tokenization
 
 # (folder, input, vocab, do_whole_word_mask) of conformance/pretraining_data.
@@ -111,9 +112,9 @@ def test_direct_encoder_matches_protobuf_built_examples():
                                         [], [], instance.is_random_next)
       features = cpd._instance_features(instance, tokenizer.vocab, 128, 20)
       built = tf.train.Example(features=tf.train.Features(feature={
-          name: (estimator_utils.float_feature(values)
+          name: (io_utils.float_feature(values)
                  if name == "masked_lm_weights"
-                 else estimator_utils.int64_feature(values))
+                 else io_utils.int64_feature(values))
           for name, values in zip(cpd._FEATURE_ORDER, features)}))
       encoded = serializer.serialize(instance)
       assert tf.train.Example.FromString(encoded) == built
@@ -498,7 +499,7 @@ def test_out_of_range_masking_flags_are_refused(monkeypatch, name, value,
                 max_seq_length=128, max_predictions_per_seq=20, dupe_factor=1,
                 num_workers=1, masked_lm_prob=0.15, short_seq_prob=0.1)
   monkeypatch.setattr(cpd, "FLAGS", types.SimpleNamespace(**values))
-  cpd._check_flags()  # The defaults pass.
+  cpd._check_flags(cpd.FLAGS)  # The defaults pass.
   setattr(cpd.FLAGS, name, value)
   with pytest.raises(ValueError, match=message):
-    cpd._check_flags()
+    cpd._check_flags(cpd.FLAGS)

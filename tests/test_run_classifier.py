@@ -13,6 +13,8 @@ import tensorflow.compat.v1 as tf
 from conftest import REPO_ROOT
 from conftest import shared_path
 
+import classifier_data
+import glue_metrics
 import modeling
 import run_classifier
 import tokenization
@@ -125,7 +127,7 @@ def test_convert_examples_to_features_matches_single_conversion():
 def test_mrpc_train_tf_record_matches_reference(tmp_path):
   folder = shared_path("conformance", "classifier", "MRPC")
   tokenizer = tokenization.FullTokenizer(os.path.join(folder, "vocab.txt"))
-  processor = run_classifier.MrpcProcessor()
+  processor = classifier_data.MrpcProcessor()
   examples = processor.get_train_examples(os.path.join(folder, "data"))
   output_file = str(tmp_path / "train.tf_record")
   run_classifier.file_based_convert_examples_to_features(
@@ -155,7 +157,7 @@ def test_mrpc_train_tf_record_matches_reference(tmp_path):
 def test_input_fn_reads_back_the_records(tmp_path):
   folder = shared_path("conformance", "classifier", "CoLA")
   tokenizer = tokenization.FullTokenizer(os.path.join(folder, "vocab.txt"))
-  processor = run_classifier.ColaProcessor()
+  processor = classifier_data.ColaProcessor()
   examples = processor.get_dev_examples(os.path.join(folder, "data"))[:5]
   examples.append(run_classifier.PaddingInputExample())
   path = str(tmp_path / "eval.tf_record")
@@ -295,7 +297,7 @@ def test_xnli_processor_on_unzipped_download_layout(tmp_path):
 
 def test_xnli_processor_on_full_zh_dev_set():
   data_dir = shared_path("data", "xnli", "ernie_zh_as_xnli1.0")
-  dev = run_classifier.XnliProcessor().get_dev_examples(data_dir)
+  dev = classifier_data.XnliProcessor().get_dev_examples(data_dir)
   assert len(dev) == 2490
   assert _label_counts(dev) == {"contradiction": 830, "entailment": 830,
                                 "neutral": 830}
@@ -441,33 +443,33 @@ def test_tsv_task_columns_from_flags(tmp_path):
 
 def test_f1_hand_computed():
   # tp=3, fp=1, fn=2: precision 3/4, recall 3/5, F1 = 6/9.
-  assert run_classifier.f1_from_counts(3, 1, 2) == pytest.approx(2 / 3)
-  assert run_classifier.f1_from_counts(0, 0, 0) == 0.0
+  assert glue_metrics.f1_from_counts(3, 1, 2) == pytest.approx(2 / 3)
+  assert glue_metrics.f1_from_counts(0, 0, 0) == 0.0
 
 
 def test_matthews_hand_computed():
   # (3*4 - 1*2) / sqrt(4 * 5 * 5 * 6) = 10 / sqrt(600).
-  assert run_classifier.matthews_from_counts(3, 1, 2, 4) == pytest.approx(
+  assert glue_metrics.matthews_from_counts(3, 1, 2, 4) == pytest.approx(
       10 / 600 ** 0.5)
-  assert run_classifier.matthews_from_counts(5, 0, 0, 5) == pytest.approx(1.0)
-  assert run_classifier.matthews_from_counts(0, 0, 5, 5) == 0.0  # Undefined.
+  assert glue_metrics.matthews_from_counts(5, 0, 0, 5) == pytest.approx(1.0)
+  assert glue_metrics.matthews_from_counts(0, 0, 5, 5) == 0.0  # Undefined.
 
 
 def test_pearson_hand_computed():
   # dx = [-1.5, -.5, .5, 1.5], dy = [-3, -1, 0, 4]: 11 / sqrt(5 * 26).
-  assert run_classifier.pearson_correlation(
+  assert glue_metrics.pearson_correlation(
       [1, 2, 3, 4], [2, 4, 5, 9]) == pytest.approx(11 / 130 ** 0.5, rel=1e-6)
-  assert np.isnan(run_classifier.pearson_correlation([1, 1, 1], [1, 2, 3]))
+  assert np.isnan(glue_metrics.pearson_correlation([1, 1, 1], [1, 2, 3]))
 
 
 def test_spearman_hand_computed_with_ties():
   # Ranks [1, 2.5, 2.5, 4] and [1, 3, 2, 4]: 4.5 / sqrt(4.5 * 5).
-  assert run_classifier.spearman_correlation(
+  assert glue_metrics.spearman_correlation(
       [1, 2, 2, 3], [1, 3, 2, 4]) == pytest.approx(4.5 / 22.5 ** 0.5,
                                                    rel=1e-6)
-  assert run_classifier.spearman_correlation(
+  assert glue_metrics.spearman_correlation(
       [1, 2, 3, 4, 5], [1, 4, 9, 16, 100]) == pytest.approx(1.0)
-  assert run_classifier.spearman_correlation(
+  assert glue_metrics.spearman_correlation(
       [3, 2, 1], [1, 2, 3]) == pytest.approx(-1.0)
 
 
@@ -494,7 +496,7 @@ def test_classification_metrics_in_graph_ignore_padding():
   real = np.array([1, 1, 1, 1, 1, 1, 0], np.float32)  # The last: padding.
 
   def metric_fn(*args):
-    return run_classifier.classification_metric_fn(
+    return glue_metrics.classification_metric_fn(
         *args, metric_names=("f1", "mcc"))
 
   batches = [(loss[:4], labels[:4], logits[:4], real[:4]),
@@ -514,7 +516,7 @@ def test_regression_metrics_in_graph_ignore_padding():
   real = np.array([1, 1, 1, 1, 0], np.float32)
   batches = [(loss[:3], labels[:3], preds[:3], real[:3]),
              (loss[3:], labels[3:], preds[3:], real[3:])]
-  results = _run_streaming(run_classifier.regression_metric_fn, batches)
+  results = _run_streaming(glue_metrics.regression_metric_fn, batches)
   assert sorted(results) == ["eval_loss", "eval_pearson", "eval_spearman"]
   assert results["eval_loss"] == pytest.approx((1 + 4 + 4 + 25) / 4)
   assert results["eval_pearson"] == pytest.approx(11 / 130 ** 0.5, rel=1e-6)
@@ -593,16 +595,16 @@ def test_read_tsv_rows_line_endings_bom_and_separators(tmp_path):
   path.write_bytes("\ufeffa\tb\r\n\r\nc\u2028d\t\"e\nf\tg".encode("utf-8"))
   # CRLF and BOM dropped, the empty line skipped (but counted), U+2028 and
   # quotes are ordinary characters, the last line needs no newline.
-  assert run_classifier.read_tsv_rows(str(path)) == [
+  assert classifier_data.read_tsv_rows(str(path)) == [
       (0, ["a", "b"]), (2, ["c\u2028d", "\"e"]), (3, ["f", "g"])]
-  assert run_classifier.read_tsv_rows(str(path), skip_header=True)[0][0] == 2
+  assert classifier_data.read_tsv_rows(str(path), skip_header=True)[0][0] == 2
 
 
 def test_invalid_utf8_names_file_and_line(tmp_path):
   path = tmp_path / "train.tsv"
   path.write_bytes(b"a\tb\n\xff\tc\n")
   with pytest.raises(ValueError, match=r"train\.tsv:2: not valid UTF-8"):
-    run_classifier.read_tsv_rows(str(path))
+    classifier_data.read_tsv_rows(str(path))
 
 
 def test_row_with_wrong_column_count_names_file_and_line(tmp_path):
@@ -610,7 +612,7 @@ def test_row_with_wrong_column_count_names_file_and_line(tmp_path):
                 [_MRPC_HEADER, "1\t1\t2\tA.\tB.", "0\t3\t4\tonly four"])
   with pytest.raises(ValueError, match=r"train\.tsv:3: expected 5 "
                      r"tab-separated columns, got 4"):
-    run_classifier.MrpcProcessor().get_train_examples(str(tmp_path))
+    classifier_data.MrpcProcessor().get_train_examples(str(tmp_path))
   assert path
 
 
@@ -628,7 +630,7 @@ def test_non_numeric_stsb_score_is_refused(tmp_path):
   _write(str(tmp_path / "train.tsv"), lines)
   with pytest.raises(ValueError, match=r"train\.tsv:3: label 'high' is not "
                      "a number"):
-    run_classifier.StsbProcessor().get_train_examples(str(tmp_path))
+    classifier_data.StsbProcessor().get_train_examples(str(tmp_path))
 
 
 @pytest.mark.parametrize("score", ["nan", "inf", "-Infinity", "NaN"])
@@ -638,7 +640,7 @@ def test_non_finite_stsb_score_is_refused(tmp_path, score):
   _write(str(tmp_path / "train.tsv"), lines)
   with pytest.raises(ValueError, match=r"train\.tsv:3: label '%s' is not a "
                      "finite number" % score):
-    run_classifier.StsbProcessor().get_train_examples(str(tmp_path))
+    classifier_data.StsbProcessor().get_train_examples(str(tmp_path))
 
 
 def test_tsv_task_bad_column_and_unseen_dev_label(tmp_path):
@@ -668,10 +670,10 @@ def test_unknown_task_lists_known_tasks():
 def test_missing_data_file_names_the_path(tmp_path):
   with pytest.raises(FileNotFoundError, match=r"dev_matched\.tsv: no such "
                      "file"):
-    run_classifier.MnliProcessor().get_dev_examples(str(tmp_path))
+    classifier_data.MnliProcessor().get_dev_examples(str(tmp_path))
   with pytest.raises(FileNotFoundError,
                      match=r"multinli\.train\.zh\.tsv: no such file"):
-    run_classifier.XnliProcessor().get_train_examples(str(tmp_path))
+    classifier_data.XnliProcessor().get_train_examples(str(tmp_path))
 
 
 def test_cli_refuses_long_max_seq_length_before_running(tmp_path):

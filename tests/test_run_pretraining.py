@@ -12,6 +12,7 @@ import tensorflow.compat.v1 as tf
 from conftest import REPO_ROOT
 from conftest import shared_path
 import estimator_utils
+import io_utils
 import modeling
 import run_pretraining
 
@@ -106,15 +107,15 @@ def _write_records(path, num_examples, seq_length=_SEQ, preds=_PREDS, seed=0):
                                     replace=False))
       label_ids = [ids[p] for p in positions]
       features = {
-          "input_ids": estimator_utils.int64_feature(ids),
-          "input_mask": estimator_utils.int64_feature(mask),
-          "segment_ids": estimator_utils.int64_feature(segments),
-          "masked_lm_positions": estimator_utils.int64_feature(
+          "input_ids": io_utils.int64_feature(ids),
+          "input_mask": io_utils.int64_feature(mask),
+          "segment_ids": io_utils.int64_feature(segments),
+          "masked_lm_positions": io_utils.int64_feature(
               list(positions) + [0]),
-          "masked_lm_ids": estimator_utils.int64_feature(label_ids + [0]),
-          "masked_lm_weights": estimator_utils.float_feature(
+          "masked_lm_ids": io_utils.int64_feature(label_ids + [0]),
+          "masked_lm_weights": io_utils.float_feature(
               [1.0] * (preds - 1) + [0.0]),
-          "next_sentence_labels": estimator_utils.int64_feature(
+          "next_sentence_labels": io_utils.int64_feature(
               [rng.randint(0, 2)]),
       }
       example = tf.train.Example(features=tf.train.Features(feature=features))

@@ -19,7 +19,9 @@ import tensorflow.compat.v1 as tf
 from conftest import REPO_ROOT, shared_path
 
 import run_squad
+import squad_data
 import squad_metrics
+import squad_predictions
 import tokenization
 
 _CONFIGS = {"seq384_stride128_query64": (384, 128, 64),
@@ -387,7 +389,7 @@ def test_score_predictions_writes_eval_results_v1(tokenizer, tmp_path):
     assert json.load(f) == scores
   assert list(scores) == ["exact_match", "f1"]
   # Recompute directly from the gold answers of the input file.
-  data = run_squad.load_squad_data(_squad("v1.1", "input_dev.json"))
+  data = squad_data.load_squad_data(_squad("v1.1", "input_dev.json"))
   gold = squad_metrics.gold_answers(data)
   em = sum(max(squad_metrics.exact_match(written.predictions[q], a)
                for a in answers) for q, answers in gold.items())
@@ -399,7 +401,7 @@ def test_score_predictions_skips_files_without_answers(tmp_path):
   path = tmp_path / "test.json"
   path.write_text(json.dumps({"data": [{"paragraphs": [
       {"context": "a b", "qas": [{"id": "q", "question": "?"}]}]}]}))
-  written = run_squad.WrittenPredictions({"q": "a"}, {"q": []}, {})
+  written = squad_predictions.WrittenPredictions({"q": "a"}, {"q": []}, {})
   assert run_squad.score_predictions(str(path), written, False,
                                      str(tmp_path)) is None
   assert not (tmp_path / "eval_results.json").exists()
@@ -561,13 +563,15 @@ _FLAG_CHECKS = r"""
 import json, sys
 from absl import flags
 import run_squad
+import startup
 run_squad.define_flags()
 messages = []
 for args in json.loads(sys.argv[1]):
   flags.FLAGS.unparse_flags()
   flags.FLAGS(["run_squad.py"] + args)
   try:
-    run_squad._check_flags()
+    run_squad.validate_flags_or_throw(
+        startup.load_bert_config(flags.FLAGS.bert_config_file))
     messages.append(None)
   except ValueError as e:
     messages.append(str(e))

@@ -1,0 +1,375 @@
+"""Files and formats: the one I/O layer every script reads and writes through.
+
+Public names:
+
+* reading text: `iter_raw_lines`, `decode_line`, `read_lines` — one rule for
+  line ends and invalid UTF-8, see `read_lines`;
+* writing: `atomic_path`, `atomic_write` — outputs appear under their final
+  name only when complete; `write_eval_results`;
+* paths: `expand_file_patterns`, `check_output_file`;
+* records: `int64_feature`, `float_feature`;
+* lists: `pad_to`;
+* speed: `gc_paused`.
+
+Paths may be local or on any `tf.io.gfile` file system (`gs://...`).
+"""
+
+import contextlib
+import gc
+import glob
+import os
+import shutil
+import uuid
+
+from absl import logging
+
+_READ_BLOCK_BYTES = 1 << 20
+
+
+def _gfile():
+  """`tf.io.gfile`, imported on first use: reading local text files (the
+  tokenizer's vocabulary) does not need TensorFlow."""
+  import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
+  return tf.io.gfile
+
+
+def _is_remote(path):
+  return "://" in path
+
+
+def _exists(path):
+  return _gfile().exists(path) if _is_remote(path) else os.path.exists(path)
+
+
+def _isdir(path):
+  return _gfile().isdir(path) if _is_remote(path) else os.path.isdir(path)
+
+
+def _open_bytes(path):
+  return _gfile().GFile(path, "rb") if _is_remote(path) else open(path, "rb")
+
+
+# ----------------------------------------------------------------------------
+# Reading text
+# ----------------------------------------------------------------------------
+
+
+def _raw_lines(path, start, end):
+  """Yields `(line, ended)`: a line's bytes and whether a `\\n` ended it."""
+  remaining = None if end is None else end - start
+  with _open_bytes(path) as reader:
+    if start:
+      reader.seek(start)
+    pending = b""
+    while remaining is None or remaining > 0:
+      size = (_READ_BLOCK_BYTES if remaining is None
+              else min(_READ_BLOCK_BYTES, remaining))
+      block = reader.read(size)
+      if not block:
+        break
+      if remaining is not None:
+        remaining -= len(block)
+      lines = (pending + block).split(b"\n")
+      pending = lines.pop()
+      for line in lines:
+        yield line, True
+    if pending:
+      yield pending, False
+
+
+def iter_raw_lines(path, start=0, end=None):
+  """Yields the lines of `path`'s bytes [start, end), without their `\\n`.
+
+  A line ends at `\\n` only (never at `\\r`, U+2028, U+0085 or form feed);
+  the last line may lack it, and nothing is yielded after a final `\\n`.
+  The file is read in 1 MiB blocks (line-by-line reads through `GFile` are
+  slow).
+
+  Args:
+    path: str, the file.
+    start: int, byte offset to start at (the start of a line).
+    end: int or None, byte offset to stop at (None: the end of the file).
+
+  Yields:
+    bytes, one line each.
+  """
+  for line, _ in _raw_lines(path, start, end):
+    yield line
+
+
+def decode_line(raw, strict=False, where=None):
+  """One line's bytes as `str`, with every `\\r` removed.
+
+  Bytes that are not valid UTF-8 are dropped, as the reference's
+  `tokenization.convert_to_unicode` drops them; with `strict` they are an
+  error instead.
+
+  Args:
+    raw: bytes, one line without its `\\n`.
+    strict: bool, refuse invalid UTF-8.
+    where: str, `file:line` for the error message.
+
+  Raises:
+    ValueError: with `strict`, when `raw` is not valid UTF-8; the message
+      starts with `where`.
+  """
+  raw = raw.replace(b"\r", b"")
+  if not strict:
+    return raw.decode("utf-8", "ignore")
+  try:
+    return raw.decode("utf-8")
+  except UnicodeDecodeError as e:
+    raise ValueError("%s: not valid UTF-8 (%s)" % (where or "input", e)) from None
+
+
+def read_lines(path, start=0, end=None, strict=False):
+  """Yields `(line_number, text)` for each line of a text file.
+
+  The project's one rule for text files. It reproduces what the reference's
+  `tf.gfile.GFile(path, "r").readline()` loops read:
+
+  * a line ends at `\\n` only; `\\r` is removed wherever it appears;
+  * invalid UTF-8 bytes are dropped (with `strict`, a `ValueError` naming
+    `path:line` instead: for labelled data, where a silently changed text
+    would be a silently wrong example);
+  * a last line with no `\\n` that decodes to nothing is not a line (the
+    reference's loop stops at the first empty read).
+
+  Args:
+    path: str, the file.
+    start, end: byte range, as `iter_raw_lines`.
+    strict: bool, refuse invalid UTF-8.
+
+  Yields:
+    (int, str): the 1-based line number within the range, and the line
+    without its `\\n`.
+
+  Raises:
+    FileNotFoundError: `path` does not exist.
+    ValueError: with `strict`, a line that is not valid UTF-8.
+  """
+  if not _exists(path):
+    raise FileNotFoundError("%s: no such file" % path)
+  if _isdir(path):
+    raise ValueError("%s is a directory; expected a text file" % path)
+  for number, (raw, ended) in enumerate(_raw_lines(path, start, end), 1):
+    text = decode_line(raw, strict, "%s:%d" % (path, number))
+    if text or ended:
+      yield number, text
+
+
+# ----------------------------------------------------------------------------
+# Writing
+# ----------------------------------------------------------------------------
+
+
+def _temp_name(path):
+  """A fresh temporary name beside `path`; removes ones a killed run left."""
+  directory, base = os.path.split(path.rstrip("/"))
+  prefix = ".%s.tmp-" % base
+  if "://" not in path:
+    for stale in glob.glob(os.path.join(directory, glob.escape(prefix) + "*")):
+      logging.info("Removing %s, left by an earlier run that did not finish",
+                   stale)
+      _remove(stale)
+  return os.path.join(directory, prefix + uuid.uuid4().hex[:8])
+
+
+def _remove(path):
+  """Removes a file or a folder tree, if it exists."""
+  if _isdir(path):
+    if "://" in path:
+      _gfile().rmtree(path)
+    else:
+      shutil.rmtree(path, ignore_errors=True)
+  elif _exists(path):
+    _gfile().remove(path)
+
+
+@contextlib.contextmanager
+def atomic_path(path):
+  """Yields a temporary name that becomes `path` when the block succeeds.
+
+  The one atomic-output mechanism: the caller writes a file (or makes a
+  folder) at the yielded name; on success it is renamed over `path` (an
+  existing file is replaced, an existing empty folder too), on any error it
+  is removed. A run killed half-way leaves no partial output under `path`,
+  and the next run removes the temporary name it left.
+
+  Args:
+    path: str, the final name.
+
+  Yields:
+    str, the temporary name, in the same folder as `path` (made if needed).
+
+  Raises:
+    ValueError: when `path` is a folder that is not empty.
+  """
+  directory = os.path.dirname(path.rstrip("/"))
+  if directory:
+    _gfile().makedirs(directory)
+  temp = _temp_name(path)
+  try:
+    yield temp
+    if _isdir(path):
+      if _gfile().listdir(path):
+        raise ValueError("%s already exists and is not an empty folder" %
+                         path)
+      if _is_remote(path):
+        _gfile().rmtree(path)
+      else:
+        os.rmdir(path)
+    if _is_remote(path):
+      _gfile().rename(temp, path, overwrite=True)
+    else:
+      os.replace(temp, path)
+  except BaseException:
+    _remove(temp)
+    raise
+
+
+@contextlib.contextmanager
+def atomic_write(path, mode="w"):
+  """Opens `path` for writing through `atomic_path`.
+
+  Args:
+    path: str, the final file name.
+    mode: "w" for text, "wb" for bytes.
+
+  Yields:
+    A writable file object. An empty output still exists afterwards.
+
+  Raises:
+    ValueError: when `path` is a directory.
+  """
+  if _isdir(path):
+    raise ValueError("%s is a directory; expected a file name" % path)
+  with atomic_path(path) as temp:
+    with _gfile().GFile(temp, mode) as f:
+      # GFile creates the file on the first write.
+      f.write(b"" if "b" in mode else "")
+      yield f
+
+
+def write_eval_results(path, results):
+  """Writes evaluation results as sorted `key = value` lines, atomically.
+
+  The reference's `eval_results.txt` format (values as `str()` prints them).
+
+  Args:
+    path: str, e.g. `output_dir/eval_results.txt`.
+    results: dict of str -> number, as returned by `estimator.evaluate`.
+  """
+  logging.info("***** Eval results *****")
+  with atomic_write(path) as f:
+    for key in sorted(results.keys()):
+      logging.info("  %s = %s", key, str(results[key]))
+      f.write("%s = %s\n" % (key, str(results[key])))
+
+
+# ----------------------------------------------------------------------------
+# Paths
+# ----------------------------------------------------------------------------
+
+
+def expand_file_patterns(patterns, flag_name="input_file"):
+  """Expands comma-separated file names and globs, keeping their order.
+
+  Args:
+    patterns: str, e.g. "a.txt,shards/*.txt".
+    flag_name: str, the flag the patterns came from (for the error message).
+
+  Returns:
+    list of str paths: each pattern's matches, sorted within the pattern.
+
+  Raises:
+    ValueError: when `patterns` is empty, or one pattern matches no file or
+      a directory.
+  """
+  pieces = [p.strip() for p in (patterns or "").split(",") if p.strip()]
+  if not pieces:
+    raise ValueError("--%s: expected one or more comma-separated files or "
+                     "globs, got %r" % (flag_name, patterns))
+  paths = []
+  for pattern in pieces:
+    matches = sorted(_gfile().glob(pattern))
+    if not matches:
+      raise ValueError("--%s: %r matched no files" % (flag_name, pattern))
+    for match in matches:
+      if _isdir(match):
+        raise ValueError("--%s: %s is a directory; expected files (use a "
+                         "glob such as %s/*)" % (flag_name, match, match))
+    paths.extend(matches)
+  return paths
+
+
+def check_output_file(path, flag_name="output_file"):
+  """Refuses an output path that cannot become a file, before any work.
+
+  Raises:
+    ValueError: when `path` is empty or an existing directory.
+  """
+  if not path:
+    raise ValueError("--%s is required" % flag_name)
+  if _isdir(path):
+    raise ValueError("--%s: %s is a directory; expected a file name" %
+                     (flag_name, path))
+
+
+# ----------------------------------------------------------------------------
+# Records and lists
+# ----------------------------------------------------------------------------
+
+
+def _tf_train():
+  import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
+  return tf.train
+
+
+def int64_feature(values):
+  """A `_tf_train().Feature` holding a list of ints (an `int64_list`)."""
+  return _tf_train().Feature(int64_list=_tf_train().Int64List(value=list(values)))
+
+
+def float_feature(values):
+  """A `_tf_train().Feature` holding a list of floats (a `float_list`)."""
+  return _tf_train().Feature(float_list=_tf_train().FloatList(value=list(values)))
+
+
+def pad_to(values, length, pad_value=0):
+  """`values` as a new list, padded at the end with `pad_value` to `length`.
+
+  Raises:
+    ValueError: when `values` is already longer than `length`.
+  """
+  if len(values) > length:
+    raise ValueError("%d values do not fit in length %d" %
+                     (len(values), length))
+  return list(values) + [pad_value] * (length - len(values))
+
+
+# ----------------------------------------------------------------------------
+# Speed
+# ----------------------------------------------------------------------------
+
+
+class gc_paused(contextlib.ContextDecorator):  # pylint: disable=invalid-name
+  """Pauses Python's cyclic garbage collector, restoring its state after.
+
+  For code that builds millions of small lists with no reference cycles
+  (rows, documents, instances: reference counting frees them). Every full
+  collection walks all of them: with TensorFlow's many objects alive this
+  made reading SST-2 about six times slower, and making pre-training
+  instances about three times slower. Usable as `with gc_paused():` or as a
+  decorator `@gc_paused()`.
+  """
+
+  def __enter__(self):
+    self._was_enabled = gc.isenabled()
+    gc.disable()
+    return self
+
+  def __exit__(self, *exc):
+    if self._was_enabled:
+      gc.enable()
+    return False

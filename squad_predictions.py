@@ -1,0 +1,384 @@
+"""SQuAD predictions: the n-best span search and the answer files.
+
+The reference release's `write_predictions`: for each question, the best
+start/end pairs over all its document spans (only where the span holds the
+token's max context), mapped back onto the original text by
+`get_final_text`, and for SQuAD 2.0 the null answer against
+`null_score_diff_threshold`. Beyond the reference, `score_predictions`
+computes the official scores (`squad_metrics`) when the predicted file
+carries answers. `run_squad.py` imports every public name from here.
+
+Public names: `RawResult`, `WrittenPredictions`, `write_predictions`,
+`get_final_text`, `score_predictions`.
+"""
+
+import collections
+import json
+import math
+import os
+import unicodedata
+
+from absl import logging
+
+import io_utils
+import squad_data
+import squad_metrics
+import tokenization
+
+
+# ----------------------------------------------------------------------------
+# Predictions
+# ----------------------------------------------------------------------------
+
+RawResult = collections.namedtuple("RawResult",
+                                   ["unique_id", "start_logits", "end_logits"])
+
+# What `write_predictions` wrote: question id -> text, -> n-best list of
+# dicts, and (SQuAD 2.0, else empty) -> null odds.
+WrittenPredictions = collections.namedtuple(
+    "WrittenPredictions", ["predictions", "nbest", "null_odds"])
+
+_Candidate = collections.namedtuple(
+    "_Candidate",
+    ["feature_index", "start_index", "end_index", "start_logit", "end_logit"])
+_NbestEntry = collections.namedtuple("_NbestEntry",
+                                     ["text", "start_logit", "end_logit"])
+
+
+def write_predictions(all_examples, all_features, all_results, n_best_size,
+                      max_answer_length, do_lower_case, output_prediction_file,
+                      output_nbest_file, output_null_log_odds_file,
+                      version_2_with_negative=False,
+                      null_score_diff_threshold=0.0, verbose_logging=False):
+  """Picks each question's answer from the logits and writes the JSON files.
+
+  Writes `output_prediction_file` (id -> text, "" = no answer),
+  `output_nbest_file` (id -> list of {text, probability, start_logit,
+  end_logit}) and, with `version_2_with_negative`,
+  `output_null_log_odds_file` (id -> null score minus best non-null score).
+  Each is `json.dumps(obj, indent=4)` plus a newline, written atomically.
+
+  Args:
+    all_examples: list of `SquadExample` (prediction mode).
+    all_features: the examples' features, or any objects with their
+      `unique_id`, `example_index`, `tokens`, `token_to_orig_map` and
+      `token_is_max_context`.
+    all_results: iterable of `RawResult`, one per feature.
+    n_best_size: int, candidates per question.
+    max_answer_length: int, longest answer in sub-tokens.
+    do_lower_case: bool, as the tokenizer was configured.
+    output_prediction_file, output_nbest_file, output_null_log_odds_file: str.
+    version_2_with_negative: bool, allow "no answer" (SQuAD 2.0).
+    null_score_diff_threshold: float, predict "" when the null odds exceed it.
+    verbose_logging: bool, log spans that cannot be mapped back.
+
+  Returns:
+    `WrittenPredictions` holding the three dicts.
+  """
+  logging.info("Writing predictions to %s and %s", output_prediction_file,
+               output_nbest_file)
+  features_by_example = collections.defaultdict(list)
+  for feature in all_features:
+    features_by_example[feature.example_index].append(feature)
+  results_by_id = {result.unique_id: result for result in all_results}
+  predictions = collections.OrderedDict()
+  nbest_json = collections.OrderedDict()
+  null_odds = collections.OrderedDict()
+  for example_index, example in enumerate(all_examples):
+    features = features_by_example[example_index]
+    candidates, null = _span_candidates(features, results_by_id, n_best_size,
+                                        max_answer_length,
+                                        version_2_with_negative)
+    nbest = _nbest_entries(example, features, candidates, null, n_best_size,
+                           do_lower_case, verbose_logging)
+    nbest_json[example.qas_id] = _nbest_to_json(nbest)
+    if not version_2_with_negative:
+      predictions[example.qas_id] = nbest[0].text
+    else:
+      odds, text = _decide_null(null, nbest, null_score_diff_threshold)
+      null_odds[example.qas_id] = odds
+      predictions[example.qas_id] = text
+  _write_json(output_prediction_file, predictions)
+  _write_json(output_nbest_file, nbest_json)
+  if version_2_with_negative:
+    _write_json(output_null_log_odds_file, null_odds)
+  return WrittenPredictions(predictions, nbest_json, null_odds)
+
+
+def _best_indexes(logits, n_best_size):
+  """Positions of the `n_best_size` largest logits (ties: lower first)."""
+  # A stable sort: reverse=True keeps equal logits in position order.
+  ranked = sorted(range(len(logits)), key=logits.__getitem__, reverse=True)
+  return ranked[:n_best_size]
+
+
+def _feature_spans(feature, result, n_best_size, max_answer_length):
+  """(start, end) pairs of one feature, in start-rank then end-rank order.
+
+  A pair is kept when both ends are document tokens of this feature, the
+  start token has its maximal context here, and the span is at most
+  `max_answer_length` sub-tokens long, end not before start.
+  """
+  num_tokens = len(feature.tokens)
+  starts = [i for i in _best_indexes(result.start_logits, n_best_size)
+            if i < num_tokens and i in feature.token_to_orig_map and
+            feature.token_is_max_context.get(i, False)]
+  ends = [i for i in _best_indexes(result.end_logits, n_best_size)
+          if i < num_tokens and i in feature.token_to_orig_map]
+  return [(start, end) for start in starts for end in ends
+          if start <= end and end - start + 1 <= max_answer_length]
+
+
+def _span_candidates(features, results_by_id, n_best_size, max_answer_length,
+                     version_2_with_negative):
+  """All valid spans of an example's features, best first.
+
+  Returns:
+    (candidates, null): `_Candidate`s sorted by start + end logit (a stable
+    sort, so ties keep feature, start-rank, end-rank order, null last), and
+    (null score, null `_Candidate`) for the feature with the lowest `[CLS]`
+    score (None for SQuAD 1.1 or an example without features).
+  """
+  candidates = []
+  null = None
+  for feature_index, feature in enumerate(features):
+    result = results_by_id[feature.unique_id]
+    if version_2_with_negative:
+      null_score = result.start_logits[0] + result.end_logits[0]
+      if null is None or null_score < null[0]:
+        null = (null_score, _Candidate(feature_index, 0, 0,
+                                       result.start_logits[0],
+                                       result.end_logits[0]))
+    for start, end in _feature_spans(feature, result, n_best_size,
+                                     max_answer_length):
+      candidates.append(_Candidate(feature_index, start, end,
+                                   result.start_logits[start],
+                                   result.end_logits[end]))
+  if null is not None:
+    candidates.append(null[1])
+  candidates.sort(key=lambda c: c.start_logit + c.end_logit, reverse=True)
+  return candidates, null
+
+
+def _nbest_entries(example, features, candidates, null, n_best_size,
+                   do_lower_case, verbose_logging):
+  """The first `n_best_size` distinct answer texts, plus the null entry."""
+  nbest = []
+  seen = set()
+  for candidate in candidates:
+    if len(nbest) >= n_best_size:
+      break
+    text = ""
+    if candidate.start_index > 0:
+      text = _candidate_text(example, features[candidate.feature_index],
+                             candidate, do_lower_case, verbose_logging)
+    if text in seen:
+      continue
+    seen.add(text)
+    nbest.append(_NbestEntry(text, candidate.start_logit,
+                             candidate.end_logit))
+  if null is not None and "" not in seen:
+    nbest.append(_NbestEntry("", null[1].start_logit, null[1].end_logit))
+  if not nbest:
+    nbest.append(_NbestEntry("empty", 0.0, 0.0))
+  return nbest
+
+
+def _candidate_text(example, feature, candidate, do_lower_case,
+                    verbose_logging):
+  """The original-text answer of one sub-token span."""
+  tok_tokens = feature.tokens[candidate.start_index:candidate.end_index + 1]
+  orig_start = feature.token_to_orig_map[candidate.start_index]
+  orig_end = feature.token_to_orig_map[candidate.end_index]
+  orig_text = " ".join(example.doc_tokens[orig_start:orig_end + 1])
+  tok_text = " ".join(tok_tokens).replace(" ##", "").replace("##", "")
+  tok_text = " ".join(tok_text.split())
+  return get_final_text(tok_text, orig_text, do_lower_case, verbose_logging)
+
+
+def _nbest_to_json(nbest):
+  """n-best entries as JSON-ready dicts with softmax probabilities."""
+  probs = _softmax([entry.start_logit + entry.end_logit for entry in nbest])
+  return [collections.OrderedDict([("text", entry.text),
+                                   ("probability", prob),
+                                   ("start_logit", entry.start_logit),
+                                   ("end_logit", entry.end_logit)])
+          for entry, prob in zip(nbest, probs)]
+
+
+def _softmax(scores):
+  """Softmax in Python floats (a plain left-to-right sum, kept for parity)."""
+  if not scores:
+    return []
+  max_score = max(scores)
+  exps = [math.exp(score - max_score) for score in scores]
+  total = 0.0
+  for value in exps:
+    total += value
+  return [value / total for value in exps]
+
+
+def _decide_null(null, nbest, threshold):
+  """SQuAD 2.0: (null odds, predicted text) for one question.
+
+  The odds are the null score minus the best non-null entry's start and end
+  logits (in that order). Without any non-null entry the prediction is ""
+  and the odds are taken against zero logits.
+  """
+  score_null = null[0] if null is not None else 0.0
+  best = next((entry for entry in nbest if entry.text), None)
+  if best is None:
+    return score_null, ""
+  odds = score_null - best.start_logit - best.end_logit
+  return odds, ("" if odds > threshold else best.text)
+
+
+def _write_json(path, obj):
+  with io_utils.atomic_write(path) as f:
+    f.write(json.dumps(obj, indent=4) + "\n")
+
+
+def get_final_text(pred_text, orig_text, do_lower_case, verbose_logging=False):
+  """Maps a normalized predicted answer back onto the original text.
+
+  `pred_text` comes from sub-tokens, so it is lower-cased, accent-stripped
+  and punctuation-split ("steve smith"), while `orig_text` is the span's
+  original words ("Steve Smith's"). The original text is run through
+  `BasicTokenizer`, the prediction is found there (first occurrence), and its
+  character positions are carried back to `orig_text` ("Steve Smith").
+
+  Difference from the reference: the reference aligns the two texts by
+  removing U+0020 spaces only, so any other character the tokenizer drops or
+  turns into a space (U+00A0 and the other Unicode spaces, U+2028/U+2029,
+  control and format characters such as U+200B; also decomposed accents
+  dropped and Hangul syllables split into jamo when lower-casing) breaks the
+  alignment and the whole original text is returned ("10<NBSP>km" for "km").
+  Here every original character is aligned with what the tokenizer makes of
+  it, so such characters no longer matter. Texts without them give the
+  reference's result.
+
+  Args:
+    pred_text: str, the prediction in tokenizer-normalized form.
+    orig_text: str, the original words of the span, joined with spaces.
+    do_lower_case: bool, as the tokenizer was configured.
+    verbose_logging: bool, log why a mapping failed.
+
+  Returns:
+    str, a substring of `orig_text` (all of it when no mapping is found).
+  """
+  tokenizer = tokenization.BasicTokenizer(do_lower_case=do_lower_case)
+  tok_text = " ".join(tokenizer.tokenize(orig_text))
+  start = tok_text.find(pred_text)
+  if start == -1:
+    if verbose_logging:
+      logging.info("Unable to find text: %r in %r", pred_text, orig_text)
+    return orig_text
+  end = start + len(pred_text) - 1
+  # Non-space characters of tok_text <-> the original character each comes
+  # from; the two lists line up when the tokenizer kept the text's length.
+  tok_positions = [i for i, char in enumerate(tok_text) if char != " "]
+  orig_positions = _normalized_char_origins(orig_text, tokenizer)
+  if len(tok_positions) != len(orig_positions):
+    if verbose_logging:
+      logging.info("Length not equal after stripping spaces: %r vs %r",
+                   orig_text, tok_text)
+    return orig_text
+  tok_to_ns = {pos: ns for ns, pos in enumerate(tok_positions)}
+  if start not in tok_to_ns or end not in tok_to_ns:
+    if verbose_logging:
+      logging.info("Couldn't map the start or end position of %r", pred_text)
+    return orig_text
+  orig_end = _extend_over_dropped_marks(
+      orig_text, orig_positions[tok_to_ns[end]], orig_positions)
+  return orig_text[orig_positions[tok_to_ns[start]]:orig_end + 1]
+
+
+def _extend_over_dropped_marks(text, end, origins):
+  """Moves `end` past combining marks the tokenizer dropped (accents).
+
+  "Cafe" + U+0301 (a decomposed accent) lower-cased is "cafe": the answer
+  must keep its accent.
+  """
+  produced = set(origins)  # characters that left something after tokenizing
+  while (end + 1 < len(text) and end + 1 not in produced and
+         unicodedata.category(text[end + 1]) == "Mn"):
+    end += 1
+  return end
+
+
+_NORMALIZED_LENGTHS = {True: {}, False: {}}
+
+
+def _normalized_char_origins(text, tokenizer):
+  """For each non-space character the tokenizer makes of `text`, its source.
+
+  Each character is normalized on its own (dropped, a space, or itself,
+  lower-cased and accent-stripped, possibly several characters); lengths
+  add up over a word, so this lines up with tokenizing the whole text.
+
+  Returns:
+    list of int, indexes into `text`.
+  """
+  cache = _NORMALIZED_LENGTHS[bool(tokenizer.do_lower_case)]
+  origins = []
+  for index, char in enumerate(text):
+    count = cache.get(char)
+    if count is None:
+      count = len("".join(tokenizer.tokenize(char)))
+      cache[char] = count
+    origins.extend([index] * count)
+  return origins
+
+
+# The parts of a feature that `write_predictions` needs (no padded ids).
+_FeatureMetadata = collections.namedtuple(
+    "_FeatureMetadata", ["unique_id", "example_index", "doc_span_index",
+                         "tokens", "token_to_orig_map",
+                         "token_is_max_context"])
+
+
+def score_predictions(predict_file, written, version_2_with_negative,
+                      output_dir):
+  """Official SQuAD scores of `written` against `predict_file`'s answers.
+
+  Writes `eval_results.json` to `output_dir` and, for SQuAD 2.0,
+  `predictions_best_threshold.json` (predictions re-decided at the null
+  threshold that gives `best_f1`). Questions without gold answers are left
+  out (SQuAD 1.1: no or empty "answers"; SQuAD 2.0: no "answers" field).
+
+  Args:
+    predict_file: str, the SQuAD JSON that was predicted.
+    written: `WrittenPredictions` from `write_predictions`.
+    version_2_with_negative: bool.
+    output_dir: str.
+
+  Returns:
+    OrderedDict of scores, or None when the file carries no answers.
+  """
+  gold = squad_metrics.gold_answers(squad_data.load_squad_data(predict_file))
+  scorable = collections.OrderedDict(
+      (q, answers) for q, answers in gold.items()
+      if answers is not None and (answers or version_2_with_negative))
+  if not scorable:
+    logging.info("%s carries no answers; no scores computed", predict_file)
+    return None
+  if len(scorable) < len(gold):
+    logging.warning("%d of %d questions have no gold answers and are left "
+                    "out of the scores", len(gold) - len(scorable), len(gold))
+  if version_2_with_negative:
+    best_non_null = collections.OrderedDict(
+        (q, next((e["text"] for e in nbest if e["text"]), ""))
+        for q, nbest in written.nbest.items())
+    results = squad_metrics.evaluate_v2(scorable, written.predictions,
+                                        written.null_odds, best_non_null)
+    best_predictions, _ = squad_metrics.best_f1_predictions(
+        scorable, written.null_odds, best_non_null)
+    _write_json(os.path.join(output_dir, "predictions_best_threshold.json"),
+                best_predictions)
+  else:
+    results = squad_metrics.evaluate_v1(scorable, written.predictions)
+  _write_json(os.path.join(output_dir, "eval_results.json"), results)
+  logging.info("***** SQuAD scores (%s) *****", predict_file)
+  for key, value in results.items():
+    logging.info("  %s = %s", key, value)
+  return results

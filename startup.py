@@ -1,0 +1,379 @@
+"""What every script does before its work: flags, checks, one-line errors.
+
+Public names:
+
+* `define_flags(*names, **defaults)`: defines shared flags from one table
+  (`SHARED_FLAGS`), each flag once in a process;
+* `run_main(main)`: runs a script's `main`, reporting bad input (including
+  flag-parsing errors) as one line, `error: ...`;
+* `resolve_init_checkpoint(path)`: a released model folder, a checkpoint
+  prefix or a training `output_dir` -> a checkpoint prefix;
+* `prepare_model(...)`: the start-up checks, in one fixed order, returning
+  the config, checkpoint and tokenizer a script works with;
+* `load_bert_config`, `check_max_seq_length`, `load_tokenizer`,
+  `check_vocab_size`: the single checks `prepare_model` is made of.
+"""
+
+import collections
+import os
+import sys
+
+from absl import app
+from absl import flags
+
+import modeling
+import tokenization
+
+
+# ----------------------------------------------------------------------------
+# Flags
+# ----------------------------------------------------------------------------
+
+_S, _B, _I, _F = (flags.DEFINE_string, flags.DEFINE_bool,
+                  flags.DEFINE_integer, flags.DEFINE_float)
+
+# Every flag that more than one script takes: name -> (define, default,
+# help). Names and defaults are the reference release's.
+SHARED_FLAGS = collections.OrderedDict([
+    # The model.
+    ("bert_config_file", (_S, None,
+                          "bert_config.json of the BERT model: its layer "
+                          "count, sizes and vocabulary size.")),
+    ("vocab_file", (_S, None,
+                    "vocab.txt the model was pre-trained with: one WordPiece "
+                    "token per line.")),
+    ("init_checkpoint", (_S, None,
+                         "Weights to start from: a released model folder "
+                         "(its bert_model.ckpt), a checkpoint prefix such as "
+                         ".../bert_model.ckpt, or a training output_dir (its "
+                         "latest checkpoint).")),
+    ("do_lower_case", (_B, True,
+                       "Lower-case and strip accents before WordPiece: True "
+                       "for uncased models, False for cased ones.")),
+    ("output_dir", (_S, None,
+                    "Folder for checkpoints, summaries and result files; a "
+                    "second run with the same folder resumes training.")),
+    ("max_seq_length", (_I, 128,
+                        "Length of every input in WordPiece tokens, [CLS] "
+                        "and [SEP] included: longer inputs are cut, shorter "
+                        "ones padded.")),
+    ("max_predictions_per_seq", (_I, 20,
+                                 "Masked positions per sequence (the length "
+                                 "of the masked_lm_* features).")),
+    # What to run.
+    ("do_train", (_B, False, "Train the model.")),
+    ("do_eval", (_B, False, "Evaluate on the evaluation data.")),
+    ("do_predict", (_B, False, "Write predictions for the test data.")),
+    # Training.
+    ("train_batch_size", (_I, 32, "Examples per training step.")),
+    ("eval_batch_size", (_I, 8, "Examples per evaluation step.")),
+    ("predict_batch_size", (_I, 8, "Examples per prediction step.")),
+    ("learning_rate", (_F, 5e-5,
+                       "Peak learning rate, reached after the warmup and "
+                       "then decayed linearly to 0.")),
+    ("num_train_epochs", (_F, 3.0, "Passes over the training data.")),
+    ("warmup_proportion", (_F, 0.1,
+                           "Share of the training steps spent raising the "
+                           "learning rate linearly from 0 (0.1 = 10%).")),
+    ("num_train_steps", (_I, 100000, "Training steps (optimizer updates).")),
+    ("num_warmup_steps", (_I, 10000,
+                          "Steps that raise the learning rate linearly from "
+                          "0 to its peak.")),
+    ("save_checkpoints_steps", (_I, 1000,
+                                "Write a checkpoint every this many steps.")),
+    ("iterations_per_loop", (_I, 1000,
+                             "Steps the TPU runs per call from the host "
+                             "(ignored off TPU).")),
+    # TPU.
+    ("use_tpu", (_B, False, "Run on a Cloud TPU (False: CPU or GPU).")),
+    ("tpu_name", (_S, None,
+                  "The Cloud TPU: its name, or a grpc://ip:port address.")),
+    ("tpu_zone", (_S, None,
+                  "GCE zone of the Cloud TPU (found from its name when "
+                  "unset).")),
+    ("gcp_project", (_S, None,
+                     "GCP project of the Cloud TPU (found from its name when "
+                     "unset).")),
+    ("master", (_S, None, "Address of the TensorFlow master.")),
+    ("num_tpu_cores", (_I, 8,
+                       "TPU cores to use; with --use_tpu only.")),
+])
+
+TPU_FLAGS = ("use_tpu", "tpu_name", "tpu_zone", "gcp_project", "master",
+             "num_tpu_cores")
+MODEL_FLAGS = ("bert_config_file", "vocab_file", "init_checkpoint",
+               "do_lower_case", "output_dir")
+FINE_TUNING_FLAGS = ("do_train", "do_predict", "train_batch_size",
+                     "predict_batch_size", "learning_rate", "num_train_epochs",
+                     "warmup_proportion", "save_checkpoints_steps",
+                     "iterations_per_loop")
+
+
+def define_flags(*names, **defaults):
+  """Defines the named shared flags, with the script's own defaults.
+
+  Args:
+    *names: str names from `SHARED_FLAGS` (or tuples of them, such as
+      `TPU_FLAGS`).
+    **defaults: name -> default, where a script's reference default differs
+      from the table's (`max_seq_length=384` for SQuAD).
+
+  Raises:
+    KeyError: a name that is not in `SHARED_FLAGS`.
+    absl.flags.DuplicateFlagError: a flag that is already defined: each
+      flag has one definition in a process.
+  """
+  flat = []
+  for name in names:
+    flat.extend([name] if isinstance(name, str) else name)
+  for name in defaults:
+    if name not in flat:
+      raise KeyError("default given for %r, which is not defined here" % name)
+  for name in flat:
+    define, default, help_text = SHARED_FLAGS[name]
+    define(name, defaults.get(name, default), help_text)
+
+
+# ----------------------------------------------------------------------------
+# Running a script
+# ----------------------------------------------------------------------------
+
+
+def _user_errors():
+  import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
+  return (ValueError, OSError, tf.errors.NotFoundError,
+          tf.errors.InvalidArgumentError, tf.errors.FailedPreconditionError,
+          tf.errors.PermissionDeniedError, tf.errors.AlreadyExistsError)
+
+
+def _one_line(error):
+  """The essential message of `error` on one line.
+
+  TensorFlow's graph-execution errors carry the Python stack of the failing
+  op; only the lines that say what went wrong are kept.
+  """
+  import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
+  message = str(getattr(error, "message", None) or error)
+  if isinstance(error, tf.errors.OpError):
+    kept = [line.strip() for line in message.splitlines()
+            if line.strip() and not line[:1].isspace()
+            and not line.startswith(("Graph execution error",
+                                     "Detected at node", "File "))]
+    message = " ".join(kept) or message
+  return " ".join(message.split())
+
+
+def _fail(message):
+  sys.stderr.write("error: %s\n" % message)
+  sys.stderr.flush()
+  sys.exit(1)
+
+
+def _parse_flags(argv):
+  """absl's flag parsing, with a parsing error as one `error:` line."""
+  try:
+    return flags.FLAGS(argv)
+  except flags.Error as e:
+    if os.environ.get("BERT_DEBUG"):
+      raise
+    _fail("%s (see --helpfull)" % " ".join(str(e).split()))
+
+
+def run_main(main):
+  """Runs `main` through `absl.app.run`, reporting bad input in one line.
+
+  A flag that does not parse, a missing required flag, or a `ValueError`,
+  `OSError` or TensorFlow `NotFoundError` / `InvalidArgumentError` /
+  `FailedPreconditionError` / `PermissionDeniedError` / `AlreadyExistsError`
+  escaping `main` is printed as `error: <message>` on stderr, and the process
+  exits with status 1. `BERT_DEBUG=1` gives the full traceback instead.
+  """
+
+  def _guarded(argv):
+    try:
+      return main(argv)
+    except _user_errors() as e:  # pylint: disable=catching-non-exception
+      if os.environ.get("BERT_DEBUG"):
+        raise
+      _fail(_one_line(e))
+
+  app.run(_guarded, flags_parser=_parse_flags)
+
+
+# ----------------------------------------------------------------------------
+# Start-up checks
+# ----------------------------------------------------------------------------
+
+
+def load_bert_config(path, flag_name="bert_config_file"):
+  """Reads a `BertConfig` from JSON, with a one-line error for a bad path.
+
+  Raises:
+    ValueError: when `path` is empty, missing, or not a valid config.
+  """
+  if not path:
+    raise ValueError("--%s is required: the JSON config of the BERT model"
+                     % flag_name)
+  if not os.path.exists(path) and "://" not in path:
+    raise ValueError("--%s: %s does not exist (expected the model's "
+                     "bert_config.json)" % (flag_name, path))
+  try:
+    return modeling.BertConfig.from_json_file(path)
+  except (ValueError, OSError) as e:
+    raise ValueError("--%s: %s is not a valid BERT config JSON (%s)" %
+                     (flag_name, path, e)) from e
+
+
+def check_max_seq_length(max_seq_length, bert_config,
+                         flag_name="max_seq_length"):
+  """Refuses a sequence length the model has no position embeddings for.
+
+  Raises:
+    ValueError: when `max_seq_length` > `bert_config.max_position_embeddings`.
+  """
+  if max_seq_length > bert_config.max_position_embeddings:
+    raise ValueError(
+        "--%s=%d is longer than the model's max_position_embeddings=%d; use "
+        "--%s <= %d or a model with more position embeddings" %
+        (flag_name, max_seq_length, bert_config.max_position_embeddings,
+         flag_name, bert_config.max_position_embeddings))
+
+
+def check_vocab_size(tokenizer, bert_config, flag_name="vocab_file"):
+  """Refuses a vocabulary with ids the model has no embeddings for.
+
+  Raises:
+    ValueError: when the vocabulary has more tokens than the config's
+      `vocab_size` (its ids would index past the embedding table).
+  """
+  if len(tokenizer.vocab) > bert_config.vocab_size:
+    raise ValueError(
+        "--%s has %d tokens but the model's vocab_size is %d: use the "
+        "vocab.txt that came with the model" %
+        (flag_name, len(tokenizer.vocab), bert_config.vocab_size))
+
+
+def resolve_init_checkpoint(path, flag_name="init_checkpoint"):
+  """The checkpoint prefix that `path` names.
+
+  Accepted, in this order: a folder holding `bert_model.ckpt.index` (a
+  released model, or one `convert_checkpoint.py` wrote); a folder with a
+  `checkpoint` state file (a training `output_dir`: its latest checkpoint);
+  a checkpoint prefix whose `.index` file exists (`.../bert_model.ckpt`,
+  `.../model.ckpt-1000`); the `.index` file itself.
+
+  Returns:
+    str, the checkpoint prefix.
+
+  Raises:
+    ValueError: naming the flag and the path, when no checkpoint is there.
+  """
+  import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
+  if path and path.endswith(".index"):
+    path = path[:-len(".index")]
+  if path and tf.io.gfile.isdir(path):
+    released = os.path.join(path, "bert_model.ckpt")
+    if tf.io.gfile.exists(released + ".index"):
+      return released
+    latest = tf.train.latest_checkpoint(path)
+    if latest:
+      return latest
+  elif path and tf.io.gfile.exists(path + ".index"):
+    return path
+  raise ValueError("--%s: no TensorFlow checkpoint at %r (expected a model "
+                   "folder with bert_model.ckpt.index, a training output_dir "
+                   "with a 'checkpoint' file, or a prefix such as "
+                   ".../bert_model.ckpt with a .index file beside it)" %
+                   (flag_name, path))
+
+
+Model = collections.namedtuple(
+    "Model", ["bert_config", "init_checkpoint", "tokenizer"])
+
+
+def prepare_model(bert_config_file, max_seq_length=None, init_checkpoint=None,
+                  do_lower_case=True, vocab_file=None, output_dir=None,
+                  need_output_dir=True, need_checkpoint=False, problems=()):
+  """The start-up checks every script runs, in one fixed order.
+
+  1. the config (`--bert_config_file`); 2. the sequence length against the
+  model's position embeddings; 3. the checkpoint (`resolve_init_checkpoint`);
+  4. the casing against a released checkpoint's name (the reference's
+  `validate_case_matches_checkpoint`); 5. the vocabulary's size against the
+  model's; 6. the output folder. Every problem found is reported together,
+  after the script's own `problems`, in one `ValueError` (one per line of
+  the message would hide all but the last from a `error:` line, so they are
+  joined with "; ").
+
+  Args:
+    bert_config_file: str, the `--bert_config_file` flag.
+    max_seq_length: int or None (not checked).
+    init_checkpoint: str or None, the `--init_checkpoint` flag.
+    do_lower_case: bool, the `--do_lower_case` flag (None: a script
+      without a vocabulary; the casing is not checked).
+    vocab_file: str or None (no tokenizer is made).
+    output_dir: str or None, the `--output_dir` flag.
+    need_output_dir: bool, whether `--output_dir` is required.
+    need_checkpoint: bool, whether `--init_checkpoint` is required.
+    problems: list of str, the script's own flag problems found before.
+
+  Returns:
+    `Model(bert_config, init_checkpoint, tokenizer)`: the `BertConfig`, the
+    resolved checkpoint prefix (or None) and a `FullTokenizer` (or None).
+
+  Raises:
+    ValueError: listing every problem found.
+  """
+  problems = list(problems)
+
+  def attempt(check, *args):
+    try:
+      return check(*args)
+    except (ValueError, OSError) as e:
+      problems.append(str(e))
+      return None
+
+  bert_config = attempt(load_bert_config, bert_config_file)
+  if bert_config is not None and max_seq_length is not None:
+    attempt(check_max_seq_length, max_seq_length, bert_config)
+  checkpoint = None
+  if init_checkpoint:
+    checkpoint = attempt(resolve_init_checkpoint, init_checkpoint)
+  elif need_checkpoint:
+    problems.append("--init_checkpoint is required")
+  if init_checkpoint and do_lower_case is not None:
+    attempt(tokenization.validate_case_matches_checkpoint, do_lower_case,
+            checkpoint or init_checkpoint)
+  tokenizer = None
+  if vocab_file is not None:
+    tokenizer = attempt(load_tokenizer, vocab_file, do_lower_case)
+    if tokenizer is not None and bert_config is not None:
+      attempt(check_vocab_size, tokenizer, bert_config)
+  if not output_dir and need_output_dir:
+    problems.append("--output_dir is required: where checkpoints and "
+                    "results go")
+  elif output_dir and os.path.isfile(output_dir):
+    problems.append("--output_dir: %s is a file; expected a folder" %
+                    output_dir)
+  if problems:
+    raise ValueError("; ".join(problems))
+  return Model(bert_config, checkpoint, tokenizer)
+
+
+def load_tokenizer(vocab_file, do_lower_case):
+  """A `FullTokenizer` for `--vocab_file`.
+
+  Raises:
+    ValueError: naming the flag, when the path is empty, a directory or
+      missing (the one wording every script uses).
+  """
+  if not vocab_file:
+    raise ValueError("--vocab_file is required: the model's vocab.txt")
+  if os.path.isdir(vocab_file):
+    raise ValueError("--vocab_file: %s is a directory; expected the model's "
+                     "vocab.txt" % vocab_file)
+  if "://" not in vocab_file and not os.path.exists(vocab_file):
+    raise ValueError("--vocab_file: %s does not exist (expected the model's "
+                     "vocab.txt)" % vocab_file)
+  return tokenization.FullTokenizer(vocab_file=vocab_file,
+                                    do_lower_case=do_lower_case)

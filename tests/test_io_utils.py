@@ -1,0 +1,189 @@
+"""Tests for io_utils.py: the one reader, atomic outputs, small helpers."""
+
+import gc
+import os
+import subprocess
+import sys
+
+import pytest
+import tensorflow.compat.v1 as tf
+
+from conftest import REPO_ROOT
+
+import io_utils
+
+
+def test_expand_file_patterns_keeps_order_and_sorts_each_glob(tmp_path):
+  for name in ("b1.txt", "b0.txt", "a.txt"):
+    (tmp_path / name).write_text("x")
+  patterns = "%s,%s" % (tmp_path / "b*.txt", tmp_path / "a.txt")
+  assert io_utils.expand_file_patterns(patterns) == [
+      str(tmp_path / "b0.txt"), str(tmp_path / "b1.txt"),
+      str(tmp_path / "a.txt")]
+
+
+def test_expand_file_patterns_names_flag_and_unmatched_glob(tmp_path):
+  pattern = str(tmp_path / "nothing*.txt")
+  with pytest.raises(ValueError, match=r"--input_file: .*nothing\*\.txt.* "
+                     "matched no files"):
+    io_utils.expand_file_patterns(pattern, "input_file")
+  with pytest.raises(ValueError, match="--train_file: expected"):
+    io_utils.expand_file_patterns(" , ", "train_file")
+
+
+def test_atomic_write_renames_on_success_and_cleans_up_on_error(tmp_path):
+  path = str(tmp_path / "out.txt")
+  with io_utils.atomic_write(path) as f:
+    f.write("complete\n")
+    assert not os.path.exists(path)
+  assert open(path).read() == "complete\n"
+  with pytest.raises(RuntimeError):
+    with io_utils.atomic_write(path) as f:
+      f.write("half")
+      raise RuntimeError("killed")
+  assert open(path).read() == "complete\n"
+  assert os.listdir(tmp_path) == ["out.txt"]
+
+
+def test_atomic_write_of_nothing_leaves_an_empty_file(tmp_path):
+  for mode in ("w", "wb"):
+    path = str(tmp_path / ("empty-" + mode))
+    with io_utils.atomic_write(path, mode):
+      pass
+    assert os.path.getsize(path) == 0
+
+
+def test_write_eval_results_sorted_key_value_lines(tmp_path):
+  path = str(tmp_path / "eval_results.txt")
+  io_utils.write_eval_results(path, {"loss": 1.5, "global_step": 7,
+                                            "eval_accuracy": 0.25})
+  assert open(path).read() == ("eval_accuracy = 0.25\nglobal_step = 7\n"
+                               "loss = 1.5\n")
+
+
+def test_expand_file_patterns_refuses_a_directory(tmp_path):
+  with pytest.raises(ValueError, match="is a directory; expected files"):
+    io_utils.expand_file_patterns(str(tmp_path), "input_file")
+
+
+def test_output_paths_that_are_directories_are_refused(tmp_path):
+  with pytest.raises(ValueError, match="--output_file: .* is a directory"):
+    io_utils.check_output_file(str(tmp_path))
+  with pytest.raises(ValueError, match="--output_file is required"):
+    io_utils.check_output_file("")
+  io_utils.check_output_file(str(tmp_path / "new.txt"))
+  with pytest.raises(ValueError, match="is a directory"):
+    with io_utils.atomic_write(str(tmp_path)):
+      pass
+
+
+def test_atomic_write_removes_temp_files_a_killed_run_left(tmp_path):
+  path = tmp_path / "out.jsonl"
+  stale = tmp_path / ".out.jsonl.tmp-deadbeef"
+  stale.write_text("half")
+  other = tmp_path / ".other.jsonl.tmp-deadbeef"
+  other.write_text("someone else's")
+  with io_utils.atomic_write(str(path)) as f:
+    f.write("done\n")
+  assert sorted(os.listdir(tmp_path)) == sorted([other.name, path.name])
+
+
+def _write(tmp_path, data, name="f.txt"):
+  path = tmp_path / name
+  path.write_bytes(data)
+  return str(path)
+
+
+def test_read_lines_matches_tf_gfile_readline(tmp_path):
+  # The reference reads text with tf.gfile.GFile(path, "r").readline().
+  data = ("a\r\nb\u2028c\n\x85d\x0ce\r\rf\n\n \u3000\n\u00e9\r").encode("utf-8")
+  path = _write(tmp_path, data)
+  want = []
+  with tf.io.gfile.GFile(path, "r") as reader:
+    while True:
+      line = reader.readline()
+      if not line:
+        break
+      want.append(line.rstrip("\n"))
+  got = [line for _, line in io_utils.read_lines(path)]
+  assert got == want
+
+
+def test_read_lines_drops_invalid_utf8_or_names_file_and_line(tmp_path):
+  path = _write(tmp_path, b"ok\nb\xffad\n")
+  assert list(io_utils.read_lines(path)) == [(1, "ok"), (2, "bad")]
+  with pytest.raises(ValueError, match=r"f\.txt:2: not valid UTF-8"):
+    list(io_utils.read_lines(path, strict=True))
+
+
+def test_read_lines_final_line_rule(tmp_path):
+  # A last line without "\n" that decodes to nothing is not a line; an
+  # empty line that a "\n" ends is one.
+  assert list(io_utils.read_lines(_write(tmp_path, b"a\n\r"))) == [(1, "a")]
+  assert list(io_utils.read_lines(_write(tmp_path, b"a\n\xff"))) == [(1, "a")]
+  assert list(io_utils.read_lines(_write(tmp_path, b"a\n\n"))) == [
+      (1, "a"), (2, "")]
+  assert list(io_utils.read_lines(_write(tmp_path, b""))) == []
+
+
+def test_read_lines_byte_range_and_errors(tmp_path):
+  path = _write(tmp_path, b"one\ntwo\nthree\n")
+  assert [t for _, t in io_utils.read_lines(path, 4, 8)] == ["two"]
+  assert [t for _, t in io_utils.read_lines(path, 8)] == ["three"]
+  with pytest.raises(FileNotFoundError, match="nope.txt: no such file"):
+    list(io_utils.read_lines(str(tmp_path / "nope.txt")))
+  with pytest.raises(ValueError, match="is a directory"):
+    list(io_utils.read_lines(str(tmp_path)))
+
+
+def test_read_lines_does_not_need_tensorflow(tmp_path):
+  path = _write(tmp_path, b"x\n")
+  code = ("import sys; sys.path.insert(0, %r); import io_utils; "
+          "assert list(io_utils.read_lines(%r)) == [(1, 'x')]; "
+          "assert 'tensorflow' not in sys.modules" % (REPO_ROOT, path))
+  subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_atomic_path_makes_a_folder_appear_whole(tmp_path):
+  out = str(tmp_path / "model")
+  with io_utils.atomic_path(out) as temp:
+    os.makedirs(temp)
+    with open(os.path.join(temp, "a"), "w") as f:
+      f.write("x")
+    assert not os.path.exists(out)
+  assert os.listdir(out) == ["a"]
+  with pytest.raises(RuntimeError):
+    with io_utils.atomic_path(str(tmp_path / "other")) as temp:
+      os.makedirs(temp)
+      raise RuntimeError("killed")
+  assert sorted(os.listdir(tmp_path)) == ["model"]
+
+
+def test_atomic_path_refuses_a_folder_that_is_not_empty(tmp_path):
+  (tmp_path / "out").mkdir()
+  (tmp_path / "out" / "keep").write_text("x")
+  with pytest.raises(ValueError, match="not an empty folder"):
+    with io_utils.atomic_path(str(tmp_path / "out")) as temp:
+      os.makedirs(temp)
+  assert os.listdir(tmp_path / "out") == ["keep"]
+  assert sorted(os.listdir(tmp_path)) == ["out"]
+
+
+def test_gc_paused_restores_the_collector():
+  assert gc.isenabled()
+  with io_utils.gc_paused():
+    assert not gc.isenabled()
+  assert gc.isenabled()
+
+  @io_utils.gc_paused()
+  def inside():
+    return gc.isenabled()
+
+  assert inside() is False and gc.isenabled()
+
+
+def test_pad_to():
+  assert io_utils.pad_to([1, 2], 4) == [1, 2, 0, 0]
+  assert io_utils.pad_to([1.0], 2, 0.5) == [1.0, 0.5]
+  with pytest.raises(ValueError, match="3 values do not fit in length 2"):
+    io_utils.pad_to([1, 2, 3], 2)

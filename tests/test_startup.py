@@ -1,0 +1,183 @@
+"""Tests for startup.py: shared flags, the start-up checks, one-line errors."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+from absl import flags
+import pytest
+import tensorflow.compat.v1 as tf
+
+from conftest import REPO_ROOT, shared_path
+
+import modeling
+import startup
+
+
+def test_check_max_seq_length_names_both_numbers():
+  config = modeling.BertConfig(vocab_size=10, max_position_embeddings=64)
+  startup.check_max_seq_length(64, config)
+  with pytest.raises(ValueError, match="--max_seq_length=65 .*=64"):
+    startup.check_max_seq_length(65, config)
+
+
+def test_load_bert_config_errors_name_flag_and_path(tmp_path):
+  with pytest.raises(ValueError, match="--bert_config_file is required"):
+    startup.load_bert_config(None)
+  missing = str(tmp_path / "missing.json")
+  with pytest.raises(ValueError, match="--bert_config_file: .*missing.json "
+                     "does not exist"):
+    startup.load_bert_config(missing)
+
+
+def test_resolve_checkpoint_accepts_prefix_or_directory(tmp_path):
+  with tf.Graph().as_default():
+    tf.get_variable("v", shape=[2])
+    saver = tf.train.Saver()
+    with tf.Session() as sess:
+      sess.run(tf.global_variables_initializer())
+      prefix = saver.save(sess, str(tmp_path / "model.ckpt"), global_step=3)
+  assert startup.resolve_init_checkpoint(prefix) == prefix
+  assert startup.resolve_init_checkpoint(str(tmp_path)) == prefix
+  with pytest.raises(ValueError, match="--init_checkpoint: no TensorFlow "
+                     "checkpoint"):
+    startup.resolve_init_checkpoint(str(tmp_path / "nope.ckpt"))
+  with pytest.raises(ValueError, match="--init_checkpoint: no TensorFlow"):
+    startup.resolve_init_checkpoint(None)
+
+
+def test_run_main_prints_bad_input_as_one_line(tmp_path):
+  script = tmp_path / "script.py"
+  script.write_text(textwrap.dedent("""
+      import sys
+      sys.path.insert(0, %r)
+      import startup
+      def main(_):
+        raise ValueError("--input_file: 'x' matched\\nno files")
+      startup.run_main(main)
+  """ % REPO_ROOT))
+  env = dict(os.environ)
+  env.pop("BERT_DEBUG", None)
+  result = subprocess.run([sys.executable, str(script)], capture_output=True,
+                          text=True, env=env, timeout=120)
+  assert result.returncode == 1
+  assert result.stderr.splitlines()[-1] == (
+      "error: --input_file: 'x' matched no files")
+  assert "Traceback" not in result.stderr
+
+
+class _Vocab(object):
+
+  def __init__(self, size):
+    self.vocab = dict.fromkeys(range(size))
+
+
+def test_check_vocab_size_refuses_ids_past_the_embeddings():
+  config = modeling.BertConfig(vocab_size=1000)
+  startup.check_vocab_size(_Vocab(1000), config)
+  with pytest.raises(ValueError, match="--vocab_file has 1001 tokens but the "
+                     "model's vocab_size is 1000"):
+    startup.check_vocab_size(_Vocab(1001), config)
+
+
+def test_graph_execution_errors_are_cut_to_their_message():
+  error = tf.errors.InvalidArgumentError(
+      None, None, "Graph execution error:\n\nDetected at node 'x' defined at "
+      "(most recent call last):\n  File \"a.py\", line 1\n    f()\n"
+      "indices[1] = 1103 is not in [0, 1000)\n\t [[{{node x}}]]")
+  assert startup._one_line(error) == (
+      "indices[1] = 1103 is not in [0, 1000)")
+  assert startup._one_line(ValueError("a\nb")) == "a b"
+
+
+def _save_checkpoint(path, global_step=None):
+  with tf.Graph().as_default():
+    tf.get_variable("bert/v", shape=[2])
+    saver = tf.train.Saver()
+    with tf.Session() as sess:
+      sess.run(tf.global_variables_initializer())
+      return saver.save(sess, path, global_step=global_step)
+
+
+def test_resolve_init_checkpoint_takes_a_released_model_folder(tmp_path):
+  released = tmp_path / "uncased_L-2_H-128_A-2"
+  released.mkdir()
+  prefix = _save_checkpoint(str(released / "bert_model.ckpt"))
+  assert startup.resolve_init_checkpoint(str(released)) == prefix
+  assert startup.resolve_init_checkpoint(prefix + ".index") == prefix
+
+
+def test_prepare_model_reports_every_problem_together(tmp_path):
+  shared_model = shared_path("conformance", "modeling")
+  config = os.path.join(shared_model, "bert_config.json")
+  with pytest.raises(ValueError) as info:
+    startup.prepare_model(
+        config, max_seq_length=1000,
+        init_checkpoint="/models/cased_L-12_H-768_A-12/bert_model.ckpt",
+        do_lower_case=True, vocab_file=str(tmp_path), output_dir=None,
+        problems=["--doc_stride=0: expected at least 1 token"])
+  message = str(info.value)
+  for part in ("--doc_stride=0", "--max_seq_length=1000 is longer",
+               "--init_checkpoint: no TensorFlow checkpoint",
+               "--do_lower_case=True does not match",
+               "--vocab_file: %s is a directory" % tmp_path,
+               "--output_dir is required"):
+    assert part in message, part
+  assert "\n" not in message
+
+
+def test_prepare_model_returns_config_checkpoint_and_tokenizer(tmp_path):
+  model_dir = shared_path("conformance", "modeling")
+  model = startup.prepare_model(
+      os.path.join(model_dir, "bert_config.json"), 64, model_dir, True,
+      os.path.join(model_dir, "vocab.txt"), str(tmp_path / "out"))
+  assert model.bert_config.max_position_embeddings == 64
+  assert model.init_checkpoint == os.path.join(model_dir, "bert_model.ckpt")
+  assert model.tokenizer.tokenize("hello")
+  assert not os.path.exists(tmp_path / "out")
+
+
+def test_vocab_errors_have_one_wording(tmp_path):
+  with pytest.raises(ValueError, match="--vocab_file: .*nope.txt does not "
+                     "exist"):
+    startup.load_tokenizer(str(tmp_path / "nope.txt"), True)
+  with pytest.raises(ValueError, match="--vocab_file is required"):
+    startup.load_tokenizer("", True)
+
+
+def test_shared_flags_are_defined_once():
+  values = flags.FlagValues()
+  for name in ("do_train", "max_seq_length"):
+    define, default, help_text = startup.SHARED_FLAGS[name]
+    define(name, default, help_text, flag_values=values)
+  with pytest.raises(flags.DuplicateFlagError):
+    startup.SHARED_FLAGS["do_train"][0]("do_train", False, "again",
+                                        flag_values=values)
+  with pytest.raises(KeyError, match="not defined here"):
+    startup.define_flags("do_train", max_seq_length=384)
+
+
+def test_flag_parsing_errors_are_one_line(tmp_path):
+  script = tmp_path / "script.py"
+  script.write_text(textwrap.dedent("""
+      import sys
+      sys.path.insert(0, %r)
+      from absl import flags
+      import startup
+      flags.DEFINE_enum("kind", "a", ["a", "b"], "a kind")
+      flags.DEFINE_string("need", None, "needed")
+      flags.mark_flag_as_required("need")
+      startup.run_main(lambda _: None)
+  """ % REPO_ROOT))
+  env = dict(os.environ)
+  env.pop("BERT_DEBUG", None)
+  for args, want in ((["--need=x", "--kind=c"], "--kind"),
+                     ([], "--need")):
+    result = subprocess.run([sys.executable, str(script)] + args,
+                            capture_output=True, text=True, env=env,
+                            timeout=120)
+    assert result.returncode == 1
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: ") and want in last, result.stderr
+    assert "FATAL" not in result.stderr and "Traceback" not in result.stderr
