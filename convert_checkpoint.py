@@ -35,6 +35,11 @@ Hugging Face `gelu` is the exact erf form (this project's `gelu_exact`),
 `gelu_new` / `gelu_pytorch_tanh` are the tanh approximation (this project's
 `gelu`). Every output folder is written under a temporary name and renamed
 when complete.
+
+Public names: `hf_to_tf`, `tf_to_hf` (the two directions), `tensor_table`,
+`hf_to_tf_weights`, `tf_to_hf_weights`, `hf_config_to_bert_config`,
+`bert_config_to_hf_config`, `read_hf_weights`, `read_tf_checkpoint`,
+`write_tf_checkpoint`, `resolve_tf_checkpoint`.
 """
 import contextlib
 import json
@@ -138,7 +143,8 @@ def tensor_table(bert_config):
 
   Returns:
     List of `_Tensor` (tf_name, hf_name, TF-side shape, group, transpose), in
-    the order of SPEC §3: embeddings, encoder layers, pooler, then the heads.
+    the order of the released checkpoints: embeddings, encoder layers,
+    pooler, then the heads.
   """
   h = bert_config["hidden_size"]
   inter = bert_config["intermediate_size"]

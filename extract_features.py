@@ -17,6 +17,12 @@ Example:
     --vocab_file=$BERT_DIR/vocab.txt --bert_config_file=$BERT_DIR/bert_config.json \
     --init_checkpoint=$BERT_DIR --layers=-1,-2,-3,-4 \
     --max_seq_length=128 --batch_size=8
+
+Public names: `InputExample`, `InputFeatures`, `iter_examples`,
+`read_examples`, `convert_single_example`, `iter_features`,
+`convert_examples_to_features`, `input_fn_builder`,
+`streaming_input_fn_builder`, `model_fn_builder`, `parse_layer_indexes`,
+`format_output_line`.
 """
 
 import collections
@@ -38,7 +44,7 @@ import startup
 FLAGS = flags.FLAGS
 
 # A pair is written `text_a ||| text_b`; the pattern is greedy, so the last
-# separator wins (reference behaviour, case B23).
+# separator wins (reference behaviour).
 _PAIR_PATTERN = re.compile(r"^(.*) \|\|\| (.*)$")
 
 

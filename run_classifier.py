@@ -14,6 +14,13 @@ Usage (see README.md):
     --data_dir=$GLUE_DIR/MRPC --vocab_file=$BERT_DIR/vocab.txt \
     --bert_config_file=$BERT_DIR/bert_config.json \
     --init_checkpoint=$BERT_DIR --output_dir=/tmp/mrpc
+
+Public names: `InputFeatures`, `convert_single_example`,
+`convert_examples_to_features`, `file_based_convert_examples_to_features`,
+`file_based_input_fn_builder`, `input_fn_builder`, `pad_to_batch_multiple`,
+`create_model`, `model_fn_builder`, `write_test_results`, and (from
+`classifier_data`) `InputExample`, `DataProcessor`, `XnliProcessor`,
+`MnliProcessor`, `MrpcProcessor`, `ColaProcessor`, `get_processor`.
 """
 
 import collections

@@ -17,6 +17,10 @@ Example:
 
 A run restarted with the same `--output_dir` continues from the last
 checkpoint there (`--init_checkpoint` only initializes a fresh run).
+
+Public names: `gather_indexes`, `get_masked_lm_output`,
+`get_next_sentence_output`, `model_fn_builder`, `input_fn_builder`,
+`check_record_lengths`, `check_inputs`.
 """
 
 import os

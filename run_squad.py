@@ -22,6 +22,12 @@ Example (SQuAD 1.1):
     --predict_file=$SQUAD_DIR/dev-v1.1.json --train_batch_size=12 \
     --learning_rate=3e-5 --num_train_epochs=2.0 --max_seq_length=384 \
     --doc_stride=128 --output_dir=/tmp/squad_base/
+
+Public names: `create_model`, `model_fn_builder`, `input_fn_builder`,
+`validate_flags_or_throw`, and (from `squad_data` and `squad_predictions`)
+`SquadExample`, `InputFeatures`, `read_squad_examples`,
+`convert_examples_to_features`, `FeatureWriter`, `RawResult`,
+`write_predictions`, `get_final_text`, `score_predictions`.
 """
 
 import collections

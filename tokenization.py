@@ -1,7 +1,7 @@
 # coding=utf-8
 """WordPiece tokenization, output-identical to the BERT research release.
 
-Pure Python (no TensorFlow needed to tokenize). Public API (SPEC §2):
+Pure Python (no TensorFlow needed to tokenize). Public names (the reference's):
 `FullTokenizer`, `BasicTokenizer`, `WordpieceTokenizer`, `load_vocab`,
 `convert_by_vocab`, `convert_tokens_to_ids`, `convert_ids_to_tokens`,
 `whitespace_tokenize`, `convert_to_unicode`, `printable_text` and
