@@ -35,6 +35,7 @@ import numpy as np
 import tensorflow.compat.v1 as tf
 
 import estimator_utils
+import export_utils
 import feature_utils
 import modeling
 import tokenization
@@ -60,6 +61,7 @@ def define_flags():
   flags.DEFINE_integer("eval_batch_size", 8, "Total batch size for eval.")
   estimator_utils.define_model_flags()
   estimator_utils.define_fine_tuning_flags()
+  export_utils.define_export_flags()
   # The `tsv` task (a user's own files); column numbers are 0-based and may
   # be negative (counted from the end, as in Python).
   flags.DEFINE_integer("text_a_column", 0,
@@ -1111,7 +1113,8 @@ def _check_flags(bert_config):
   Returns:
     The resolved `--init_checkpoint` prefix, or None.
   """
-  if not (FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict):
+  if not (FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict or
+          FLAGS.export_dir):
     raise ValueError(
         "At least one of --do_train, --do_eval or --do_predict must be set.")
   tokenization.validate_case_matches_checkpoint(FLAGS.do_lower_case,
@@ -1230,6 +1233,34 @@ def _predict(estimator, examples, label_list, tokenizer, is_regression):
   logging.info("Wrote %d lines to %s", num_actual, output_file)
 
 
+def _export(bert_config, label_list, is_regression, init_checkpoint):
+  """Exports the fine-tuned model under --export_dir (see export_utils)."""
+  model_fn = model_fn_builder(
+      bert_config=bert_config,
+      num_labels=1 if is_regression else len(label_list),
+      init_checkpoint=None, learning_rate=0.0, num_train_steps=None,
+      num_warmup_steps=None, use_tpu=False, use_one_hot_embeddings=False,
+      is_regression=is_regression)
+  tsv_columns = None
+  if FLAGS.task_name.lower() == "tsv":
+    tsv_columns = {"text_a_column": FLAGS.text_a_column,
+                   "text_b_column": FLAGS.text_b_column,
+                   "skip_header": FLAGS.skip_header}
+  export_utils.export_saved_model(
+      model_fn, export_utils.checkpoint_to_export(FLAGS.output_dir,
+                                                  init_checkpoint),
+      FLAGS.export_dir, FLAGS.max_seq_length,
+      kind=export_utils.REGRESSION if is_regression else
+      export_utils.CLASSIFIER,
+      output_keys=["predictions" if is_regression else "probabilities"],
+      vocab_file=FLAGS.vocab_file, bert_config_file=FLAGS.bert_config_file,
+      do_lower_case=FLAGS.do_lower_case, label_list=label_list,
+      extra_features=(export_utils.REGRESSION_FEATURES if is_regression else
+                      export_utils.CLASSIFIER_FEATURES),
+      extra_config={"task_name": FLAGS.task_name.lower(),
+                    "tsv_columns": tsv_columns})
+
+
 def main(_):
   logging.set_verbosity(logging.INFO)
   # 1. Configuration and flag checks, before anything is written.
@@ -1282,6 +1313,8 @@ def main(_):
   if FLAGS.do_predict:
     _predict(estimator, examples["test"], label_list, tokenizer,
              is_regression)
+  if FLAGS.export_dir:
+    _export(bert_config, label_list, is_regression, init_checkpoint)
 
 
 if __name__ == "__main__":

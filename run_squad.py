@@ -43,6 +43,7 @@ from absl import logging
 import tensorflow.compat.v1 as tf
 
 import estimator_utils
+import export_utils
 import modeling
 import squad_metrics
 import tokenization
@@ -86,6 +87,7 @@ def define_flags():
   flags.DEFINE_float("null_score_diff_threshold", 0.0,
                      "SQuAD 2.0: predict no answer when the null score minus "
                      "the best non-null score exceeds this.")
+  export_utils.define_export_flags()
 
 
 # ----------------------------------------------------------------------------
@@ -1008,7 +1010,7 @@ def _check_flags():
   Raises:
     ValueError: a flag is missing or out of range.
   """
-  if not FLAGS.do_train and not FLAGS.do_predict:
+  if not (FLAGS.do_train or FLAGS.do_predict or FLAGS.export_dir):
     raise ValueError("At least one of --do_train or --do_predict must be "
                      "True.")
   for name in ("vocab_file", "output_dir"):
@@ -1169,6 +1171,26 @@ def score_predictions(predict_file, written, version_2_with_negative,
   return results
 
 
+def _export(bert_config, init_checkpoint):
+  """Exports the fine-tuned model under --export_dir (see export_utils)."""
+  model_fn = model_fn_builder(
+      bert_config=bert_config, init_checkpoint=None, learning_rate=0.0,
+      num_train_steps=None, num_warmup_steps=None, use_tpu=False,
+      use_one_hot_embeddings=False)
+  export_utils.export_saved_model(
+      model_fn, export_utils.checkpoint_to_export(FLAGS.output_dir,
+                                                  init_checkpoint),
+      FLAGS.export_dir, FLAGS.max_seq_length, kind=export_utils.SQUAD,
+      output_keys=["start_logits", "end_logits"],
+      vocab_file=FLAGS.vocab_file, bert_config_file=FLAGS.bert_config_file,
+      do_lower_case=FLAGS.do_lower_case,
+      extra_features=export_utils.SQUAD_FEATURES,
+      extra_config={"doc_stride": FLAGS.doc_stride,
+                    "max_query_length": FLAGS.max_query_length,
+                    "version_2_with_negative":
+                        FLAGS.version_2_with_negative})
+
+
 def main(_):
   logging.set_verbosity(logging.INFO)
   bert_config = _check_flags()
@@ -1205,6 +1227,8 @@ def main(_):
     written = _predict(estimator, tokenizer)
     score_predictions(FLAGS.predict_file, written,
                       FLAGS.version_2_with_negative, FLAGS.output_dir)
+  if FLAGS.export_dir:
+    _export(bert_config, init_checkpoint)
 
 
 if __name__ == "__main__":
