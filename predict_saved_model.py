@@ -145,8 +145,9 @@ def main(_):
     if FLAGS[name].value < 1:
       raise ValueError("--%s: got %d, expected at least 1" %
                        (name, FLAGS[name].value))
-  estimator_utils.check_output_file(
-      os.path.join(FLAGS.output_dir, "test_results.tsv"), "output_dir")
+  if os.path.exists(FLAGS.output_dir) and not os.path.isdir(FLAGS.output_dir):
+    raise ValueError("--output_dir: %s is a file; expected a directory" %
+                     FLAGS.output_dir)
   version_dir = serving.resolve_version(FLAGS.model_dir)
   config, _, _ = serving.read_assets(version_dir)
   kind = config["kind"]

@@ -236,6 +236,24 @@ def test_a_checkpoint_without_global_step_is_exported(classifier, tmp_path):
                                 with_step["probabilities"])
 
 
+def test_serving_input_fills_the_features_a_client_does_not_send():
+  # NER-style: a per-token label feature [batch, seq] besides the inputs.
+  extra = {"label_ids": (tf.int32, [5], 0), "weight": (tf.float32, [], 1.5)}
+  with tf.Graph().as_default():
+    receiver = export_utils.serving_input_fn_builder(5, extra)()
+    assert sorted(receiver.receiver_tensors) == sorted(
+        export_utils.INPUT_NAMES)
+    for tensor in receiver.receiver_tensors.values():
+      assert tensor.dtype == tf.int32 and tensor.shape.as_list() == [None, 5]
+    with tf.Session() as session:
+      got = session.run(receiver.features, {
+          receiver.receiver_tensors[n]: np.ones([3, 5], np.int32)
+          for n in export_utils.INPUT_NAMES})
+  assert got["label_ids"].tolist() == [[0] * 5] * 3
+  assert got["weight"].tolist() == [1.5] * 3
+  assert got["input_ids"].tolist() == [[1] * 5] * 3
+
+
 def test_checkpoint_to_export_prefers_output_dir(classifier, tmp_path):
   model_dir, checkpoint, _, _ = classifier
   assert export_utils.checkpoint_to_export(model_dir, None) == checkpoint
