@@ -1116,7 +1116,8 @@ def _check_flags(bert_config):
   if not (FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict or
           FLAGS.export_dir):
     raise ValueError(
-        "At least one of --do_train, --do_eval or --do_predict must be set.")
+        "At least one of --do_train, --do_eval or --do_predict must be set. "
+        "(--export_dir alone exports only.)")
   tokenization.validate_case_matches_checkpoint(FLAGS.do_lower_case,
                                                 FLAGS.init_checkpoint)
   estimator_utils.check_max_seq_length(FLAGS.max_seq_length, bert_config)

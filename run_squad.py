@@ -1012,7 +1012,7 @@ def _check_flags():
   """
   if not (FLAGS.do_train or FLAGS.do_predict or FLAGS.export_dir):
     raise ValueError("At least one of --do_train or --do_predict must be "
-                     "True.")
+                     "True. (--export_dir alone exports only.)")
   for name in ("vocab_file", "output_dir"):
     if not getattr(FLAGS, name):
       raise ValueError("--%s is required" % name)
