@@ -44,6 +44,7 @@ from classifier_data import PaddingInputExample
 from classifier_data import PROCESSORS
 from classifier_data import XnliProcessor  # pylint: disable=unused-import
 import estimator_utils
+import export_utils
 import feature_utils
 import glue_metrics
 import io_utils
@@ -66,7 +67,7 @@ def define_flags():
       ", ".join(sorted(PROCESSORS)) + ".")
   startup.define_flags(startup.MODEL_FLAGS, "max_seq_length", "do_eval",
                        "eval_batch_size", startup.FINE_TUNING_FLAGS,
-                       startup.TPU_FLAGS)
+                       "export_dir", startup.TPU_FLAGS)
   # The `tsv` task (a user's own files); column numbers are 0-based and may
   # be negative (counted from the end, as in Python).
   flags.DEFINE_integer("text_a_column", 0,
@@ -493,9 +494,9 @@ def _flag_problems(flag_values):
   """This script's own flag problems (the shared ones are `startup`'s)."""
   problems = []
   if not (flag_values.do_train or flag_values.do_eval or
-          flag_values.do_predict):
+          flag_values.do_predict or flag_values.export_dir):
     problems.append("At least one of --do_train, --do_eval or --do_predict "
-                    "must be set.")
+                    "must be set. (--export_dir alone exports only.)")
   if flag_values.max_seq_length < 3:
     problems.append("--max_seq_length: got %d, expected at least 3" %
                     flag_values.max_seq_length)
@@ -561,6 +562,36 @@ def _features_file(path, examples, label_list, max_seq_length, tokenizer,
                num_actual, len(examples) - num_actual)
   logging.info("  Batch size = %d", batch_size)
   return len(examples), num_actual
+
+
+def _export(flag_values, bert_config, label_list, is_regression,
+            init_checkpoint):
+  """Exports the fine-tuned model under --export_dir (see export_utils)."""
+  model_fn = model_fn_builder(
+      bert_config=bert_config,
+      num_labels=1 if is_regression else len(label_list),
+      init_checkpoint=None, learning_rate=0.0, num_train_steps=None,
+      num_warmup_steps=None, use_tpu=False, use_one_hot_embeddings=False,
+      is_regression=is_regression)
+  tsv_columns = None
+  if flag_values.task_name.lower() == "tsv":
+    tsv_columns = {"text_a_column": flag_values.text_a_column,
+                   "text_b_column": flag_values.text_b_column,
+                   "skip_header": flag_values.skip_header}
+  export_utils.export_saved_model(
+      model_fn, export_utils.checkpoint_to_export(flag_values.output_dir,
+                                                  init_checkpoint),
+      flag_values.export_dir, flag_values.max_seq_length,
+      kind=(export_utils.REGRESSION if is_regression else
+            export_utils.CLASSIFIER),
+      output_keys=["predictions" if is_regression else "probabilities"],
+      vocab_file=flag_values.vocab_file,
+      bert_config_file=flag_values.bert_config_file,
+      do_lower_case=flag_values.do_lower_case, label_list=label_list,
+      extra_features=(export_utils.REGRESSION_FEATURES if is_regression else
+                      export_utils.CLASSIFIER_FEATURES),
+      extra_config={"task_name": flag_values.task_name.lower(),
+                    "tsv_columns": tsv_columns})
 
 
 def main(_):
@@ -657,6 +688,9 @@ def main(_):
     output_file = os.path.join(output_dir, "test_results.tsv")
     write_test_results(output_file, predictions, num_actual)
     logging.info("Wrote %d lines to %s", num_actual, output_file)
+  if FLAGS.export_dir:
+    _export(FLAGS, model.bert_config, label_list, is_regression,
+            model.init_checkpoint)
 
 
 if __name__ == "__main__":

@@ -39,6 +39,7 @@ from absl import logging
 import tensorflow.compat.v1 as tf
 
 import estimator_utils
+import export_utils
 import modeling
 # The reference's public names of this module live in squad_data and
 # squad_predictions; code written for it (`run_squad.read_squad_examples`)
@@ -72,8 +73,8 @@ def define_flags():
   flags.DEFINE_integer("max_query_length", 64,
                        "Questions longer than this many tokens are cut.")
   startup.define_flags(startup.MODEL_FLAGS, "max_seq_length",
-                       startup.FINE_TUNING_FLAGS, startup.TPU_FLAGS,
-                       max_seq_length=384)
+                       startup.FINE_TUNING_FLAGS, "export_dir",
+                       startup.TPU_FLAGS, max_seq_length=384)
   flags.DEFINE_integer("n_best_size", 20,
                        "How many candidate answers per question go to "
                        "nbest_predictions.json.")
@@ -219,9 +220,10 @@ def input_fn_builder(input_file, seq_length, is_training, drop_remainder):
 def _flag_problems(flag_values):
   """This script's own flag problems, as a list of messages."""
   problems = []
-  if not flag_values.do_train and not flag_values.do_predict:
+  if not (flag_values.do_train or flag_values.do_predict or
+          flag_values.export_dir):
     problems.append("At least one of --do_train or --do_predict must be "
-                    "True.")
+                    "True. (--export_dir alone exports only.)")
   if flag_values.do_train and not flag_values.train_file:
     problems.append("--do_train needs --train_file (a SQuAD JSON file)")
   if flag_values.do_predict and not flag_values.predict_file:
@@ -314,6 +316,27 @@ def _raw_results(predictions, num_features):
   return results
 
 
+def _export(flag_values, bert_config, init_checkpoint):
+  """Exports the fine-tuned model under --export_dir (see export_utils)."""
+  model_fn = model_fn_builder(
+      bert_config=bert_config, init_checkpoint=None, learning_rate=0.0,
+      num_train_steps=None, num_warmup_steps=None, use_tpu=False,
+      use_one_hot_embeddings=False)
+  export_utils.export_saved_model(
+      model_fn, export_utils.checkpoint_to_export(flag_values.output_dir,
+                                                  init_checkpoint),
+      flag_values.export_dir, flag_values.max_seq_length,
+      kind=export_utils.SQUAD, output_keys=["start_logits", "end_logits"],
+      vocab_file=flag_values.vocab_file,
+      bert_config_file=flag_values.bert_config_file,
+      do_lower_case=flag_values.do_lower_case,
+      extra_features=export_utils.SQUAD_FEATURES,
+      extra_config={"doc_stride": flag_values.doc_stride,
+                    "max_query_length": flag_values.max_query_length,
+                    "version_2_with_negative":
+                        flag_values.version_2_with_negative})
+
+
 def main(_):
   logging.set_verbosity(logging.INFO)
   # 1. Flags, config, checkpoint, vocabulary: checked before any work.
@@ -395,6 +418,8 @@ def main(_):
         verbose_logging=FLAGS.verbose_logging)
     score_predictions(FLAGS.predict_file, written,
                       FLAGS.version_2_with_negative, out)
+  if FLAGS.export_dir:
+    _export(FLAGS, model.bert_config, model.init_checkpoint)
 
 
 if __name__ == "__main__":

@@ -84,6 +84,12 @@ SHARED_FLAGS = collections.OrderedDict([
     ("iterations_per_loop", (_I, 1000,
                              "Steps the TPU runs per call from the host "
                              "(ignored off TPU).")),
+    # Serving.
+    ("export_dir", (_S, None,
+                    "Also write a SavedModel for serving under this folder, "
+                    "in a new timestamped version sub-folder, after the other "
+                    "steps. Alone (no --do_* step), it exports the latest "
+                    "checkpoint of --output_dir, else --init_checkpoint.")),
     # TPU.
     ("use_tpu", (_B, False, "Run on a Cloud TPU (False: CPU or GPU).")),
     ("tpu_name", (_S, None,

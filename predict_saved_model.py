@@ -1,0 +1,191 @@
+"""Predicts a file with an exported SavedModel (no checkpoint, no Estimator).
+
+Reads the export's assets (vocabulary, `do_lower_case`, `max_seq_length`,
+labels, task), converts `--input_file` exactly as the fine-tuning script
+does, runs the `serving_default` signature in batches as the input is
+converted, and writes what that script's `--do_predict` writes:
+
+* classifier / regression exports: `--input_file` is a TSV in the test
+  layout of the task (`--task_name`, default the export's task, e.g. MRPC's
+  test.tsv) -> `test_results.tsv`, one line of tab-separated class
+  probabilities (or the predicted score) per row;
+* SQuAD exports: `--input_file` is SQuAD JSON -> `predictions.json`,
+  `nbest_predictions.json` (and `null_odds.json` for SQuAD 2.0); when the
+  file carries answers, `eval_results.json` too. Documents longer than one
+  window are split into the export's `doc_stride` windows.
+
+Usage:
+  python predict_saved_model.py --model_dir=/tmp/mrpc_export \
+    --input_file=$GLUE_DIR/MRPC/test.tsv --output_dir=/tmp/mrpc_served
+"""
+
+import os
+import time
+
+from absl import flags
+from absl import logging
+import numpy as np
+
+import classifier_data
+import export_utils
+import io_utils
+import run_classifier
+import run_squad
+import serving
+import startup
+
+FLAGS = flags.FLAGS
+
+
+def define_flags():
+  """Defines the script's flags."""
+  flags.DEFINE_string("model_dir", None,
+                      "An export folder (its newest numbered version is "
+                      "used) or one version folder.")
+  flags.DEFINE_string("input_file", None,
+                      "What to predict: a TSV in the task's test layout "
+                      "(classifier exports) or SQuAD JSON (SQuAD exports).")
+  flags.DEFINE_string("output_dir", None, "Where the results are written.")
+  flags.DEFINE_string("task_name", None,
+                      "Classifier exports: the run_classifier.py task whose "
+                      "test layout --input_file has (default: the export's "
+                      "task).")
+  flags.DEFINE_integer("batch_size", 8, "Inputs per signature call.")
+  flags.DEFINE_integer("n_best_size", 20,
+                       "SQuAD: candidates kept per question.")
+  flags.DEFINE_integer("max_answer_length", 30,
+                       "SQuAD: longest answer, in WordPiece tokens.")
+  flags.DEFINE_float("null_score_diff_threshold", 0.0,
+                     "SQuAD 2.0: predict no answer when the null score minus "
+                     "the best non-null score exceeds this.")
+  for name in ("model_dir", "input_file", "output_dir"):
+    flags.mark_flag_as_required(name)
+
+
+def read_classifier_examples(task_name, input_file, config):
+  """Reads `input_file` in the test layout of `task_name`.
+
+  Returns:
+    list of `run_classifier.InputExample`.
+
+  Raises:
+    ValueError: a row with the wrong number of columns (naming the file and
+      line), an unknown task, or a task of another kind than the export.
+  """
+  processor = classifier_data.get_processor(task_name)
+  kind = config["kind"]
+  if processor.is_regression != (kind == export_utils.REGRESSION):
+    raise ValueError("--task_name=%s is a %s task but the export is a %s "
+                     "model" % (task_name, "regression" if
+                                processor.is_regression else "classification",
+                                kind))
+  if isinstance(processor, classifier_data.TsvProcessor):
+    columns = config.get("tsv_columns") or {}
+    text_a_column = columns.get("text_a_column", 0)
+    text_b_column = columns.get("text_b_column")
+    examples = []
+    for line_index, cells in classifier_data.read_tsv_rows(
+        input_file, None, columns.get("skip_header", False)):
+      # pylint: disable=protected-access
+      text_a = processor._cell(input_file, line_index, cells, text_a_column)
+      text_b = None
+      if text_b_column is not None:
+        text_b = processor._cell(input_file, line_index, cells,
+                                 text_b_column)
+      examples.append(run_classifier.InputExample(
+          "test-%d" % line_index, text_a, text_b))
+    return examples
+  _, set_name, layout = processor.SPLITS["test"]
+  processor.SPLITS = {"test": ((os.path.basename(input_file),), set_name,
+                               layout)}
+  return processor.get_test_examples(os.path.dirname(input_file) or ".")
+
+
+def predict_classifier(model, examples, output_file, batch_size):
+  """Runs `examples` through the export; writes `test_results.tsv`.
+
+  The lines are those of `run_classifier.write_test_results`. Inputs longer
+  than `max_seq_length` are truncated as in training and counted in one
+  log line.
+
+  Returns:
+    int, the number of lines written.
+  """
+  key = model.config["output_keys"][0]
+  truncated = 0
+  written = 0
+  start = time.time()
+  with io_utils.atomic_write(output_file) as writer:
+    for first in range(0, len(examples), batch_size):
+      batch = []
+      for example in examples[first:first + batch_size]:
+        encoded = serving.encode_text(model.tokenizer, example.text_a,
+                                      example.text_b, model.max_seq_length)
+        truncated += encoded[3]
+        batch.append(encoded[:3])
+      ids, mask, segments = (np.array(x) for x in zip(*batch))
+      outputs = model.run(ids, mask, segments)[key]
+      for row in outputs:
+        writer.write("\t".join(str(v) for v in np.reshape(row, [-1])) + "\n")
+      written += len(batch)
+      if (first // batch_size + 1) % 100 == 0:
+        logging.info("Predicted %d of %d examples (%.1f examples/sec)",
+                     written, len(examples),
+                     written / max(time.time() - start, 1e-9))
+  if truncated:
+    logging.warning("%d of %d inputs were longer than max_seq_length=%d "
+                    "tokens and were truncated (as in training)", truncated,
+                    len(examples), model.max_seq_length)
+  logging.info("Wrote %d lines to %s", written, output_file)
+  return written
+
+
+def main(_):
+  logging.set_verbosity(logging.INFO)
+  # 1. The export and its assets.
+  for name in ("batch_size", "n_best_size", "max_answer_length"):
+    if FLAGS[name].value < 1:
+      raise ValueError("--%s: got %d, expected at least 1" %
+                       (name, FLAGS[name].value))
+  if os.path.exists(FLAGS.output_dir) and not os.path.isdir(FLAGS.output_dir):
+    raise ValueError("--output_dir: %s is a file; expected a directory" %
+                     FLAGS.output_dir)
+  version_dir = serving.resolve_version(FLAGS.model_dir)
+  config, _, _ = serving.read_assets(version_dir)
+  kind = config["kind"]
+
+  # 2. The input, read (and checked) before the model is loaded.
+  if kind in (export_utils.CLASSIFIER, export_utils.REGRESSION):
+    task_name = FLAGS.task_name or config.get("task_name")
+    if not task_name:
+      raise ValueError("--task_name is required: the export names no task")
+    examples = read_classifier_examples(task_name, FLAGS.input_file, config)
+  elif kind == export_utils.SQUAD:
+    examples = run_squad.read_squad_examples(
+        FLAGS.input_file, is_training=False,
+        version_2_with_negative=config.get("version_2_with_negative", False))
+  else:
+    raise ValueError("--model_dir: %s is a %s export; this script predicts "
+                     "classifier and SQuAD exports (use "
+                     "serving.BertServingModel.run)" % (version_dir, kind))
+  logging.info("Read %d examples from %s", len(examples), FLAGS.input_file)
+
+  # 3. The model, and the outputs.
+  model = serving.BertServingModel(version_dir)
+  if kind == export_utils.SQUAD:
+    written = serving.predict_squad(
+        model, examples, FLAGS.output_dir, FLAGS.n_best_size,
+        FLAGS.max_answer_length, FLAGS.null_score_diff_threshold,
+        FLAGS.batch_size)
+    run_squad.score_predictions(
+        FLAGS.input_file, written,
+        config.get("version_2_with_negative", False), FLAGS.output_dir)
+  else:
+    predict_classifier(model, examples,
+                       os.path.join(FLAGS.output_dir, "test_results.tsv"),
+                       FLAGS.batch_size)
+
+
+if __name__ == "__main__":
+  define_flags()
+  startup.run_main(main)

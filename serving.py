@@ -1,0 +1,267 @@
+"""Loading an exported BERT SavedModel and predicting from raw text.
+
+The export (see `export_utils`) carries its vocabulary, config and
+tokenization settings in `assets.extra/`, so a client needs nothing else:
+
+    model = serving.BertServingModel("/tmp/mrpc_export")  # newest version
+    model.classify("The cat sat.", "A cat was sitting.")  # {label: prob}
+    model.answer("Who sat?", "The cat sat on the mat.")   # {"text": ...}
+
+Inputs are built exactly as at fine-tuning time: `[CLS] a [SEP] b [SEP]`
+through `feature_utils` for sentence (pair) tasks, and `run_squad`'s
+sliding document windows for questions, so a context longer than one window
+is answered by `run_squad.write_predictions`' span search over all of them.
+"""
+
+import json
+import os
+import tempfile
+
+from absl import logging
+import numpy as np
+import tensorflow as tf2
+
+import export_utils
+import feature_utils
+import run_squad
+import squad_data
+import tokenization
+
+
+def resolve_version(model_dir):
+  """The SavedModel folder of `model_dir`: itself, or its newest version.
+
+  Args:
+    model_dir: str, a version folder (holding `saved_model.pb`) or an export
+      base holding numbered version folders.
+
+  Returns:
+    str, the version folder (the largest number when there are several).
+
+  Raises:
+    ValueError: when `model_dir` is neither.
+  """
+  if not model_dir or not tf2.io.gfile.isdir(model_dir):
+    raise ValueError("--model_dir: %s is not a directory (expected an export "
+                     "folder or one of its version folders)" % model_dir)
+  if tf2.io.gfile.exists(os.path.join(model_dir, "saved_model.pb")):
+    return model_dir
+  versions = [name.rstrip("/") for name in tf2.io.gfile.listdir(model_dir)]
+  versions = sorted(
+      (int(name), name) for name in versions if name.isdigit() and
+      tf2.io.gfile.exists(os.path.join(model_dir, name, "saved_model.pb")))
+  if not versions:
+    raise ValueError("--model_dir: %s holds no saved_model.pb and no numbered "
+                     "version folder with one" % model_dir)
+  return os.path.join(model_dir, versions[-1][1])
+
+
+def read_assets(version_dir):
+  """Reads the export's `serving_config.json`; checks every asset is there.
+
+  Returns:
+    (config dict, vocab path, bert_config path).
+
+  Raises:
+    ValueError: naming the missing asset files, or a bad config.
+  """
+  assets = os.path.join(version_dir, export_utils.ASSETS_DIR)
+  missing = [os.path.join(export_utils.ASSETS_DIR, name)
+             for name in export_utils.ASSET_NAMES
+             if not tf2.io.gfile.exists(os.path.join(assets, name))]
+  if missing:
+    raise ValueError("--model_dir: %s is missing %s (expected an export "
+                     "written with --export_dir)" %
+                     (version_dir, ", ".join(missing)))
+  path = os.path.join(assets, export_utils.SERVING_ASSET)
+  with tf2.io.gfile.GFile(path, "r") as f:
+    try:
+      config = json.load(f)
+    except ValueError as e:
+      raise ValueError("%s: not valid JSON (%s)" % (path, e)) from e
+  for key in ("kind", "do_lower_case", "max_seq_length", "output_keys"):
+    if key not in config:
+      raise ValueError("%s: no %r field" % (path, key))
+  if config["kind"] not in export_utils.KINDS:
+    raise ValueError("%s: kind %r is not one of %s" %
+                     (path, config["kind"], export_utils.KINDS))
+  return (config, os.path.join(assets, export_utils.VOCAB_ASSET),
+          os.path.join(assets, export_utils.CONFIG_ASSET))
+
+
+def encode_text(tokenizer, text_a, text_b, max_seq_length):
+  """One text or a pair as model inputs, as at fine-tuning time.
+
+  Returns:
+    (input_ids, input_mask, segment_ids, truncated): three lists of
+    `max_seq_length` ints, and whether tokens were cut to fit (a pair
+    longest-first to `max_seq_length - 3`, one text to `- 2`).
+  """
+  tokens_a = tokenizer.tokenize(text_a)
+  tokens_b = None if text_b is None else tokenizer.tokenize(text_b)
+  budget = max_seq_length - (2 if tokens_b is None else 3)
+  truncated = len(tokens_a) + len(tokens_b or ()) > budget
+  tokens, segment_ids = feature_utils.pack_tokens(tokens_a, tokens_b,
+                                                  max_seq_length)
+  input_ids, input_mask, segment_ids = feature_utils.pad_input(
+      tokenizer.convert_tokens_to_ids(tokens), segment_ids, max_seq_length)
+  return input_ids, input_mask, segment_ids, truncated
+
+
+class BertServingModel(object):
+  """A loaded export: its `serving_default` signature plus its tokenizer.
+
+  Args:
+    model_dir: str, an export folder (its newest version is loaded) or a
+      version folder.
+
+  Attributes:
+    version_dir: str, the loaded version folder.
+    config: dict, `serving_config.json` (kind, label_list, max_seq_length,
+      do_lower_case, output_keys, task settings).
+    tokenizer: `tokenization.FullTokenizer` over the export's vocabulary.
+
+  Raises:
+    ValueError: a folder without an export, or with missing assets.
+  """
+
+  def __init__(self, model_dir):
+    self.version_dir = resolve_version(model_dir)
+    self.config, vocab_file, _ = read_assets(self.version_dir)
+    self.kind = self.config["kind"]
+    self.max_seq_length = self.config["max_seq_length"]
+    self.tokenizer = tokenization.FullTokenizer(
+        vocab_file=vocab_file, do_lower_case=self.config["do_lower_case"])
+    logging.info("Loading SavedModel %s (%s)", self.version_dir, self.kind)
+    self._loaded = tf2.saved_model.load(self.version_dir)
+    self._signature = self._loaded.signatures["serving_default"]
+
+  def run(self, input_ids, input_mask, segment_ids):
+    """Runs the signature on a batch.
+
+    Args:
+      input_ids, input_mask, segment_ids: int arrays of shape
+        [batch_size, max_seq_length].
+
+    Returns:
+      dict output name -> numpy array (see `export_utils` for shapes).
+    """
+    inputs = {name: tf2.constant(np.asarray(value, dtype=np.int32))
+              for name, value in zip(export_utils.INPUT_NAMES,
+                                     (input_ids, input_mask, segment_ids))}
+    return {k: v.numpy() for k, v in self._signature(**inputs).items()}
+
+  def classify(self, text_a, text_b=None):
+    """Classifies one text or pair (classifier or regression exports).
+
+    Returns:
+      dict label -> probability (classification), or the predicted float
+      (regression).
+    """
+    if self.kind not in (export_utils.CLASSIFIER, export_utils.REGRESSION):
+      raise ValueError("classify: %s is a %s export" %
+                       (self.version_dir, self.kind))
+    ids, mask, segments, _ = encode_text(self.tokenizer, text_a, text_b,
+                                         self.max_seq_length)
+    outputs = self.run([ids], [mask], [segments])
+    if self.kind == export_utils.REGRESSION:
+      return float(outputs["predictions"][0])
+    return dict(zip(self.config["label_list"],
+                    (float(p) for p in outputs["probabilities"][0])))
+
+  def answer(self, question, context, n_best_size=20, max_answer_length=30,
+             null_score_diff_threshold=0.0, batch_size=8):
+    """Answers a question about a context (SQuAD exports).
+
+    A context longer than one window is split into overlapping windows
+    (`doc_stride` of the export) and the best span over all of them wins.
+
+    Returns:
+      dict with "text" (the answer; "" for no answer with a SQuAD 2.0
+      model) and "nbest" (list of {text, probability, start_logit,
+      end_logit}).
+    """
+    if self.kind != export_utils.SQUAD:
+      raise ValueError("answer: %s is a %s export" %
+                       (self.version_dir, self.kind))
+    doc_tokens, _ = squad_data._split_document(context)  # pylint: disable=protected-access
+    example = squad_data.SquadExample("q", question, doc_tokens)
+    written = predict_squad(self, [example], None, n_best_size,
+                            max_answer_length, null_score_diff_threshold,
+                            batch_size)
+    return {"text": written.predictions["q"], "nbest": written.nbest["q"]}
+
+
+def predict_squad(model, examples, output_dir, n_best_size, max_answer_length,
+                  null_score_diff_threshold, batch_size, log_every=100):
+  """Predicts SQuAD examples with a loaded export; writes the JSON files.
+
+  Features are made by `run_squad.convert_examples_to_features` with the
+  export's `max_seq_length`, `doc_stride` and `max_query_length`, run in
+  batches of `batch_size` as they are made, and decoded by
+  `run_squad.write_predictions` (predictions.json, nbest_predictions.json
+  and, for SQuAD 2.0 exports, null_odds.json in `output_dir`; a temporary
+  folder when None).
+
+  Returns:
+    `squad_predictions.WrittenPredictions` (via `run_squad.write_predictions`).
+  """
+  config = model.config
+  metadata, results, pending = [], [], []
+  truncated_questions = set()
+  batches = [0]
+
+  def flush():
+    if not pending:
+      return
+    outputs = model.run([f.input_ids for f in pending],
+                        [f.input_mask for f in pending],
+                        [f.segment_ids for f in pending])
+    for i, feature in enumerate(pending):
+      results.append(run_squad.RawResult(
+          unique_id=feature.unique_id,
+          start_logits=[float(x) for x in outputs["start_logits"][i]],
+          end_logits=[float(x) for x in outputs["end_logits"][i]]))
+    del pending[:]
+    batches[0] += 1
+    if batches[0] % log_every == 0:
+      logging.info("Predicted %d features", len(results))
+
+  def on_feature(feature):
+    metadata.append(run_squad._FeatureMetadata(  # pylint: disable=protected-access
+        feature.unique_id, feature.example_index, feature.doc_span_index,
+        feature.tokens, feature.token_to_orig_map,
+        feature.token_is_max_context))
+    pending.append(feature)
+    if len(pending) >= batch_size:
+      flush()
+
+  def counted(examples):
+    for example in examples:
+      if (len(model.tokenizer.tokenize(example.question_text)) >
+          config["max_query_length"]):
+        truncated_questions.add(example.qas_id)
+      yield example
+
+  run_squad.convert_examples_to_features(
+      counted(examples), model.tokenizer, config["max_seq_length"],
+      config["doc_stride"], config["max_query_length"], is_training=False,
+      output_fn=on_feature)
+  flush()
+  if truncated_questions:
+    logging.warning("%d of %d questions were longer than max_query_length=%d"
+                    " tokens and were truncated (as in training)",
+                    len(truncated_questions), len(examples),
+                    config["max_query_length"])
+  logging.info("Predicted %d features of %d questions", len(results),
+               len(examples))
+  version_2 = bool(config.get("version_2_with_negative", False))
+  with tempfile.TemporaryDirectory() as scratch:
+    out = output_dir or scratch
+    return run_squad.write_predictions(
+        examples, metadata, results, n_best_size, max_answer_length,
+        config["do_lower_case"], os.path.join(out, "predictions.json"),
+        os.path.join(out, "nbest_predictions.json"),
+        os.path.join(out, "null_odds.json"),
+        version_2_with_negative=version_2,
+        null_score_diff_threshold=null_score_diff_threshold)
