@@ -333,6 +333,9 @@ def main(_):
         os.path.join(FLAGS.output_dir, ner_data.LABEL_LIST_FILE), label_list)
     train_features = _features(files["train"][1], label_list, tokenizer,
                                files["train"][0])
+    if not train_features:
+      raise ValueError("%s: no word of any sentence has a WordPiece; nothing "
+                       "to train on" % files["train"][0])
     num_train_steps, num_warmup_steps = estimator_utils.fine_tuning_steps(
         len(train_features), FLAGS.train_batch_size, FLAGS.num_train_epochs,
         FLAGS.warmup_proportion)
