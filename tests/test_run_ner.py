@@ -508,9 +508,8 @@ def test_token_classifier_converts_to_hf_with_equal_outputs(tmp_path):
 
 
 def test_sequence_classifier_conversion_is_unchanged():
-  table = convert_checkpoint.tensor_table(
-      json.load(open(shared_path("conformance", "modeling",
-                                 "bert_config.json"))))
+  with open(shared_path("conformance", "modeling", "bert_config.json")) as f:
+    table = convert_checkpoint.tensor_table(json.load(f))
   names = {e.hf_name: e.tf_name for e in table}
   assert names["classifier.weight"] == "output_weights"
   assert convert_checkpoint.is_token_classification(
