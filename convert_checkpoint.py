@@ -10,7 +10,8 @@ reads Google's release layout (`bert_config.json`, `bert_model.ckpt.*`,
       --output=TF_DIR
   # this project's checkpoint -> a folder that Hugging Face's BertModel and
   # BertForPreTraining load (BertForSequenceClassification or
-  # BertForQuestionAnswering for fine-tuned heads)
+  # BertForQuestionAnswering or BertForTokenClassification for fine-tuned
+  # heads)
   python convert_checkpoint.py --direction=tf_to_hf --input=CKPT \
       --output=HF_DIR [--bert_config_file=...] [--vocab_file=...]
 
@@ -28,6 +29,9 @@ also accepts them without the `bert.` prefix and old `LayerNorm.gamma/beta`):
   cls.seq_relationship.weight [2, H]   <-> cls/seq_relationship/output_weights
   classifier.weight [num_labels, H]    <-> output_weights (run_classifier.py)
   qa_outputs.weight [2, H]             <-> cls/squad/output_weights (SQuAD)
+  classifier.weight [num_labels, H]    <-> cls/ner/output_weights (run_ner.py),
+                                       when config.json's architectures name
+                                       BertForTokenClassification
 
 Weights are read with the `safetensors` numpy API: PyTorch pickles
 (`pytorch_model.bin`) are never loaded. Activations are mapped by meaning:
@@ -98,6 +102,7 @@ _GROUP_DESCRIPTIONS = {
     "nsp": "next-sentence head (cls/seq_relationship/*)",
     "classifier": "classifier head (output_weights, output_bias)",
     "squad": "SQuAD head (cls/squad/*)",
+    "ner": "token-classification head (cls/ner/*)",
 }
 # Hugging Face buffers that are not weights (skipped when reading).
 _HF_BUFFERS = ("bert.embeddings.position_ids", "bert.embeddings.token_type_ids")
@@ -135,11 +140,14 @@ def _layer_norm(tf_scope, hf_scope, size, group):
           _Tensor(tf_scope + "/beta", hf_scope + ".bias", (size,), group)]
 
 
-def tensor_table(bert_config):
+def tensor_table(bert_config, token_classification=False):
   """Every tensor a BERT checkpoint may hold, with its name in both layouts.
 
   Args:
     bert_config: dict with this project's `bert_config.json` keys.
+    token_classification: bool; Hugging Face's `classifier.*` is then the
+      token-classification head `cls/ner/*` (BertForTokenClassification)
+      instead of the sequence classifier `output_weights`/`output_bias`.
 
   Returns:
     List of `_Tensor` (tf_name, hf_name, TF-side shape, group, transpose), in
@@ -177,11 +185,11 @@ def tensor_table(bert_config):
       table += _layer_norm(tf_layer + sub, hf_layer + sub.replace("/", "."), h,
                            "encoder")
   table += _dense("bert/pooler/dense", "bert.pooler.dense", h, h, "pooler")
-  return table + _head_table(h, vocab)
+  return table + _head_table(h, vocab, token_classification)
 
 
-def _head_table(h, vocab):
-  """The pre-training, classifier and SQuAD heads (see `tensor_table`)."""
+def _head_table(h, vocab, token_classification=False):
+  """The pre-training, classifier, SQuAD and NER heads (see `tensor_table`)."""
   table = _dense("cls/predictions/transform/dense",
                  "cls.predictions.transform.dense", h, h, "mlm")
   table += _layer_norm("cls/predictions/transform/LayerNorm",
@@ -194,12 +202,24 @@ def _head_table(h, vocab):
               "cls.seq_relationship.weight", (2, h), "nsp"),
       _Tensor("cls/seq_relationship/output_bias", "cls.seq_relationship.bias",
               (2,), "nsp"),
-      _Tensor("output_weights", "classifier.weight", (None, h), "classifier"),
-      _Tensor("output_bias", "classifier.bias", (None,), "classifier"),
       _Tensor("cls/squad/output_weights", "qa_outputs.weight", (2, h), "squad"),
       _Tensor("cls/squad/output_bias", "qa_outputs.bias", (2,), "squad"),
   ]
+  # Both fine-tuned classifiers are `classifier.*` in Hugging Face; which one
+  # a folder holds is told by its config's architectures.
+  scope, group = (("cls/ner/", "ner") if token_classification
+                  else ("", "classifier"))
+  table += [
+      _Tensor(scope + "output_weights", "classifier.weight", (None, h), group),
+      _Tensor(scope + "output_bias", "classifier.bias", (None,), group),
+  ]
   return table
+
+
+def is_token_classification(hf_config):
+  """Whether a Hugging Face `config.json` dict is a token classifier."""
+  return any(str(name).endswith("ForTokenClassification")
+             for name in hf_config.get("architectures") or ())
 
 
 # ---------------------------------------------------------------------------
@@ -288,6 +308,8 @@ def _architectures(groups):
   """Hugging Face class names for the heads present, most specific first."""
   if "squad" in groups:
     return ["BertForQuestionAnswering"]
+  if "ner" in groups:
+    return ["BertForTokenClassification"]
   if "classifier" in groups:
     return ["BertForSequenceClassification"]
   if "mlm" in groups and "nsp" in groups:
@@ -390,18 +412,21 @@ def _check_groups(present, table, to_tf, source):
 
 def _check_num_labels(mapped, to_tf, source):
   """The classifier's weights and bias agree on the number of classes."""
-  names = (("output_weights", "output_bias") if to_tf
-           else ("classifier.weight", "classifier.bias"))
-  if names[0] in mapped and (
-      mapped[names[1]].shape[0] != mapped[names[0]].shape[0]):
-    src_bias = "classifier.bias" if to_tf else "output_bias"
-    raise ValueError("%s: tensor %r has shape %s, expected [%d] (one per row "
-                     "of the classifier weights)" %
-                     (source, src_bias, list(mapped[names[1]].shape),
-                      mapped[names[0]].shape[0]))
+  for tf_scope in ("", "cls/ner/"):
+    tf_names = (tf_scope + "output_weights", tf_scope + "output_bias")
+    hf_names = ("classifier.weight", "classifier.bias")
+    names, src_bias = ((tf_names, hf_names[1]) if to_tf
+                       else (hf_names, tf_names[1]))
+    if names[0] in mapped and (
+        mapped[names[1]].shape[0] != mapped[names[0]].shape[0]):
+      raise ValueError("%s: tensor %r has shape %s, expected [%d] (one per "
+                       "row of the classifier weights)" %
+                       (source, src_bias, list(mapped[names[1]].shape),
+                        mapped[names[0]].shape[0]))
 
 
-def hf_to_tf_weights(hf_tensors, bert_config, source="model.safetensors"):
+def hf_to_tf_weights(hf_tensors, bert_config, source="model.safetensors",
+                     token_classification=False):
   """Converts Hugging Face BERT tensors to this project's variables.
 
   Args:
@@ -409,11 +434,13 @@ def hf_to_tf_weights(hf_tensors, bert_config, source="model.safetensors"):
       the `bert.` prefix; buffers (`embeddings.position_ids`) are skipped.
     bert_config: dict with this project's `bert_config.json` keys.
     source: file name used in error messages.
+    token_classification: bool, `classifier.*` is a BertForTokenClassification
+      head (becomes `cls/ner/*`).
 
   Returns:
     (tf_tensors, groups): dict TF variable name -> float32 array (kernels
     `[in, out]`), and the set of groups present ("embeddings", "encoder",
-    "pooler", "mlm", "nsp", "classifier", "squad").
+    "pooler", "mlm", "nsp", "classifier", "squad", "ner").
 
   Raises:
     ValueError: naming the tensor: unknown, missing, duplicated, wrong shape,
@@ -429,8 +456,8 @@ def hf_to_tf_weights(hf_tensors, bert_config, source="model.safetensors"):
                        "prefix)" % (source, name))
     tensors[canonical] = value
   _untie_decoder(tensors, source)
-  tf_tensors, groups = _map_tensors(tensors, tensor_table(bert_config), True,
-                                    source)
+  tf_tensors, groups = _map_tensors(
+      tensors, tensor_table(bert_config, token_classification), True, source)
   return tf_tensors, groups
 
 
@@ -450,8 +477,11 @@ def tf_to_hf_weights(tf_tensors, bert_config, source="checkpoint"):
   Raises:
     ValueError: naming the variable: unknown, missing or wrong shape.
   """
-  hf_tensors, groups = _map_tensors(tf_tensors, tensor_table(bert_config),
-                                    False, source)
+  token_classification = any(name.startswith("cls/ner/")
+                             for name in tf_tensors)
+  hf_tensors, groups = _map_tensors(
+      tf_tensors, tensor_table(bert_config, token_classification), False,
+      source)
   if "mlm" in groups:
     hf_tensors[_TIED_DECODER] = hf_tensors[
         "bert.embeddings.word_embeddings.weight"].copy()
@@ -677,12 +707,14 @@ def hf_to_tf(hf_dir, output_dir):
   """
   _check_output_dir(output_dir)
   config_path = os.path.join(hf_dir, "config.json")
-  bert_config = hf_config_to_bert_config(_read_json(config_path), config_path)
+  hf_config = _read_json(config_path)
+  bert_config = hf_config_to_bert_config(hf_config, config_path)
   files = _safetensors_files(hf_dir)
   source = files[0] if len(files) == 1 else os.path.join(
       hf_dir, "model.safetensors.index.json")
-  tf_tensors, groups = hf_to_tf_weights(read_hf_weights(hf_dir), bert_config,
-                                        source)
+  tf_tensors, groups = hf_to_tf_weights(
+      read_hf_weights(hf_dir), bert_config, source,
+      token_classification=is_token_classification(hf_config))
   vocab = _hf_vocab_text(hf_dir)
   _log_lower_case(hf_dir)
   with _atomic_output_dir(output_dir) as tmp:
@@ -734,9 +766,11 @@ def tf_to_hf(checkpoint, output_dir, bert_config_file=None, vocab_file=None,
   hf_tensors, groups = tf_to_hf_weights(read_tf_checkpoint(prefix), bert_config,
                                         prefix)
   num_labels = (hf_tensors["classifier.weight"].shape[0]
-                if "classifier" in groups else None)
+                if groups & {"classifier", "ner"} else None)
   hf_config = bert_config_to_hf_config(bert_config, _architectures(groups),
                                        num_labels)
+  if "ner" in groups:
+    _name_ner_labels(hf_config, os.path.join(folder, "label_list.txt"))
   tokenizer_config = {"do_lower_case": bool(do_lower_case),
                       "tokenizer_class": "BertTokenizer",
                       "model_max_length": bert_config.get(
@@ -754,6 +788,20 @@ def tf_to_hf(checkpoint, output_dir, bert_config_file=None, vocab_file=None,
                output_dir, hf_config["architectures"][0],
                hf_config["hidden_act"])
   return groups
+
+
+def _name_ner_labels(hf_config, label_file):
+  """Puts run_ner.py's label names (its `label_list.txt`) in id2label."""
+  if not tf.io.gfile.exists(label_file):
+    return
+  with tf.io.gfile.GFile(label_file, "r") as f:
+    labels = [line.rstrip("\r\n") for line in f if line.strip()]
+  if len(labels) != len(hf_config["id2label"]):
+    logging.warning("%s has %d labels, the head %d; labels stay LABEL_<i>",
+                    label_file, len(labels), len(hf_config["id2label"]))
+    return
+  hf_config["id2label"] = {str(i): label for i, label in enumerate(labels)}
+  hf_config["label2id"] = {label: i for i, label in enumerate(labels)}
 
 
 def define_flags():

@@ -10,7 +10,7 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 PIP=".venv/bin/python -m pip"
-$PIP install -q --disable-pip-version-check -r requirements.txt
+$PIP install -q --disable-pip-version-check --use-pep517 -r requirements.txt
 if [ "${1:-}" = "--test" ]; then
   $PIP install -q --disable-pip-version-check -r requirements-test.txt
 fi

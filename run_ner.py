@@ -1,0 +1,403 @@
+"""Fine-tunes BERT for named-entity recognition (token classification).
+
+The BERT paper's CoNLL-2003 setup (Devlin et al. 2019, section 5.3): the
+final hidden state of each word's first WordPiece goes through a dense layer
+to the word's tag, trained with cross-entropy; no CRF. Any CoNLL-format task
+works: one word per line with the label in `--label_column`, a blank line
+between sentences, optional `-DOCSTART-` lines between documents; IOB1, IOB2
+(BIO) and IOBES tags. `ner_data.py` holds the reader, the features and the
+metrics.
+
+Outputs in `--output_dir`: `label_list.txt` (the sorted labels of the
+training file, read back when predicting without training),
+`eval_results.txt` (sorted `key = value` lines, 0-1 scale: eval_precision,
+eval_recall, eval_f1, eval_f1_<TYPE>, eval_accuracy, eval_loss, global_step,
+loss), `dev_predictions.txt` and `test_predictions.txt` (`token gold pred`
+lines for conlleval.pl), each written atomically.
+
+Usage (see README.md):
+  python run_ner.py --do_train --do_eval --do_predict \
+    --data_dir=$CONLL_DIR --vocab_file=$BERT_DIR/vocab.txt \
+    --bert_config_file=$BERT_DIR/bert_config.json \
+    --init_checkpoint=$BERT_DIR/bert_model.ckpt --output_dir=/tmp/ner
+"""
+
+import math
+import os
+
+from absl import flags
+from absl import logging
+import tensorflow.compat.v1 as tf
+
+import estimator_utils
+import modeling
+import ner_data
+import tokenization
+
+FLAGS = flags.FLAGS
+
+
+def define_flags():
+  """Defines the script's flags; the shared ones are listed by --help too."""
+  flags.DEFINE_string(
+      "data_dir", None,
+      "Folder holding the CoNLL files named by --train_file, --dev_file and "
+      "--test_file.")
+  flags.DEFINE_string("train_file", "eng.train",
+                      "Training file in --data_dir (CoNLL-2003: eng.train).")
+  flags.DEFINE_string("dev_file", "eng.testa",
+                      "File evaluated by --do_eval, in --data_dir "
+                      "(CoNLL-2003 dev: eng.testa).")
+  flags.DEFINE_string("test_file", "eng.testb",
+                      "File predicted by --do_predict, in --data_dir "
+                      "(CoNLL-2003 test: eng.testb). It may have the token "
+                      "column only.")
+  flags.DEFINE_integer(
+      "label_column", -1,
+      "Column of the label in every file; the token is column 0. Negative "
+      "values count from the end: -1 is the last column.")
+  flags.DEFINE_enum(
+      "tag_scheme", "auto", ["auto", "IOB1", "IOB2", "IOBES"],
+      "Tag scheme of the labels; auto detects it from the gold tags. Tag "
+      "sequences invalid in it are counted and warned about; entities are "
+      "always read with conlleval's chunking, valid for all three.")
+  flags.DEFINE_integer(
+      "max_seq_length", 128,
+      "Model input length in WordPieces, [CLS] and [SEP] included. A longer "
+      "sentence is split into overlapping windows.")
+  flags.DEFINE_integer(
+      "doc_stride", 64,
+      "WordPieces between the starts of consecutive windows over a sentence "
+      "longer than --max_seq_length - 2.")
+  flags.DEFINE_bool(
+      "document_context", False,
+      "Encode each sentence with the words of the neighbouring sentences of "
+      "its document around it, up to --max_seq_length (the paper's "
+      "'maximal document context'); only the sentence's own words are "
+      "labelled. False: each sentence alone.")
+  flags.DEFINE_bool("do_eval", False,
+                    "Whether to evaluate on --dev_file (eval_results.txt, "
+                    "dev_predictions.txt).")
+  flags.DEFINE_integer("eval_batch_size", 8, "Batch size for evaluation.")
+  estimator_utils.define_model_flags()
+  estimator_utils.define_fine_tuning_flags()
+  # List the shared flags in --help (absl shows the main module's only).
+  flags.adopt_module_key_flags(estimator_utils)
+  for name in ("data_dir", "vocab_file", "bert_config_file", "output_dir"):
+    flags.mark_flag_as_required(name)
+
+
+# ----------------------------------------------------------------------------
+# The model.
+# ----------------------------------------------------------------------------
+
+
+def create_model(bert_config, is_training, input_ids, input_mask, segment_ids,
+                 label_ids, label_weights, num_labels, use_one_hot_embeddings):
+  """BERT, dropout, then one dense layer applied to every token.
+
+  The head's variables are `cls/ner/output_weights` [num_labels, hidden_size]
+  and `cls/ner/output_bias` [num_labels] (Hugging Face
+  `BertForTokenClassification`'s `classifier.weight` / `classifier.bias`).
+
+  Args:
+    bert_config: `modeling.BertConfig`.
+    is_training: bool; dropout (probability 0.1) only when training.
+    input_ids, input_mask, segment_ids: int32 [batch_size, seq_length].
+    label_ids: int32 [batch_size, seq_length].
+    label_weights: float32 [batch_size, seq_length], 1 at the positions that
+      carry a label (each word's first piece), else 0.
+    num_labels: int.
+    use_one_hot_embeddings: bool.
+
+  Returns:
+    `(loss, per_token_loss, logits, probabilities)`: the float32 scalar mean
+    cross-entropy over the weighted positions, [batch_size, seq_length],
+    and [batch_size, seq_length, num_labels] twice.
+  """
+  model = modeling.BertModel(
+      config=bert_config, is_training=is_training, input_ids=input_ids,
+      input_mask=input_mask, token_type_ids=segment_ids,
+      use_one_hot_embeddings=use_one_hot_embeddings)
+  sequence = model.get_sequence_output()  # [B, L, H]
+  batch_size, seq_length, hidden_size = modeling.get_shape_list(
+      sequence, expected_rank=3)
+  with tf.variable_scope("cls/ner"):
+    output_weights = tf.get_variable(
+        "output_weights", [num_labels, hidden_size],
+        initializer=tf.truncated_normal_initializer(stddev=0.02))
+    output_bias = tf.get_variable("output_bias", [num_labels],
+                                  initializer=tf.zeros_initializer())
+    if is_training:
+      sequence = modeling.dropout(sequence, 0.1)
+    flat = tf.reshape(sequence, [-1, hidden_size])  # [B*L, H]
+    logits = tf.nn.bias_add(
+        tf.matmul(flat, output_weights, transpose_b=True), output_bias)
+    logits = tf.reshape(logits, [batch_size, seq_length, num_labels])
+    probabilities = tf.nn.softmax(logits, axis=-1)
+    log_probs = tf.nn.log_softmax(logits, axis=-1)
+    one_hot = tf.one_hot(label_ids, depth=num_labels, dtype=tf.float32)
+    per_token_loss = -tf.reduce_sum(one_hot * log_probs, axis=-1)  # [B, L]
+    # As the reference's masked-LM loss: a batch without labels gives 0.
+    loss = tf.reduce_sum(per_token_loss * label_weights) / (
+        tf.reduce_sum(label_weights) + 1e-5)
+  return loss, per_token_loss, logits, probabilities
+
+
+def metric_fn(per_token_loss, label_weights):
+  """In-graph eval metrics: `eval_loss`, the mean loss per labelled token.
+
+  The entity scores need whole sentences (and the best window of each word),
+  so they are computed from the predictions after the evaluation.
+  """
+  return {"eval_loss": tf.metrics.mean(values=per_token_loss,
+                                       weights=label_weights)}
+
+
+def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate,
+                     num_train_steps, num_warmup_steps, use_tpu,
+                     use_one_hot_embeddings):
+  """Returns a `model_fn` for `TPUEstimator`.
+
+  Predictions: `unique_ids` [batch_size], `probabilities` [batch_size,
+  seq_length, num_labels] (float32) and `predictions` [batch_size,
+  seq_length] (int32 label ids).
+  """
+
+  def model_fn(features, labels, mode, params):
+    del labels, params  # Unused.
+    is_training = mode == tf.estimator.ModeKeys.TRAIN
+    is_real = tf.cast(features["is_real_example"], tf.float32)
+    label_weights = tf.cast(features["label_weights"],
+                            tf.float32) * is_real[:, None]
+    loss, per_token_loss, logits, probabilities = create_model(
+        bert_config, is_training, features["input_ids"],
+        features["input_mask"], features["segment_ids"],
+        features["label_ids"], label_weights, num_labels,
+        use_one_hot_embeddings)
+    scaffold_fn = estimator_utils.init_from_checkpoint(init_checkpoint,
+                                                       use_tpu)
+    if mode == tf.estimator.ModeKeys.TRAIN:
+      return estimator_utils.train_spec(loss, learning_rate, num_train_steps,
+                                        num_warmup_steps, use_tpu,
+                                        scaffold_fn)
+    if mode == tf.estimator.ModeKeys.EVAL:
+      return tf.estimator.tpu.TPUEstimatorSpec(
+          mode=mode, loss=loss,
+          eval_metrics=(metric_fn, [per_token_loss, label_weights]),
+          scaffold_fn=scaffold_fn)
+    predictions = {
+        "unique_ids": features["unique_ids"],
+        "probabilities": probabilities,
+        "predictions": tf.argmax(logits, axis=-1, output_type=tf.int32),
+    }
+    return tf.estimator.tpu.TPUEstimatorSpec(
+        mode=mode, predictions=predictions, scaffold_fn=scaffold_fn)
+
+  return model_fn
+
+
+# ----------------------------------------------------------------------------
+# main.
+# ----------------------------------------------------------------------------
+
+
+def _check_flags(bert_config):
+  """Refuses contradictory or out-of-range flags before anything runs.
+
+  Returns:
+    The resolved `--init_checkpoint` prefix, or None.
+  """
+  if not (FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict):
+    raise ValueError(
+        "At least one of --do_train, --do_eval or --do_predict must be set.")
+  tokenization.validate_case_matches_checkpoint(FLAGS.do_lower_case,
+                                                FLAGS.init_checkpoint)
+  estimator_utils.check_max_seq_length(FLAGS.max_seq_length, bert_config)
+  if FLAGS.max_seq_length < 3:
+    raise ValueError("--max_seq_length: got %d, expected at least 3" %
+                     FLAGS.max_seq_length)
+  for name in ("doc_stride", "train_batch_size", "eval_batch_size",
+               "predict_batch_size"):
+    if FLAGS[name].value < 1:
+      raise ValueError("--%s: got %d, expected at least 1" %
+                       (name, FLAGS[name].value))
+  if not tf.io.gfile.isdir(FLAGS.data_dir):
+    raise FileNotFoundError("--data_dir: %s is not a directory" %
+                            FLAGS.data_dir)
+  if FLAGS.init_checkpoint:
+    return estimator_utils.resolve_checkpoint(FLAGS.init_checkpoint)
+  return None
+
+
+def _read_inputs():
+  """Reads and checks every file the run needs, and the label list.
+
+  Returns:
+    (files, label_list): dict split -> (path, list of `Sentence`) for
+    "train", "dev", "test" as requested; the sorted training labels.
+  """
+  files = {}
+  for split, wanted, name in (("train", FLAGS.do_train, FLAGS.train_file),
+                              ("dev", FLAGS.do_eval, FLAGS.dev_file),
+                              ("test", FLAGS.do_predict, FLAGS.test_file)):
+    if wanted:
+      path = os.path.join(FLAGS.data_dir, name)
+      files[split] = (path, ner_data.read_conll_file(path,
+                                                     FLAGS.label_column))
+      logging.info("Read %d sentences from %s", len(files[split][1]), path)
+  label_file = os.path.join(FLAGS.output_dir, ner_data.LABEL_LIST_FILE)
+  if FLAGS.do_train:
+    label_list = ner_data.label_list_from(files["train"][1],
+                                          files["train"][0])
+    what = "the training file %s" % files["train"][0]
+  else:
+    label_list = ner_data.read_label_list(label_file)
+    what = "the label list %s" % label_file
+  if "dev" in files and files["dev"][1][0].labels is None:
+    raise ValueError("%s: no label column; --do_eval needs gold labels" %
+                     files["dev"][0])
+  for path, sentences in files.values():
+    ner_data.check_labels(sentences, label_list, path, what)
+  scheme = FLAGS.tag_scheme
+  if scheme == "auto":
+    gold = [s.labels for _, sentences in files.values() for s in sentences
+            if s.labels is not None]
+    scheme = ner_data.detect_tag_scheme(gold)
+    logging.info("Tag scheme: %s (detected)", scheme)
+  for path, sentences in files.values():
+    ner_data.warn_invalid_tags(sentences, scheme, path)
+  return files, label_list
+
+
+def _features(sentences, label_list, tokenizer, path, pad_to=None):
+  """Features of one file; TPU runs pad them to a multiple of `pad_to`."""
+  features, num_empty = ner_data.convert_sentences_to_features(
+      sentences, label_list, tokenizer, FLAGS.max_seq_length,
+      FLAGS.doc_stride, FLAGS.document_context)
+  if num_empty:
+    logging.warning("%s: %d words became no WordPiece (control characters "
+                    "only); they are predicted O", path, num_empty)
+  logging.info("%s: %d sentences -> %d features", path, len(sentences),
+               len(features))
+  if pad_to:
+    while len(features) % pad_to:
+      features.append(ner_data.padding_feature(len(features),
+                                               FLAGS.max_seq_length))
+  return features
+
+
+def _input_fn(features, name, is_training):
+  record_file = os.path.join(FLAGS.output_dir, name + ".tf_record")
+  ner_data.write_features(features, record_file)
+  return estimator_utils.tfrecord_input_fn_builder(
+      [record_file], ner_data.name_to_features(FLAGS.max_seq_length),
+      is_training=is_training, drop_remainder=is_training or FLAGS.use_tpu)
+
+
+def _predict_words(estimator, sentences, features, label_list, name,
+                   batch_size):
+  """Runs prediction and returns each word's label (see word_predictions)."""
+  input_fn = _input_fn(features, name, is_training=False)
+  predictions = estimator.predict(
+      input_fn=input_fn, yield_single_examples=True,
+      hooks=[estimator_utils.ProgressHook(
+          batch_size, total_steps=-(-len(features) // batch_size))])
+  return ner_data.word_predictions(sentences, features, predictions,
+                                   label_list)
+
+
+def main(_):
+  logging.set_verbosity(logging.INFO)
+  # 1. Configuration and flag checks, before anything is written.
+  bert_config = estimator_utils.load_bert_config(FLAGS.bert_config_file)
+  init_checkpoint = _check_flags(bert_config)
+  tokenizer = tokenization.FullTokenizer(vocab_file=FLAGS.vocab_file,
+                                         do_lower_case=FLAGS.do_lower_case)
+  estimator_utils.check_vocab_size(tokenizer, bert_config)
+
+  # 2. Every input the run needs, read and checked up front.
+  files, label_list = _read_inputs()
+  types = ner_data.entity_types(label_list)
+  tf.io.gfile.makedirs(FLAGS.output_dir)
+  # On TPU every batch is whole; the dev features are both evaluated and
+  # predicted, so they fill whole batches of both sizes.
+  pad_eval = (math.lcm(FLAGS.eval_batch_size, FLAGS.predict_batch_size)
+              if FLAGS.use_tpu else None)
+  pad_predict = FLAGS.predict_batch_size if FLAGS.use_tpu else None
+
+  # 3. The estimator.
+  num_train_steps, num_warmup_steps, train_features = None, None, None
+  if FLAGS.do_train:
+    ner_data.write_label_list(
+        os.path.join(FLAGS.output_dir, ner_data.LABEL_LIST_FILE), label_list)
+    train_features = _features(files["train"][1], label_list, tokenizer,
+                               files["train"][0])
+    if not train_features:
+      raise ValueError("%s: no word of any sentence has a WordPiece; nothing "
+                       "to train on" % files["train"][0])
+    num_train_steps, num_warmup_steps = estimator_utils.fine_tuning_steps(
+        len(train_features), FLAGS.train_batch_size, FLAGS.num_train_epochs,
+        FLAGS.warmup_proportion)
+  model_fn = model_fn_builder(
+      bert_config=bert_config, num_labels=len(label_list),
+      init_checkpoint=init_checkpoint, learning_rate=FLAGS.learning_rate,
+      num_train_steps=num_train_steps, num_warmup_steps=num_warmup_steps,
+      use_tpu=FLAGS.use_tpu, use_one_hot_embeddings=FLAGS.use_tpu)
+  estimator = estimator_utils.make_estimator(
+      model_fn, estimator_utils.run_config_from_flags(FLAGS, FLAGS.output_dir),
+      FLAGS.use_tpu, train_batch_size=FLAGS.train_batch_size,
+      eval_batch_size=FLAGS.eval_batch_size,
+      predict_batch_size=FLAGS.predict_batch_size)
+
+  # 4. Train, evaluate, predict.
+  if FLAGS.do_train:
+    logging.info("***** Running training: %d features, batch %d, %d steps "
+                 "*****", len(train_features), FLAGS.train_batch_size,
+                 num_train_steps)
+    estimator.train(
+        input_fn=_input_fn(train_features, "train", is_training=True),
+        max_steps=num_train_steps,
+        hooks=[estimator_utils.ProgressHook(
+            FLAGS.train_batch_size, total_steps=num_train_steps,
+            every_n_steps=min(100, max(1, num_train_steps // 10)))])
+  if FLAGS.do_eval:
+    path, sentences = files["dev"]
+    features = _features(sentences, label_list, tokenizer, path, pad_eval)
+    logging.info("***** Running evaluation: %d features *****",
+                 len(features))
+    result = estimator.evaluate(
+        input_fn=_input_fn(features, "eval", is_training=False),
+        steps=len(features) // FLAGS.eval_batch_size if FLAGS.use_tpu
+        else None)
+    predicted = _predict_words(estimator, sentences, features, label_list,
+                               "eval", FLAGS.predict_batch_size)
+    scores = ner_data.entity_scores([s.labels for s in sentences], predicted,
+                                    types)
+    result.update(ner_data.eval_results_entries(scores))
+    ner_data.write_conll_predictions(
+        os.path.join(FLAGS.output_dir, "dev_predictions.txt"), sentences,
+        predicted)
+    estimator_utils.write_eval_results(
+        os.path.join(FLAGS.output_dir, "eval_results.txt"), result)
+  if FLAGS.do_predict:
+    path, sentences = files["test"]
+    features = _features(sentences, label_list, tokenizer, path, pad_predict)
+    logging.info("***** Running prediction: %d features *****",
+                 len(features))
+    predicted = _predict_words(estimator, sentences, features, label_list,
+                               "predict", FLAGS.predict_batch_size)
+    ner_data.write_conll_predictions(
+        os.path.join(FLAGS.output_dir, "test_predictions.txt"), sentences,
+        predicted)
+    if sentences[0].labels is not None:
+      scores = ner_data.entity_scores([s.labels for s in sentences],
+                                      predicted, types)
+      logging.info("Test set (%s): precision %.4f, recall %.4f, F1 %.4f, "
+                   "token accuracy %.4f", path, scores["precision"],
+                   scores["recall"], scores["f1"], scores["accuracy"])
+
+
+if __name__ == "__main__":
+  define_flags()
+  estimator_utils.run_main(main)
