@@ -57,6 +57,14 @@ REGRESSION_FEATURES = {"label_ids": (tf.float32, [], 0.0),
 SQUAD_FEATURES = {"unique_ids": (tf.int32, [], 0)}
 
 
+def ner_features(max_seq_length):
+  """The features a NER model_fn reads besides the three inputs."""
+  return {"unique_ids": (tf.int32, [], 0),
+          "label_ids": (tf.int32, [max_seq_length], 0),
+          "label_weights": (tf.int32, [max_seq_length], 0),
+          "is_real_example": (tf.int32, [], 1)}
+
+
 def serving_input_fn_builder(max_seq_length, extra_features=None):
   """Builds the `serving_input_receiver_fn` of an export.
 

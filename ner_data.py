@@ -28,7 +28,9 @@ import numpy as np
 from seqeval import metrics as seqeval_metrics
 import tensorflow.compat.v1 as tf
 
-import estimator_utils
+import feature_utils
+import io_utils
+import squad_data
 
 DOCSTART = "-DOCSTART-"
 TAG_SCHEMES = ("IOB1", "IOB2", "IOBES")
@@ -186,7 +188,7 @@ def check_labels(sentences, label_list, path, what="the training file"):
 
 def write_label_list(path, label_list):
   """Writes one label per line, atomically."""
-  with estimator_utils.atomic_write(path) as f:
+  with io_utils.atomic_write(path) as f:
     for label in label_list:
       f.write(label + "\n")
 
@@ -380,38 +382,6 @@ class _WordPieceCache(object):
     return pieces
 
 
-def windows(num_tokens, max_tokens, doc_stride):
-  """Overlapping windows `(start, length)` covering `num_tokens` tokens.
-
-  The first window starts at 0; each next one starts `min(length,
-  doc_stride)` later, until one reaches the end (the reference's SQuAD
-  document spans), so no token is left out.
-  """
-  spans, start = [], 0
-  while True:
-    length = min(num_tokens - start, max_tokens)
-    spans.append((start, length))
-    if start + length >= num_tokens:
-      return spans
-    start += min(length, doc_stride)
-
-
-def max_context_window(spans, position):
-  """Index of the window where token `position` has the most context.
-
-  The score is min(tokens on the left, tokens on the right) + 0.01 * window
-  length; the first best window wins ties (as the reference's SQuAD script).
-  """
-  best, best_score = None, None
-  for index, (start, length) in enumerate(spans):
-    end = start + length - 1
-    if start <= position <= end:
-      score = min(position - start, end - position) + 0.01 * length
-      if best_score is None or score > best_score:
-        best, best_score = index, score
-  return best
-
-
 def _context_words(pieces_of, document, sentence_pos, budget):
   """Pieces of the neighbouring sentences that fit in `budget` tokens.
 
@@ -451,7 +421,7 @@ def convert_sentences_to_features(sentences, label_list, tokenizer,
   Each word is split into WordPieces; its first piece carries the word's
   label. A sentence whose pieces do not fit in `max_seq_length - 2` becomes
   several windows (`windows`); a word is predicted from the window given by
-  `max_context_window` for its first piece. With `document_context`, a
+  `squad_data.is_max_context` for its first piece. With `document_context`, a
   sentence that fits is surrounded by whole words of the sentences before
   and after it in the same document, up to `max_seq_length - 2` pieces; only
   the sentence's own words carry labels (weight 1). Words with no WordPiece
@@ -505,9 +475,9 @@ def convert_sentences_to_features(sentences, label_list, tokenizer,
           documents[sentence.document],
           position_in_document[sentence_index], max_tokens - len(pieces))
     if left or right:
-      spans = [(0, len(pieces))]
+      spans = [squad_data.DocSpan(0, len(pieces))]
     else:
-      spans = windows(len(pieces), max_tokens, doc_stride)
+      spans = squad_data.doc_spans(len(pieces), max_tokens, doc_stride)
     for span_index, (start, length) in enumerate(spans):
       tokens = ["[CLS]"] + left + pieces[start:start + length] + right + [
           "[SEP]"]
@@ -524,15 +494,15 @@ def convert_sentences_to_features(sentences, label_list, tokenizer,
           label_ids[position] = label_map[sentence.labels[word]]
         label_weights[position] = 1
         word_index[position] = word
-        is_max_context[position] = (
-            max_context_window(spans, start + offset) == span_index)
-      input_ids = tokenizer.convert_tokens_to_ids(tokens)
-      padding = [0] * (max_seq_length - len(input_ids))
+        is_max_context[position] = squad_data.is_max_context(
+            spans, span_index, start + offset)
+      input_ids, input_mask, segment_ids = feature_utils.pad_input(
+          tokenizer.convert_tokens_to_ids(tokens), [0] * len(tokens),
+          max_seq_length)
       features.append(NerFeature(
           unique_id=len(features), sentence_index=sentence_index,
-          input_ids=input_ids + padding,
-          input_mask=[1] * len(input_ids) + padding,
-          segment_ids=[0] * max_seq_length, label_ids=label_ids,
+          input_ids=input_ids, input_mask=input_mask,
+          segment_ids=segment_ids, label_ids=label_ids,
           label_weights=label_weights, word_index=word_index,
           is_max_context=is_max_context))
   return features, num_empty
@@ -561,20 +531,19 @@ def name_to_features(seq_length):
 
 def write_features(features, path):
   """Writes features to a TFRecord file (see `name_to_features`)."""
-  temp = estimator_utils.temp_path_for(path)
-  with tf.io.TFRecordWriter(temp) as writer:
+  with io_utils.atomic_path(path) as temp, \
+      tf.io.TFRecordWriter(temp) as writer:
     for feature in features:
       record = collections.OrderedDict()
-      record["unique_ids"] = estimator_utils.int64_feature(
+      record["unique_ids"] = io_utils.int64_feature(
           [feature.unique_id])
       for name in ("input_ids", "input_mask", "segment_ids", "label_ids",
                    "label_weights"):
-        record[name] = estimator_utils.int64_feature(getattr(feature, name))
-      record["is_real_example"] = estimator_utils.int64_feature(
+        record[name] = io_utils.int64_feature(getattr(feature, name))
+      record["is_real_example"] = io_utils.int64_feature(
           [int(feature.is_real_example)])
       writer.write(tf.train.Example(features=tf.train.Features(
           feature=record)).SerializeToString())
-  estimator_utils.commit_temp(temp, path)
 
 
 # ----------------------------------------------------------------------------
@@ -683,7 +652,7 @@ def write_conll_predictions(path, sentences, predicted):
   space-separated, a blank line between sentences, atomically; the format
   conlleval.pl reads. -DOCSTART- lines are not written.
   """
-  with estimator_utils.atomic_write(path) as f:
+  with io_utils.atomic_write(path) as f:
     for index, (sentence, labels) in enumerate(zip(sentences, predicted)):
       if index:
         f.write("\n")

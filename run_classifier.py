@@ -58,16 +58,12 @@ FLAGS = flags.FLAGS
 def define_flags():
   """Defines the script's flags: the reference's, plus the `tsv` task's."""
   flags.DEFINE_string(
-      "data_dir", None,
-      "Folder holding the task's files (train.tsv, dev.tsv, test.tsv, or "
-      "the task's own names).")
-  flags.DEFINE_string(
       "task_name", None,
       "Which task's files and labels to use (any case): " +
       ", ".join(sorted(PROCESSORS)) + ".")
-  startup.define_flags(startup.MODEL_FLAGS, "max_seq_length", "do_eval",
-                       "eval_batch_size", startup.FINE_TUNING_FLAGS,
-                       "export_dir", startup.TPU_FLAGS)
+  startup.define_flags("data_dir", startup.MODEL_FLAGS, "max_seq_length",
+                       "do_eval", "eval_batch_size", startup.FINE_TUNING_FLAGS,
+                       "export_dir", "label_column", startup.TPU_FLAGS)
   # The `tsv` task (a user's own files); column numbers are 0-based and may
   # be negative (counted from the end, as in Python).
   flags.DEFINE_integer("text_a_column", 0,
@@ -75,10 +71,6 @@ def define_flags():
   flags.DEFINE_integer(
       "text_b_column", None,
       "task tsv: column of the second text; unset for single-text tasks.")
-  flags.DEFINE_integer(
-      "label_column", -1,
-      "task tsv: column of the label in train.tsv and dev.tsv (ignored in "
-      "test.tsv). The label set is the sorted set of train.tsv's labels.")
   flags.DEFINE_bool("skip_header", False,
                     "task tsv: whether the first line of every file is a "
                     "header.")

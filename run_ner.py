@@ -30,19 +30,17 @@ from absl import logging
 import tensorflow.compat.v1 as tf
 
 import estimator_utils
+import export_utils
+import io_utils
 import modeling
 import ner_data
-import tokenization
+import startup
 
 FLAGS = flags.FLAGS
 
 
 def define_flags():
-  """Defines the script's flags; the shared ones are listed by --help too."""
-  flags.DEFINE_string(
-      "data_dir", None,
-      "Folder holding the CoNLL files named by --train_file, --dev_file and "
-      "--test_file.")
+  """Defines the script's flags: the shared ones and the CoNLL reader's."""
   flags.DEFINE_string("train_file", "eng.train",
                       "Training file in --data_dir (CoNLL-2003: eng.train).")
   flags.DEFINE_string("dev_file", "eng.testa",
@@ -52,37 +50,21 @@ def define_flags():
                       "File predicted by --do_predict, in --data_dir "
                       "(CoNLL-2003 test: eng.testb). It may have the token "
                       "column only.")
-  flags.DEFINE_integer(
-      "label_column", -1,
-      "Column of the label in every file; the token is column 0. Negative "
-      "values count from the end: -1 is the last column.")
   flags.DEFINE_enum(
       "tag_scheme", "auto", ["auto", "IOB1", "IOB2", "IOBES"],
       "Tag scheme of the labels; auto detects it from the gold tags. Tag "
       "sequences invalid in it are counted and warned about; entities are "
       "always read with conlleval's chunking, valid for all three.")
-  flags.DEFINE_integer(
-      "max_seq_length", 128,
-      "Model input length in WordPieces, [CLS] and [SEP] included. A longer "
-      "sentence is split into overlapping windows.")
-  flags.DEFINE_integer(
-      "doc_stride", 64,
-      "WordPieces between the starts of consecutive windows over a sentence "
-      "longer than --max_seq_length - 2.")
   flags.DEFINE_bool(
       "document_context", False,
       "Encode each sentence with the words of the neighbouring sentences of "
       "its document around it, up to --max_seq_length (the paper's "
       "'maximal document context'); only the sentence's own words are "
       "labelled. False: each sentence alone.")
-  flags.DEFINE_bool("do_eval", False,
-                    "Whether to evaluate on --dev_file (eval_results.txt, "
-                    "dev_predictions.txt).")
-  flags.DEFINE_integer("eval_batch_size", 8, "Batch size for evaluation.")
-  estimator_utils.define_model_flags()
-  estimator_utils.define_fine_tuning_flags()
-  # List the shared flags in --help (absl shows the main module's only).
-  flags.adopt_module_key_flags(estimator_utils)
+  startup.define_flags("data_dir", "label_column", startup.MODEL_FLAGS,
+                       "max_seq_length", "doc_stride", "do_eval",
+                       "eval_batch_size", startup.FINE_TUNING_FLAGS,
+                       "export_dir", startup.TPU_FLAGS, doc_stride=64)
   for name in ("data_dir", "vocab_file", "bert_config_file", "output_dir"):
     flags.mark_flag_as_required(name)
 
@@ -202,35 +184,28 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate,
 # ----------------------------------------------------------------------------
 
 
-def _check_flags(bert_config):
-  """Refuses contradictory or out-of-range flags before anything runs.
-
-  Returns:
-    The resolved `--init_checkpoint` prefix, or None.
-  """
-  if not (FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict):
-    raise ValueError(
-        "At least one of --do_train, --do_eval or --do_predict must be set.")
-  tokenization.validate_case_matches_checkpoint(FLAGS.do_lower_case,
-                                                FLAGS.init_checkpoint)
-  estimator_utils.check_max_seq_length(FLAGS.max_seq_length, bert_config)
-  if FLAGS.max_seq_length < 3:
-    raise ValueError("--max_seq_length: got %d, expected at least 3" %
-                     FLAGS.max_seq_length)
+def _flag_problems(flag_values):
+  """This script's own flag problems, as a list of messages."""
+  problems = []
+  if not (flag_values.do_train or flag_values.do_eval or
+          flag_values.do_predict or flag_values.export_dir):
+    problems.append("At least one of --do_train, --do_eval or --do_predict "
+                    "must be set. (--export_dir alone exports only.)")
+  if flag_values.max_seq_length < 3:
+    problems.append("--max_seq_length: got %d, expected at least 3" %
+                    flag_values.max_seq_length)
   for name in ("doc_stride", "train_batch_size", "eval_batch_size",
                "predict_batch_size"):
-    if FLAGS[name].value < 1:
-      raise ValueError("--%s: got %d, expected at least 1" %
-                       (name, FLAGS[name].value))
-  if not tf.io.gfile.isdir(FLAGS.data_dir):
-    raise FileNotFoundError("--data_dir: %s is not a directory" %
-                            FLAGS.data_dir)
-  if FLAGS.init_checkpoint:
-    return estimator_utils.resolve_checkpoint(FLAGS.init_checkpoint)
-  return None
+    if flag_values[name].value < 1:
+      problems.append("--%s: got %d, expected at least 1" %
+                      (name, flag_values[name].value))
+  if not tf.io.gfile.isdir(flag_values.data_dir):
+    problems.append("--data_dir: %s is not a directory" %
+                    flag_values.data_dir)
+  return problems
 
 
-def _read_inputs():
+def _read_inputs(flag_values):
   """Reads and checks every file the run needs, and the label list.
 
   Returns:
@@ -238,16 +213,17 @@ def _read_inputs():
     "train", "dev", "test" as requested; the sorted training labels.
   """
   files = {}
-  for split, wanted, name in (("train", FLAGS.do_train, FLAGS.train_file),
-                              ("dev", FLAGS.do_eval, FLAGS.dev_file),
-                              ("test", FLAGS.do_predict, FLAGS.test_file)):
+  f = flag_values
+  for split, wanted, name in (("train", f.do_train, f.train_file),
+                              ("dev", f.do_eval, f.dev_file),
+                              ("test", f.do_predict, f.test_file)):
     if wanted:
-      path = os.path.join(FLAGS.data_dir, name)
+      path = os.path.join(flag_values.data_dir, name)
       files[split] = (path, ner_data.read_conll_file(path,
-                                                     FLAGS.label_column))
+                                                     flag_values.label_column))
       logging.info("Read %d sentences from %s", len(files[split][1]), path)
-  label_file = os.path.join(FLAGS.output_dir, ner_data.LABEL_LIST_FILE)
-  if FLAGS.do_train:
+  label_file = os.path.join(flag_values.output_dir, ner_data.LABEL_LIST_FILE)
+  if flag_values.do_train:
     label_list = ner_data.label_list_from(files["train"][1],
                                           files["train"][0])
     what = "the training file %s" % files["train"][0]
@@ -259,7 +235,7 @@ def _read_inputs():
                      files["dev"][0])
   for path, sentences in files.values():
     ner_data.check_labels(sentences, label_list, path, what)
-  scheme = FLAGS.tag_scheme
+  scheme = flag_values.tag_scheme
   if scheme == "auto":
     gold = [s.labels for _, sentences in files.values() for s in sentences
             if s.labels is not None]
@@ -270,11 +246,12 @@ def _read_inputs():
   return files, label_list
 
 
-def _features(sentences, label_list, tokenizer, path, pad_to=None):
+def _features(flag_values, sentences, label_list, tokenizer, path,
+              pad_to=None):
   """Features of one file; TPU runs pad them to a multiple of `pad_to`."""
   features, num_empty = ner_data.convert_sentences_to_features(
-      sentences, label_list, tokenizer, FLAGS.max_seq_length,
-      FLAGS.doc_stride, FLAGS.document_context)
+      sentences, label_list, tokenizer, flag_values.max_seq_length,
+      flag_values.doc_stride, flag_values.document_context)
   if num_empty:
     logging.warning("%s: %d words became no WordPiece (control characters "
                     "only); they are predicted O", path, num_empty)
@@ -283,22 +260,23 @@ def _features(sentences, label_list, tokenizer, path, pad_to=None):
   if pad_to:
     while len(features) % pad_to:
       features.append(ner_data.padding_feature(len(features),
-                                               FLAGS.max_seq_length))
+                                               flag_values.max_seq_length))
   return features
 
 
-def _input_fn(features, name, is_training):
-  record_file = os.path.join(FLAGS.output_dir, name + ".tf_record")
+def _input_fn(flag_values, features, name, is_training):
+  record_file = os.path.join(flag_values.output_dir, name + ".tf_record")
   ner_data.write_features(features, record_file)
   return estimator_utils.tfrecord_input_fn_builder(
-      [record_file], ner_data.name_to_features(FLAGS.max_seq_length),
-      is_training=is_training, drop_remainder=is_training or FLAGS.use_tpu)
+      [record_file], ner_data.name_to_features(flag_values.max_seq_length),
+      is_training=is_training,
+      drop_remainder=is_training or flag_values.use_tpu)
 
 
-def _predict_words(estimator, sentences, features, label_list, name,
-                   batch_size):
+def _predict_words(flag_values, estimator, sentences, features, label_list,
+                   name, batch_size):
   """Runs prediction and returns each word's label (see word_predictions)."""
-  input_fn = _input_fn(features, name, is_training=False)
+  input_fn = _input_fn(flag_values, features, name, is_training=False)
   predictions = estimator.predict(
       input_fn=input_fn, yield_single_examples=True,
       hooks=[estimator_utils.ProgressHook(
@@ -307,17 +285,35 @@ def _predict_words(estimator, sentences, features, label_list, name,
                                    label_list)
 
 
+def _export(flag_values, bert_config, label_list, init_checkpoint):
+  """Exports the fine-tuned model under --export_dir (see export_utils)."""
+  model_fn = model_fn_builder(
+      bert_config=bert_config, num_labels=len(label_list),
+      init_checkpoint=None, learning_rate=0.0, num_train_steps=None,
+      num_warmup_steps=None, use_tpu=False, use_one_hot_embeddings=False)
+  export_utils.export_saved_model(
+      model_fn, export_utils.checkpoint_to_export(flag_values.output_dir,
+                                                  init_checkpoint),
+      flag_values.export_dir, flag_values.max_seq_length,
+      kind=export_utils.NER, output_keys=["probabilities"],
+      vocab_file=flag_values.vocab_file,
+      bert_config_file=flag_values.bert_config_file,
+      do_lower_case=flag_values.do_lower_case, label_list=label_list,
+      extra_features=export_utils.ner_features(flag_values.max_seq_length),
+      extra_config={"doc_stride": flag_values.doc_stride,
+                    "document_context": flag_values.document_context})
+
+
 def main(_):
   logging.set_verbosity(logging.INFO)
-  # 1. Configuration and flag checks, before anything is written.
-  bert_config = estimator_utils.load_bert_config(FLAGS.bert_config_file)
-  init_checkpoint = _check_flags(bert_config)
-  tokenizer = tokenization.FullTokenizer(vocab_file=FLAGS.vocab_file,
-                                         do_lower_case=FLAGS.do_lower_case)
-  estimator_utils.check_vocab_size(tokenizer, bert_config)
+  # 1. Flags, config, checkpoint, vocabulary: checked before any work.
+  bert_config, init_checkpoint, tokenizer = startup.prepare_model(
+      FLAGS.bert_config_file, FLAGS.max_seq_length, FLAGS.init_checkpoint,
+      FLAGS.do_lower_case, FLAGS.vocab_file, FLAGS.output_dir,
+      problems=_flag_problems(FLAGS))
 
   # 2. Every input the run needs, read and checked up front.
-  files, label_list = _read_inputs()
+  files, label_list = _read_inputs(FLAGS)
   types = ner_data.entity_types(label_list)
   tf.io.gfile.makedirs(FLAGS.output_dir)
   # On TPU every batch is whole; the dev features are both evaluated and
@@ -331,7 +327,7 @@ def main(_):
   if FLAGS.do_train:
     ner_data.write_label_list(
         os.path.join(FLAGS.output_dir, ner_data.LABEL_LIST_FILE), label_list)
-    train_features = _features(files["train"][1], label_list, tokenizer,
+    train_features = _features(FLAGS, files["train"][1], label_list, tokenizer,
                                files["train"][0])
     if not train_features:
       raise ValueError("%s: no word of any sentence has a WordPiece; nothing "
@@ -356,37 +352,39 @@ def main(_):
                  "*****", len(train_features), FLAGS.train_batch_size,
                  num_train_steps)
     estimator.train(
-        input_fn=_input_fn(train_features, "train", is_training=True),
+        input_fn=_input_fn(FLAGS, train_features, "train", is_training=True),
         max_steps=num_train_steps,
         hooks=[estimator_utils.ProgressHook(
             FLAGS.train_batch_size, total_steps=num_train_steps,
             every_n_steps=min(100, max(1, num_train_steps // 10)))])
   if FLAGS.do_eval:
     path, sentences = files["dev"]
-    features = _features(sentences, label_list, tokenizer, path, pad_eval)
+    features = _features(FLAGS, sentences, label_list, tokenizer, path,
+                         pad_eval)
     logging.info("***** Running evaluation: %d features *****",
                  len(features))
     result = estimator.evaluate(
-        input_fn=_input_fn(features, "eval", is_training=False),
+        input_fn=_input_fn(FLAGS, features, "eval", is_training=False),
         steps=len(features) // FLAGS.eval_batch_size if FLAGS.use_tpu
         else None)
-    predicted = _predict_words(estimator, sentences, features, label_list,
-                               "eval", FLAGS.predict_batch_size)
+    predicted = _predict_words(FLAGS, estimator, sentences, features,
+                               label_list, "eval", FLAGS.predict_batch_size)
     scores = ner_data.entity_scores([s.labels for s in sentences], predicted,
                                     types)
     result.update(ner_data.eval_results_entries(scores))
     ner_data.write_conll_predictions(
         os.path.join(FLAGS.output_dir, "dev_predictions.txt"), sentences,
         predicted)
-    estimator_utils.write_eval_results(
+    io_utils.write_eval_results(
         os.path.join(FLAGS.output_dir, "eval_results.txt"), result)
   if FLAGS.do_predict:
     path, sentences = files["test"]
-    features = _features(sentences, label_list, tokenizer, path, pad_predict)
+    features = _features(FLAGS, sentences, label_list, tokenizer, path,
+                         pad_predict)
     logging.info("***** Running prediction: %d features *****",
                  len(features))
-    predicted = _predict_words(estimator, sentences, features, label_list,
-                               "predict", FLAGS.predict_batch_size)
+    predicted = _predict_words(FLAGS, estimator, sentences, features,
+                               label_list, "predict", FLAGS.predict_batch_size)
     ner_data.write_conll_predictions(
         os.path.join(FLAGS.output_dir, "test_predictions.txt"), sentences,
         predicted)
@@ -396,8 +394,10 @@ def main(_):
       logging.info("Test set (%s): precision %.4f, recall %.4f, F1 %.4f, "
                    "token accuracy %.4f", path, scores["precision"],
                    scores["recall"], scores["f1"], scores["accuracy"])
+  if FLAGS.export_dir:
+    _export(FLAGS, bert_config, label_list, init_checkpoint)
 
 
 if __name__ == "__main__":
   define_flags()
-  estimator_utils.run_main(main)
+  startup.run_main(main)

@@ -50,6 +50,7 @@ from squad_data import FeatureWriter
 from squad_data import InputFeatures  # pylint: disable=unused-import
 from squad_data import read_squad_examples
 from squad_data import SquadExample  # pylint: disable=unused-import
+from squad_predictions import FeatureMetadata
 from squad_predictions import get_final_text  # pylint: disable=unused-import
 from squad_predictions import RawResult
 from squad_predictions import score_predictions
@@ -67,12 +68,9 @@ def define_flags():
   flags.DEFINE_string("predict_file", None,
                       "SQuAD JSON to answer, such as dev-v1.1.json; when it "
                       "holds answers, the official scores are computed too.")
-  flags.DEFINE_integer("doc_stride", 128,
-                       "How far, in tokens, each window of a long document "
-                       "starts after the previous one.")
   flags.DEFINE_integer("max_query_length", 64,
                        "Questions longer than this many tokens are cut.")
-  startup.define_flags(startup.MODEL_FLAGS, "max_seq_length",
+  startup.define_flags(startup.MODEL_FLAGS, "max_seq_length", "doc_stride",
                        startup.FINE_TUNING_FLAGS, "export_dir",
                        startup.TPU_FLAGS, max_seq_length=384)
   flags.DEFINE_integer("n_best_size", 20,
@@ -272,26 +270,19 @@ def validate_flags_or_throw(bert_config, flag_values=None):
     raise ValueError("; ".join(problems))
 
 
-# The parts of a feature that `write_predictions` needs (no padded ids).
-_FeatureMetadata = collections.namedtuple(
-    "_FeatureMetadata", ["unique_id", "example_index", "doc_span_index",
-                         "tokens", "token_to_orig_map",
-                         "token_is_max_context"])
-
-
 def _write_features(path, examples, tokenizer, max_seq_length, doc_stride,
                     max_query_length, is_training):
   """Converts `examples` into a TFRecord of features at `path`.
 
   Returns:
-    (number of features, list of `_FeatureMetadata`; empty when training).
+    (number of features, list of `FeatureMetadata`; empty when training).
   """
   metadata = []
   with FeatureWriter(path, is_training=is_training) as writer:
 
     def keep_and_write(feature):
       if not is_training:
-        metadata.append(_FeatureMetadata(
+        metadata.append(FeatureMetadata(
             feature.unique_id, feature.example_index, feature.doc_span_index,
             feature.tokens, feature.token_to_orig_map,
             feature.token_is_max_context))

@@ -228,7 +228,7 @@ def predict_squad(model, examples, output_dir, n_best_size, max_answer_length,
       logging.info("Predicted %d features", len(results))
 
   def on_feature(feature):
-    metadata.append(run_squad._FeatureMetadata(  # pylint: disable=protected-access
+    metadata.append(run_squad.FeatureMetadata(
         feature.unique_id, feature.example_index, feature.doc_span_index,
         feature.tokens, feature.token_to_orig_map,
         feature.token_is_max_context))

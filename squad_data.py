@@ -9,7 +9,8 @@ imports every public name from here.
 
 Public names: `SquadExample`, `read_squad_examples`, `load_squad_data`,
 `InputFeatures`, `check_span_lengths`, `convert_examples_to_features`,
-`FeatureWriter`.
+`FeatureWriter`, and the windowing rules `DocSpan`, `doc_spans` and
+`is_max_context` (also used by `ner_data.py`).
 """
 
 import collections
@@ -264,7 +265,7 @@ class InputFeatures(object):
 # The sub-tokens of a document and the maps between them and its words.
 _TokenizedDoc = collections.namedtuple(
     "_TokenizedDoc", ["tokens", "tok_to_orig", "orig_to_tok"])
-_DocSpan = collections.namedtuple("_DocSpan", ["start", "length"])
+DocSpan = collections.namedtuple("DocSpan", ["start", "length"])
 
 
 def check_span_lengths(max_seq_length, doc_stride, max_query_length):
@@ -335,7 +336,7 @@ def _example_features(example, example_index, first_unique_id, tokenizer,
   if is_training and not example.is_impossible:
     answer_span = _answer_token_span(example, doc, tokenizer)
   max_tokens_for_doc = max_seq_length - len(query_tokens) - 3
-  spans = _doc_spans(len(doc.tokens), max_tokens_for_doc, doc_stride)
+  spans = doc_spans(len(doc.tokens), max_tokens_for_doc, doc_stride)
   doc_offset = len(query_tokens) + 2
   for span_index, span in enumerate(spans):
     feature = _pack_feature(query_tokens, doc, spans, span_index, tokenizer,
@@ -387,7 +388,7 @@ def _improve_answer_span(doc_tokens, start, end, tokenizer, answer_text):
   return start, end
 
 
-def _doc_spans(num_tokens, max_tokens_for_doc, doc_stride):
+def doc_spans(num_tokens, max_tokens_for_doc, doc_stride):
   """Overlapping windows of at most `max_tokens_for_doc` tokens.
 
   Windows start at 0 and advance by min(length, doc_stride) until one
@@ -397,14 +398,14 @@ def _doc_spans(num_tokens, max_tokens_for_doc, doc_stride):
   start = 0
   while start < num_tokens:
     length = min(num_tokens - start, max_tokens_for_doc)
-    spans.append(_DocSpan(start, length))
+    spans.append(DocSpan(start, length))
     if start + length == num_tokens:
       break
     start += min(length, doc_stride)
   return spans
 
 
-def _is_max_context(spans, span_index, position):
+def is_max_context(spans, span_index, position):
   """Whether `spans[span_index]` gives token `position` its most context.
 
   The score of a span for a token is min(left context, right context) +
@@ -431,7 +432,7 @@ def _pack_feature(query_tokens, doc, spans, span_index, tokenizer,
   token_is_max_context = {}
   for doc_index in range(span.start, span.start + span.length):
     token_to_orig_map[len(tokens)] = doc.tok_to_orig[doc_index]
-    token_is_max_context[len(tokens)] = _is_max_context(spans, span_index,
+    token_is_max_context[len(tokens)] = is_max_context(spans, span_index,
                                                         doc_index)
     tokens.append(doc.tokens[doc_index])
     segment_ids.append(1)

@@ -8,8 +8,8 @@ token's max context), mapped back onto the original text by
 computes the official scores (`squad_metrics`) when the predicted file
 carries answers. `run_squad.py` imports every public name from here.
 
-Public names: `RawResult`, `WrittenPredictions`, `write_predictions`,
-`get_final_text`, `score_predictions`.
+Public names: `RawResult`, `FeatureMetadata`, `WrittenPredictions`,
+`write_predictions`, `get_final_text`, `score_predictions`.
 """
 
 import collections
@@ -330,9 +330,10 @@ def _normalized_char_origins(text, tokenizer):
   return origins
 
 
-# The parts of a feature that `write_predictions` needs (no padded ids).
-_FeatureMetadata = collections.namedtuple(
-    "_FeatureMetadata", ["unique_id", "example_index", "doc_span_index",
+# The parts of a feature that `write_predictions` needs (no padded ids), so
+# that a prediction run keeps them, not the whole features, in memory.
+FeatureMetadata = collections.namedtuple(
+    "FeatureMetadata", ["unique_id", "example_index", "doc_span_index",
                          "tokens", "token_to_orig_map",
                          "token_is_max_context"])
 

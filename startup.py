@@ -57,9 +57,19 @@ SHARED_FLAGS = collections.OrderedDict([
                         "Length of every input in WordPiece tokens, [CLS] "
                         "and [SEP] included: longer inputs are cut, shorter "
                         "ones padded.")),
+    ("doc_stride", (_I, 128,
+                    "How far, in WordPiece tokens, each window over a text "
+                    "longer than one input starts after the previous one.")),
     ("max_predictions_per_seq", (_I, 20,
                                  "Masked positions per sequence (the length "
                                  "of the masked_lm_* features).")),
+    # Data.
+    ("data_dir", (_S, None,
+                  "Folder holding the task's data files.")),
+    ("label_column", (_I, -1,
+                      "Column of the label (0-based; negative counts from "
+                      "the end). run_classifier.py: train.tsv and dev.tsv "
+                      "of the tsv task; run_ner.py: every CoNLL file.")),
     # What to run.
     ("do_train", (_B, False, "Train the model.")),
     ("do_eval", (_B, False, "Evaluate on the evaluation data.")),
@@ -135,9 +145,13 @@ def define_flags(*names, **defaults):
   for name in defaults:
     if name not in flat:
       raise KeyError("default given for %r, which is not defined here" % name)
+  # The flags belong to the calling script, so that its --help lists them.
+  module = sys._getframe(1).f_globals.get("__name__")  # pylint: disable=protected-access
+  if module == "__main__":
+    module = sys.argv[0]
   for name in flat:
     define, default, help_text = SHARED_FLAGS[name]
-    define(name, defaults.get(name, default), help_text)
+    define(name, defaults.get(name, default), help_text, module_name=module)
 
 
 # ----------------------------------------------------------------------------

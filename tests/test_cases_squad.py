@@ -200,15 +200,15 @@ def test_b17_expected(tokenizer, tmp_path):
     (0, 4, 2, []),
 ])
 def test_b17_doc_spans(num_tokens, max_tokens, stride, starts):
-  spans = squad_data._doc_spans(  # pylint: disable=protected-access
+  spans = squad_data.doc_spans(
       num_tokens, max_tokens, stride)
   assert [(s.start, s.length) for s in spans] == starts
 
 
 def test_b17_max_context_tie_goes_to_the_earlier_span():
-  span = squad_data._DocSpan  # pylint: disable=protected-access
+  span = squad_data.DocSpan  # pylint: disable=protected-access
   spans = [span(0, 5), span(2, 5)]
-  is_max = squad_data._is_max_context  # pylint: disable=protected-access
+  is_max = squad_data.is_max_context
   # Token 3: min(3, 1) + .05 in span 0 equals min(1, 3) + .05 in span 1.
   assert is_max(spans, 0, 3) and not is_max(spans, 1, 3)
 
@@ -226,7 +226,7 @@ def test_b17_every_token_has_exactly_one_max_context_window(tokenizer,
   features = _convert(examples, tokenizer, inputs, True)
   doc_tokens = [t for word in context.split() for t in tokenizer.tokenize(word)]
   query_length = len(tokenizer.tokenize("What?"))
-  spans = squad_data._doc_spans(  # pylint: disable=protected-access
+  spans = squad_data.doc_spans(
       len(doc_tokens), 16 - query_length - 3, stride)
   assert len(spans) == len(features)
   owners = {}

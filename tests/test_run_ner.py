@@ -24,6 +24,7 @@ import convert_checkpoint
 import modeling
 import ner_data
 import run_ner
+import squad_data
 import tokenization
 
 
@@ -220,8 +221,8 @@ def test_label_ids_at_first_pieces(tmp_path):
 def test_windows_cover_every_word_and_pick_the_most_context(tmp_path):
   words = ["w%d" % i for i in range(10)]
   tokenizer = _vocab_tokenizer(tmp_path, words)
-  assert ner_data.windows(10, 4, 2) == [(0, 4), (2, 4), (4, 4), (6, 4)]
-  assert ner_data.windows(10, 4, 9) == [(0, 4), (4, 4), (8, 2)]  # No gap.
+  assert squad_data.doc_spans(10, 4, 2) == [(0, 4), (2, 4), (4, 4), (6, 4)]
+  assert squad_data.doc_spans(10, 4, 9) == [(0, 4), (4, 4), (8, 2)]  # No gap.
   sentence = _sentence(words, ["O"] * 10)
   features, _ = ner_data.convert_sentences_to_features(
       [sentence], ["O"], tokenizer, max_seq_length=6, doc_stride=2)

@@ -196,7 +196,7 @@ def test_write_predictions_needs_only_feature_metadata(tokenizer, tmp_path):
   config = "seq96_stride32_query24"
   examples = _examples("v2.0", False)
   features = _features(examples, tokenizer, config, False)
-  slim = [run_squad._FeatureMetadata(  # pylint: disable=protected-access
+  slim = [run_squad.FeatureMetadata(
       f.unique_id, f.example_index, f.doc_span_index, f.tokens,
       f.token_to_orig_map, f.token_is_max_context) for f in features]
   results = _results_from_logits(_squad("v2.0", config, "logits.json"))
