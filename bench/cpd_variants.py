@@ -1,0 +1,158 @@
+# coding=utf-8
+"""Runs `create_pretraining_data.py` with some of its speed tricks turned off.
+
+  python bench/cpd_variants.py --without=shuffle,gc -- <the script's flags>
+
+Each trick is replaced by the plain library call it stands for, by patching
+the imported modules before `main` runs, so the production code carries no
+switches. The output bytes must not change (the bench checks them). Used by
+`bench_pretraining_data.py --ab`; `--without=` (nothing) is the script as is.
+"""
+
+import collections
+import contextlib
+import os
+import sys
+import types
+
+_REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, _REPO)
+
+import create_pretraining_data as cpd  # pylint: disable=g-import-not-at-top
+import io_utils  # pylint: disable=g-import-not-at-top
+import startup  # pylint: disable=g-import-not-at-top
+
+
+def _module_with(name, *candidates):
+  """The first module among `candidates` that defines `name`."""
+  for module in candidates:
+    if hasattr(module, name):
+      return module
+  raise AttributeError("no module defines %s: the trick is gone" % name)
+
+
+def _utils():
+  try:
+    import pretraining_data_utils  # pylint: disable=g-import-not-at-top
+    return (pretraining_data_utils, cpd)
+  except ImportError:
+    return (cpd,)
+
+
+def _without_serializer():
+  """Records built the reference's way: an Example from an OrderedDict."""
+  import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
+  module = _module_with("_ExampleSerializer", *_utils())
+
+  def serialize(self, instance):
+    features = collections.OrderedDict()
+    for name, values in zip(module._FEATURE_ORDER, self.features(instance)):
+      features[name] = (io_utils.float_feature(values)
+                        if name == "masked_lm_weights"
+                        else io_utils.int64_feature(values))
+    return tf.train.Example(
+        features=tf.train.Features(feature=features)).SerializeToString()
+
+  module._ExampleSerializer.serialize = serialize
+
+
+def _without_varint_table():
+  module = _module_with("_varint_of", *_utils())
+  module._varint_of = module._varint
+
+
+def _without_shuffle():
+  """`rng.shuffle` itself instead of the inlined copy."""
+  for module in _utils():
+    if hasattr(module, "_shuffle"):
+      module._shuffle = lambda items, rng: rng.shuffle(items)
+
+
+def _without_gc():
+  """The cyclic collector left running."""
+  io_utils.gc_paused = contextlib.nullcontext
+
+
+def _without_block_reader():
+  """Lines read one `readline` at a time through `tf.io.gfile.GFile`, as
+  the reference does, instead of splitting 1 MiB blocks."""
+
+  def raw_lines(path, start, end):
+    remaining = None if end is None else end - start
+    with io_utils._gfile().GFile(path, "rb") as reader:
+      if start:
+        reader.seek(start)
+      while remaining is None or remaining > 0:
+        line = reader.readline()
+        if not line:
+          break
+        if remaining is not None:
+          remaining -= len(line)
+        if line.endswith(b"\n"):
+          yield line[:-1], True
+        else:
+          yield line, False
+
+  io_utils._raw_lines = raw_lines
+
+
+def _without_ascii_blank():
+  """Every line decoded to decide whether it is blank."""
+  module = _module_with("_is_blank", *_utils())
+  module._is_blank = lambda raw: not io_utils.decode_line(raw).strip()
+
+
+def _without_os_exit():
+  """Workers return normally, freeing their data object by object."""
+  module = _module_with("_worker_main", *_utils())
+
+  def worker_main(connection, part_args):
+    try:
+      summary, data = module._run_part(*part_args)  # pylint: disable=unused-variable
+      connection.send(("ok", summary))
+    except Exception as e:  # pylint: disable=broad-except
+      connection.send(("error", e))
+    finally:
+      connection.close()
+
+  module._worker_main = worker_main
+
+
+def _without_gc_freeze():
+  module = _module_with("_worker_main", *_utils())
+  module.gc = types.SimpleNamespace(freeze=lambda: None,
+                                    unfreeze=lambda: None)
+
+
+TRICKS = {
+    "serializer": _without_serializer,
+    "varint_table": _without_varint_table,
+    "shuffle": _without_shuffle,
+    "gc_paused": _without_gc,
+    "block_reader": _without_block_reader,
+    "ascii_blank": _without_ascii_blank,
+    "os_exit": _without_os_exit,
+    "gc_freeze": _without_gc_freeze,
+}
+
+
+def main():
+  args = sys.argv[1:]
+  if not args or not args[0].startswith("--without="):
+    raise SystemExit("usage: cpd_variants.py --without=a,b -- FLAGS...")
+  names = [n for n in args[0].split("=", 1)[1].split(",") if n]
+  for name in names:
+    if name not in TRICKS:
+      raise SystemExit("unknown trick %r; expected one of %s" %
+                       (name, ", ".join(TRICKS)))
+    TRICKS[name]()
+  rest = args[1:]
+  if rest and rest[0] == "--":
+    rest = rest[1:]
+  sys.argv = [os.path.join(_REPO, "create_pretraining_data.py")] + rest
+  cpd.define_flags()
+  startup.run_main(cpd.main)
+
+
+if __name__ == "__main__":
+  main()
