@@ -20,52 +20,33 @@ sys.path.insert(0, _REPO)
 
 import create_pretraining_data as cpd  # pylint: disable=g-import-not-at-top
 import io_utils  # pylint: disable=g-import-not-at-top
+import pretraining_data_utils as pdu  # pylint: disable=g-import-not-at-top
 import startup  # pylint: disable=g-import-not-at-top
-
-
-def _module_with(name, *candidates):
-  """The first module among `candidates` that defines `name`."""
-  for module in candidates:
-    if hasattr(module, name):
-      return module
-  raise AttributeError("no module defines %s: the trick is gone" % name)
-
-
-def _utils():
-  try:
-    import pretraining_data_utils  # pylint: disable=g-import-not-at-top
-    return (pretraining_data_utils, cpd)
-  except ImportError:
-    return (cpd,)
 
 
 def _without_serializer():
   """Records built the reference's way: an Example from an OrderedDict."""
   import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
-  module = _module_with("_ExampleSerializer", *_utils())
 
   def serialize(self, instance):
     features = collections.OrderedDict()
-    for name, values in zip(module._FEATURE_ORDER, self.features(instance)):
-      features[name] = (io_utils.float_feature(values)
+    for name, values in zip(pdu.FEATURE_ORDER, self.features(instance)):
+      features[name] = (cpd.create_float_feature(values)
                         if name == "masked_lm_weights"
-                        else io_utils.int64_feature(values))
+                        else cpd.create_int_feature(values))
     return tf.train.Example(
         features=tf.train.Features(feature=features)).SerializeToString()
 
-  module._ExampleSerializer.serialize = serialize
+  pdu.ExampleSerializer.serialize = serialize
 
 
 def _without_varint_table():
-  module = _module_with("_varint_of", *_utils())
-  module._varint_of = module._varint
+  pdu._varint_of = pdu._varint
 
 
 def _without_shuffle():
   """`rng.shuffle` itself instead of the inlined copy."""
-  for module in _utils():
-    if hasattr(module, "_shuffle"):
-      module._shuffle = lambda items, rng: rng.shuffle(items)
+  pdu.shuffle = lambda items, rng: rng.shuffle(items)
 
 
 def _without_gc():
@@ -98,29 +79,28 @@ def _without_block_reader():
 
 def _without_ascii_blank():
   """Every line decoded to decide whether it is blank."""
-  module = _module_with("_is_blank", *_utils())
-  module._is_blank = lambda raw: not io_utils.decode_line(raw).strip()
+  pdu._is_blank = lambda raw: not io_utils.decode_line(raw).strip()
 
 
 def _without_os_exit():
   """Workers return normally, freeing their data object by object."""
-  module = _module_with("_worker_main", *_utils())
 
-  def worker_main(connection, part_args):
+  def worker_main(connection, run_part, part_args):
     try:
-      summary, data = module._run_part(*part_args)  # pylint: disable=unused-variable
+      summary, data = run_part(*part_args)  # pylint: disable=unused-variable
+      summary = dict(summary)
+      summary["cpu_s"], summary["peak_rss_mb"] = pdu.process_usage()
       connection.send(("ok", summary))
     except Exception as e:  # pylint: disable=broad-except
       connection.send(("error", e))
     finally:
       connection.close()
 
-  module._worker_main = worker_main
+  pdu._worker_main = worker_main
 
 
 def _without_gc_freeze():
-  module = _module_with("_worker_main", *_utils())
-  module.gc = types.SimpleNamespace(freeze=lambda: None,
+  pdu.gc = types.SimpleNamespace(freeze=lambda: None,
                                     unfreeze=lambda: None)
 
 
