@@ -583,8 +583,7 @@ def _run_part(part_index, num_parts, ranges, output_files, tokenizer, options,
   """Makes and writes one part's instances (in a worker process).
 
   Returns:
-    (summary, data): `summary` a dict with the part's `documents` and
-    `instances` counts; `data` the documents and instances themselves.
+    dict with the part's `documents` and `instances` counts.
   """
   prefix = "part %d/%d: " % (part_index, num_parts)
   with io_utils.gc_paused():
@@ -603,8 +602,7 @@ def _run_part(part_index, num_parts, ranges, output_files, tokenizer, options,
         tokenizer, options["max_seq_length"],
         options["max_predictions_per_seq"])
     _write_instances(instances, serializer, output_files, prefix)
-  summary = {"documents": len(documents), "instances": len(instances)}
-  return summary, (documents, instances)
+  return {"documents": len(documents), "instances": len(instances)}
 
 
 # ----------------------------------------------------------------------------

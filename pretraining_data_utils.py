@@ -22,12 +22,10 @@ Public names:
 """
 
 import contextlib
-import gc
 import multiprocessing
 import os
 import random
 import struct
-import sys
 import time
 
 from absl import logging
@@ -268,16 +266,6 @@ class ExampleSerializer(object):
 # Several workers.
 
 
-def _is_blank(raw_line):
-  """Whether a bytes line is empty after decoding and `str.strip()`."""
-  stripped = raw_line.strip()
-  if not stripped:
-    return True
-  if 0x20 < stripped[0] < 0x7f and 0x20 < stripped[-1] < 0x7f:
-    return False  # Printable ASCII at both ends: not blank; skip decoding.
-  return not io_utils.decode_line(stripped).strip()
-
-
 def split_corpus(input_files, num_parts):
   """Cuts the corpus at blank lines into `num_parts` parts of similar size.
 
@@ -304,7 +292,7 @@ def split_corpus(input_files, num_parts):
   for file_index, path in enumerate(input_files):
     offset = 0
     for raw_line in io_utils.iter_raw_lines(path):
-      if _is_blank(raw_line):
+      if not io_utils.decode_line(raw_line).strip():  # Blank line.
         if len(cuts) < len(targets) and base + offset >= targets[len(cuts)]:
           cuts.append((file_index, offset))
         in_document = False
@@ -424,10 +412,10 @@ def run_parts(input_files, num_workers, output_files, run_part, *args):
   The corpus is cut with `split_corpus` and checked with `check_parts`
   before any process starts. Worker k calls
   `run_part(k, num_workers, ranges_k, temp_output_paths_k, *args)`, which
-  returns `(summary, data)`: `summary` a small picklable dict (sent back,
-  with the worker's `cpu_s` and `peak_rss_mb` added), `data` whatever holds
-  the part's memory (dropped with the process). The outputs are renamed
-  into place only when every part succeeded.
+  returns a small picklable dict `summary` with the part's `documents` and
+  `instances` counts (sent back with the worker's `cpu_s` and `peak_rss_mb`
+  added). The outputs are renamed into place only when every part
+  succeeded.
 
   Returns:
     list of the parts' summaries, in part order.
@@ -460,25 +448,16 @@ def run_parts(input_files, num_workers, output_files, run_part, *args):
 def _worker_main(connection, run_part, part_args):
   """Entry point of a worker process: runs one part, sends its outcome.
 
-  Sends `("ok", summary)` or `("error", exception)` and leaves with
-  `os._exit` while the part's data is still referenced: the system takes
-  the memory back at once, instead of Python freeing millions of objects
-  one by one before the parent hears back.
+  Sends `("ok", summary)` or `("error", exception)`.
   """
-  status = 1
   try:
-    summary, data = run_part(*part_args)  # pylint: disable=unused-variable
-    summary = dict(summary)
+    summary = dict(run_part(*part_args))
     summary["cpu_s"], summary["peak_rss_mb"] = process_usage()
     connection.send(("ok", summary))
-    status = 0
   except Exception as e:  # pylint: disable=broad-except
     connection.send(("error", e))
   finally:
     connection.close()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(status)
 
 
 def _run_processes(run_part, all_part_args):
@@ -490,20 +469,16 @@ def _run_processes(run_part, all_part_args):
   method = ("fork" if "fork" in multiprocessing.get_all_start_methods()
             else "spawn")
   context = multiprocessing.get_context(method)
-  gc.freeze()  # Forked workers then leave the objects they inherit untouched.
-  try:
-    workers = []
-    for part_args in all_part_args:
-      receiver, sender = context.Pipe(duplex=False)
-      process = context.Process(target=_worker_main,
-                                args=(sender, run_part, part_args),
-                                name="part-%d" % part_args[0])
-      process.start()
-      sender.close()
-      workers.append((process, receiver))
-    outcomes = [_receive(process, receiver) for process, receiver in workers]
-  finally:
-    gc.unfreeze()
+  workers = []
+  for part_args in all_part_args:
+    receiver, sender = context.Pipe(duplex=False)
+    process = context.Process(target=_worker_main,
+                              args=(sender, run_part, part_args),
+                              name="part-%d" % part_args[0])
+    process.start()
+    sender.close()
+    workers.append((process, receiver))
+  outcomes = [_receive(process, receiver) for process, receiver in workers]
   errors = [payload for status, payload in outcomes if status != "ok"]
   if errors:
     raise errors[0]

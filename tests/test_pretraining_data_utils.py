@@ -179,7 +179,7 @@ def _write_part(part_index, num_parts, ranges, output_files, failure):
                   for path, start, end in ranges)
   with open(output_files[0], "wb") as f:
     f.write(data)
-  return {"documents": num_parts, "instances": len(data)}, [data]
+  return {"documents": num_parts, "instances": len(data)}
 
 
 def test_run_parts_writes_each_part_and_reports_usage(tmp_path):
