@@ -26,21 +26,17 @@ when ten draws in a row pick the current document as the "random" one, drawing
 continues until another document comes up.
 """
 
+import collections
 import contextlib
-import gc
-import multiprocessing
-import os
 import random
-import struct
-import sys
 import time
 
 from absl import flags
 from absl import logging
 import tensorflow.compat.v1 as tf
 
-import feature_utils
 import io_utils
+import pretraining_data_utils
 import startup
 import tokenization
 
@@ -54,9 +50,6 @@ _RANDOM_DOC_TRIES = 10
 
 # Instances logged in full by the writer, as the reference does (first 20).
 _NUM_INSTANCES_TO_LOG = 20
-
-# Seconds between progress lines.
-_PROGRESS_INTERVAL_S = 15.0
 
 
 def define_flags():
@@ -134,29 +127,11 @@ class TrainingInstance(object):
     return self.__str__()
 
 
-class _Progress(object):
-  """Logs a running count with its rate, at most every few seconds."""
+# The reference's record of one masked position: `index` (int, position in
+# the tokens) and `label` (str, the original token there).
+MaskedLmInstance = collections.namedtuple("MaskedLmInstance",
+                                          ["index", "label"])
 
-  def __init__(self, what, prefix="", detail=None):
-    self._what = what
-    self._prefix = prefix
-    self._detail = detail  # Optional callable -> str appended to each line.
-    self._start = time.time()
-    self._next_log = self._start + _PROGRESS_INTERVAL_S
-    self.count = 0
-
-  def add(self, n=1):
-    self.count += n
-    if self.count % 64 == 0 and time.time() >= self._next_log:
-      self.log()
-
-  def log(self, final=False):
-    elapsed = max(time.time() - self._start, 1e-9)
-    self._next_log = time.time() + _PROGRESS_INTERVAL_S
-    logging.info("%s%s %d %s in %.1f s (%.1f/s)%s", self._prefix,
-                 "done:" if final else "progress:", self.count, self._what,
-                 elapsed, self.count / elapsed,
-                 self._detail() if self._detail else "")
 
 
 # ----------------------------------------------------------------------------
@@ -164,7 +139,7 @@ class _Progress(object):
 
 
 def _read_documents(sources, tokenizer, prefix=""):
-  """Reads and tokenizes documents from `sources` (SPEC §6.1 item 1).
+  """Reads and tokenizes documents from `sources`, as the reference does.
 
   Args:
     sources: list of `(path, start_byte, end_byte_or_None)`, read in order as
@@ -177,8 +152,9 @@ def _read_documents(sources, tokenizer, prefix=""):
     a non-empty list of str tokens. Documents left empty are dropped.
   """
   documents = [[]]
-  progress = _Progress("lines read", prefix, lambda: ", %d documents" % (
-      len(documents) - (not documents[-1])))
+  progress = pretraining_data_utils.Progress(
+      "lines read", prefix,
+      lambda: ", %d documents" % (len(documents) - (not documents[-1])))
   for path, start, end in sources:
     for _, line in io_utils.read_lines(path, start, end):
       progress.add()
@@ -230,7 +206,7 @@ def create_training_instances(input_files, tokenizer, max_seq_length,
                               do_whole_word_mask=False):
   """Reads `input_files` and returns the shuffled `TrainingInstance`s.
 
-  Matches the reference release's draw order (SPEC §6.1): documents are
+  Matches the reference release's draw order: documents are
   shuffled once, then `dupe_factor` passes over them make instances, and all
   instances are shuffled once at the end.
 
@@ -268,12 +244,12 @@ def _instances_from_documents(documents, tokenizer, max_seq_length,
                               prefix=""):
   """Shuffles `documents` in place; makes all passes' instances; shuffles."""
   logging.info("%s%d documents", prefix, len(documents))
-  _shuffle(documents, rng)
+  pretraining_data_utils.shuffle(documents, rng)
   vocab_words = list(tokenizer.vocab.keys())
   instances = []
   for pass_index in range(dupe_factor):
-    progress = _Progress("documents of pass %d/%d" % (pass_index + 1,
-                                                      dupe_factor), prefix)
+    progress = pretraining_data_utils.Progress(
+        "documents of pass %d/%d" % (pass_index + 1, dupe_factor), prefix)
     for document_index in range(len(documents)):
       instances.extend(create_instances_from_document(
           documents, document_index, max_seq_length, short_seq_prob,
@@ -282,7 +258,7 @@ def _instances_from_documents(documents, tokenizer, max_seq_length,
       progress.add()
     logging.info("%spass %d/%d: %d instances so far", prefix, pass_index + 1,
                  dupe_factor, len(instances))
-  _shuffle(instances, rng)
+  pretraining_data_utils.shuffle(instances, rng)
   return instances
 
 
@@ -290,7 +266,7 @@ def create_instances_from_document(all_documents, document_index,
                                    max_seq_length, short_seq_prob,
                                    masked_lm_prob, max_predictions_per_seq,
                                    vocab_words, rng, do_whole_word_mask=False):
-  """Makes the instances of one document (SPEC §6.1 items 4-6).
+  """Makes the instances of one document (the reference's chunking).
 
   Segments are packed into chunks up to a target length (shorter with
   probability `short_seq_prob`); each chunk is split into A and B, where B is
@@ -409,7 +385,7 @@ def _make_instance(tokens_a, tokens_b, is_random_next, masked_lm_prob,
 def create_masked_lm_predictions(tokens, masked_lm_prob,
                                  max_predictions_per_seq, vocab_words, rng,
                                  do_whole_word_mask=False):
-  """Chooses masked positions and replaces their tokens (SPEC §6.1 item 6).
+  """Chooses masked positions and replaces their tokens.
 
   Each chosen position becomes `[MASK]` 80% of the time, stays the same 10%
   and becomes a random vocabulary word 10% (Devlin et al. 2018, 3.1).
@@ -437,7 +413,7 @@ def create_masked_lm_predictions(tokens, masked_lm_prob,
     # one-element groups), then take the first `num_to_predict`.
     candidates = [index for index, token in enumerate(tokens)
                   if token != "[CLS]" and token != "[SEP]"]
-    _shuffle(candidates, rng)
+    pretraining_data_utils.shuffle(candidates, rng)
     chosen = candidates[:num_to_predict]
 
   output_tokens = list(tokens)
@@ -467,7 +443,7 @@ def _choose_whole_words(tokens, num_to_predict, rng):
       groups[-1].append(index)
     else:
       groups.append([index])
-  _shuffle(groups, rng)
+  pretraining_data_utils.shuffle(groups, rng)
   chosen = []
   for group in groups:
     if len(chosen) >= num_to_predict:
@@ -477,52 +453,13 @@ def _choose_whole_words(tokens, num_to_predict, rng):
   return chosen
 
 
-def _shuffle_by_getrandbits(items, rng):
-  """`rng.shuffle(items)` with the same draws, without per-draw calls.
-
-  CPython's `Random.shuffle` swaps item i (from the end) with item j, j drawn
-  uniformly from [0, i] as `getrandbits(bit length of i + 1)` retried until
-  below i + 1. Inlined here because masking shuffles every instance's
-  positions and this is most of the time spent making instances.
-  """
-  getrandbits = rng.getrandbits
-  for i in range(len(items) - 1, 0, -1):
-    n = i + 1
-    bits = n.bit_length()
-    j = getrandbits(bits)
-    while j >= n:
-      j = getrandbits(bits)
-    items[i], items[j] = items[j], items[i]
-
-
-def _same_draws_as_random_shuffle():
-  """Whether `_shuffle_by_getrandbits` reproduces this Python's shuffle."""
-  for seed, size in ((0, 2), (1, 7), (2, 130), (3, 1000)):
-    expected, got = list(range(size)), list(range(size))
-    random.Random(seed).shuffle(expected)
-    _shuffle_by_getrandbits(got, random.Random(seed))
-    if got != expected:
-      return False
-  return True
-
-
-_FAST_SHUFFLE = _same_draws_as_random_shuffle()
-
-
-def _shuffle(items, rng):
-  """Shuffles in place exactly as `rng.shuffle(items)` does."""
-  if _FAST_SHUFFLE and rng.__class__ is random.Random:
-    _shuffle_by_getrandbits(items, rng)
-  else:  # A custom generator, or a Python whose shuffle differs.
-    rng.shuffle(items)
-
 
 def truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng):
   """Truncates a pair in place to at most `max_num_tokens` tokens in total.
 
   One token at a time from the longer list (B when equal), from its front
-  when a `random()` draw is below 0.5, else from its back (SPEC §6.1 item 5).
-  The draws are made first, counting the tokens to drop at each end, and
+  when a `random()` draw is below 0.5, else from its back (the reference's
+  rule). The draws are made first, counting the tokens to drop at each end, and
   each list is then cut once: linear time, same result and rng state as
   deleting token by token.
   """
@@ -543,145 +480,29 @@ def truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng):
 # ----------------------------------------------------------------------------
 # Writing records.
 
-# Feature order of the reference's OrderedDict; the serialized bytes depend on
-# it (SPEC §6.1 item 7).
-_FEATURE_ORDER = ("input_ids", "input_mask", "segment_ids",
-                  "masked_lm_positions", "masked_lm_ids", "masked_lm_weights",
-                  "next_sentence_labels")
 
+def create_int_feature(values):
+  """A `tf.train.Feature` holding `values` as an `int64_list`.
 
-def _instance_features(instance, vocab, max_seq_length,
-                       max_predictions_per_seq):
-  """Padded feature lists of one instance, keyed as `_FEATURE_ORDER`."""
-  input_ids = [vocab[token] for token in instance.tokens]
-  num_tokens = len(input_ids)
-  if num_tokens > max_seq_length:
-    raise ValueError("instance has %d tokens; max_seq_length is %d"
-                     % (num_tokens, max_seq_length))
-  num_masked = len(instance.masked_lm_positions)
-  if num_masked > max_predictions_per_seq:
-    raise ValueError("instance has %d masked positions; "
-                     "max_predictions_per_seq is %d"
-                     % (num_masked, max_predictions_per_seq))
-  input_ids, input_mask, segment_ids = feature_utils.pad_input(
-      input_ids, instance.segment_ids, max_seq_length)
-  pad = io_utils.pad_to
-  return (
-      input_ids, input_mask, segment_ids,
-      pad(instance.masked_lm_positions, max_predictions_per_seq),
-      pad([vocab[token] for token in instance.masked_lm_labels],
-          max_predictions_per_seq),
-      pad([1.0] * num_masked, max_predictions_per_seq, 0.0),
-      [1 if instance.is_random_next else 0],
-  )
-
-
-# Order in which the features appear in the reference's serialized records:
-# protobuf writes the `feature` map in its own hash order, which for the
-# reference's insertion order above is this one (every record of
-# conformance/pretraining_data). Any order parses to the same Example; this
-# one keeps the files byte-identical.
-_WIRE_ORDER = ("masked_lm_ids", "input_ids", "masked_lm_positions",
-               "next_sentence_labels", "input_mask", "masked_lm_weights",
-               "segment_ids")
-
-_FLOAT_ONE = struct.pack("<f", 1.0)
-_FLOAT_ZERO = struct.pack("<f", 0.0)
-
-
-def _varint(value):
-  """Protobuf base-128 varint of a non-negative int (negatives as uint64)."""
-  value &= (1 << 64) - 1
-  out = bytearray()
-  while value > 0x7f:
-    out.append((value & 0x7f) | 0x80)
-    value >>= 7
-  out.append(value)
-  return bytes(out)
-
-
-# Varints of small numbers (lengths, positions), looked up instead of encoded.
-_SMALL_VARINTS = [_varint(value) for value in range(1 << 12)]
-
-
-def _varint_of(value):
-  return _SMALL_VARINTS[value] if value < 4096 else _varint(value)
-
-
-def _length_delimited(tag, payload):
-  """Protobuf field `tag` (one byte, wire type 2) holding `payload`."""
-  return tag + _varint_of(len(payload)) + payload
-
-
-class _ExampleSerializer(object):
-  """Serializes instances straight to `tf.train.Example` wire bytes.
-
-  Writes the same bytes as building a `tf.train.Example` from an
-  `OrderedDict` of features per instance (the reference's way; the tests
-  check both against conformance/pretraining_data) at a fraction of the cost:
-  each token's varint id is looked up once, padding is a constant byte run,
-  and no message objects are built.
-
-  Wire format: Example{1: Features{1: repeated map entry {1: key, 2:
-  Feature{2: FloatList{1: packed float} | 3: Int64List{1: packed varint}}}}}.
+  Args:
+    values: iterable of int.
   """
+  return io_utils.int64_feature(values)
 
-  def __init__(self, tokenizer, max_seq_length, max_predictions_per_seq):
-    self._vocab = tokenizer.vocab
-    self._token_varints = {token: _varint(token_id)
-                           for token, token_id in tokenizer.vocab.items()}
-    self._position_varints = [_varint(p) for p in range(max_seq_length)]
-    self._max_seq_length = max_seq_length
-    self._max_predictions_per_seq = max_predictions_per_seq
-    # Entry = b"\n" len {b"\n" len key, b"\x12" len Feature}.
-    self._key_fields = {
-        name: _length_delimited(b"\n", name.encode("ascii"))
-        for name in _FEATURE_ORDER}
 
-  def features(self, instance):
-    """The padded feature lists of `instance`, in `_FEATURE_ORDER`."""
-    return _instance_features(instance, self._vocab, self._max_seq_length,
-                              self._max_predictions_per_seq)
+def create_float_feature(values):
+  """A `tf.train.Feature` holding `values` as a `float_list` (32-bit floats).
 
-  def serialize(self, instance):
-    """Serialized `tf.train.Example` bytes of `instance`."""
-    tokens = instance.tokens
-    num_tokens = len(tokens)
-    num_masked = len(instance.masked_lm_positions)
-    if (num_tokens > self._max_seq_length or
-        num_masked > self._max_predictions_per_seq):
-      self.features(instance)  # Raises the ValueError naming the limit.
-    seq_pad = b"\0" * (self._max_seq_length - num_tokens)
-    pred_pad = self._max_predictions_per_seq - num_masked
-    id_of = self._token_varints.__getitem__
-    position_of = self._position_varints.__getitem__
-    payloads = {
-        "input_ids": b"".join(map(id_of, tokens)) + seq_pad,
-        "input_mask": b"\x01" * num_tokens + seq_pad,
-        "segment_ids": bytes(instance.segment_ids) + seq_pad,
-        "masked_lm_positions": b"".join(
-            map(position_of, instance.masked_lm_positions)) + b"\0" * pred_pad,
-        "masked_lm_ids": b"".join(
-            map(id_of, instance.masked_lm_labels)) + b"\0" * pred_pad,
-        "masked_lm_weights": _FLOAT_ONE * num_masked + _FLOAT_ZERO * pred_pad,
-        "next_sentence_labels": b"\x01" if instance.is_random_next else b"\0",
-    }
-    entries = []
-    for name in _WIRE_ORDER:
-      payload = payloads[name]
-      value_list = _length_delimited(b"\n", payload) if payload else b""
-      feature = _length_delimited(
-          b"\x12" if name == "masked_lm_weights" else b"\x1a", value_list)
-      entries.append(_length_delimited(
-          b"\n", self._key_fields[name] + _length_delimited(b"\x12",
-                                                             feature)))
-    return _length_delimited(b"\n", b"".join(entries))
+  Args:
+    values: iterable of float.
+  """
+  return io_utils.float_feature(values)
 
 
 def _write_instances(instances, serializer, paths, prefix=""):
   """Writes records to `paths` in turn (temporary names of the outputs)."""
   writers = [tf.io.TFRecordWriter(path) for path in paths]
-  progress = _Progress("instances written", prefix)
+  progress = pretraining_data_utils.Progress("instances written", prefix)
   try:
     for index, instance in enumerate(instances):
       writers[index % len(writers)].write(serializer.serialize(instance))
@@ -697,7 +518,8 @@ def _write_instances(instances, serializer, paths, prefix=""):
 def _log_instance(instance, features):
   logging.info("*** Example ***\n%s%s", instance, "".join(
       "%s: %s\n" % (name, " ".join(str(v) for v in values))
-      for name, values in zip(_FEATURE_ORDER, features)))
+      for name, values in zip(pretraining_data_utils.FEATURE_ORDER,
+                              features)))
 
 
 def write_instance_to_example_files(instances, tokenizer, max_seq_length,
@@ -720,8 +542,8 @@ def write_instance_to_example_files(instances, tokenizer, max_seq_length,
     ValueError: if an instance is longer than `max_seq_length` or has more
       than `max_predictions_per_seq` masked positions.
   """
-  serializer = _ExampleSerializer(tokenizer, max_seq_length,
-                                  max_predictions_per_seq)
+  serializer = pretraining_data_utils.ExampleSerializer(
+      tokenizer, max_seq_length, max_predictions_per_seq)
   with contextlib.ExitStack() as outputs, io_utils.gc_paused():
     temps = [outputs.enter_context(io_utils.atomic_path(path))
              for path in output_files]
@@ -735,239 +557,52 @@ def write_instance_to_example_files(instances, tokenizer, max_seq_length,
 # Several workers.
 
 
-def _is_blank(raw_line):
-  """Whether a bytes line is empty after decoding and `str.strip()`."""
-  stripped = raw_line.strip()
-  if not stripped:
-    return True
-  if 0x20 < stripped[0] < 0x7f and 0x20 < stripped[-1] < 0x7f:
-    return False  # Printable ASCII at both ends: not blank; skip decoding.
-  return not io_utils.decode_line(stripped).strip()
+def _run_workers(input_files, tokenizer, options, random_seed, num_workers,
+                 output_files):
+  """Runs the reference algorithm on `num_workers` parts in parallel.
 
-
-def _split_corpus(input_files, num_parts):
-  """Cuts the corpus at blank lines into `num_parts` parts of similar size.
-
-  Scans the bytes only (no tokenizing). A part starts at the first blank line
-  at or after k/num_parts of the corpus's bytes.
+  Part k of the corpus (cut at document boundaries) runs in its own process
+  with `random.Random(random_seed + k)` and writes its own output file(s)
+  (see `pretraining_data_utils.run_parts`). `options` holds the keyword
+  values of `_instances_from_documents` by flag name.
 
   Returns:
-    (parts, num_documents): parts[k] is a list of `(path, start, end)` byte
-    ranges (end None: to the end of the file); num_documents[k] counts the
-    part's runs of non-blank lines (documents before tokenization).
+    int, the total number of instances written.
+
+  Raises:
+    ValueError: when a part holds fewer than two documents.
   """
-  sizes = [tf.io.gfile.stat(path).length for path in input_files]
-  total = sum(sizes)
-  targets = [total * k / num_parts for k in range(1, num_parts)]
-  cuts = []  # (file_index, byte_offset) where part len(cuts) + 1 starts.
-  num_documents = [0] * num_parts
-  in_document = False
-  base = 0
-  for file_index, path in enumerate(input_files):
-    offset = 0
-    for raw_line in io_utils.iter_raw_lines(path):
-      if _is_blank(raw_line):
-        if len(cuts) < len(targets) and base + offset >= targets[len(cuts)]:
-          cuts.append((file_index, offset))
-        in_document = False
-      elif not in_document:
-        num_documents[len(cuts)] += 1
-        in_document = True
-      offset += len(raw_line) + 1
-    base += sizes[file_index]
-  return _ranges_between_cuts(input_files, cuts, num_parts), num_documents
+  results = pretraining_data_utils.run_parts(
+      input_files, num_workers, output_files, _run_part, tokenizer, options,
+      random_seed)
+  return sum(result["instances"] for result in results)
 
 
-def _ranges_between_cuts(input_files, cuts, num_parts):
-  """Turns cut points into per-part lists of `(path, start, end)`."""
-  bounds = [(0, 0)] + cuts + [(len(input_files) - 1, None)]
-  parts = []
-  for k in range(num_parts):
-    if k + 1 >= len(bounds):
-      parts.append([])  # Not enough blank lines to cut this many parts.
-      continue
-    (first_file, start), (last_file, end) = bounds[k], bounds[k + 1]
-    ranges = []
-    for file_index in range(first_file, last_file + 1):
-      range_start = start if file_index == first_file else 0
-      range_end = end if file_index == last_file else None
-      if range_end is None or range_end > range_start:
-        ranges.append((input_files[file_index], range_start, range_end))
-    parts.append(ranges)
-  return parts
-
-
-def _part_output_files(output_files, num_workers):
-  """Output path(s) of each part: one list per part."""
-  if num_workers == 1:
-    return [output_files]
-  if len(output_files) == num_workers:
-    return [[path] for path in output_files]
-  if len(output_files) == 1:
-    return [["%s-%05d-of-%05d" % (output_files[0], k, num_workers)]
-            for k in range(num_workers)]
-  raise ValueError(
-      "--output_file: got %d paths; with --num_workers=%d give one path (part "
-      "k writes <path>-0000k-of-%05d) or %d paths" %
-      (len(output_files), num_workers, num_workers, num_workers))
-
-
-def _run_part(part_index, num_parts, ranges, tokenizer, options, seed,
-              output_files):
-  """Makes and writes one part's instances to `output_files`.
+def _run_part(part_index, num_parts, ranges, output_files, tokenizer, options,
+              random_seed):
+  """Makes and writes one part's instances (in a worker process).
 
   Returns:
-    (summary, data): `summary` is a dict with the part's `documents`,
-    `instances`, and this process's `cpu_s` (user + system
-    seconds) and `peak_rss_mb`; `data` holds the documents and instances.
+    dict with the part's `documents` and `instances` counts.
   """
   prefix = "part %d/%d: " % (part_index, num_parts)
   with io_utils.gc_paused():
     documents = _read_documents(ranges, tokenizer, prefix)
     _check_num_documents(
-        documents, "--num_workers=%d: part %d of the corpus (%s)"
-        % (num_parts, part_index, _describe_ranges(ranges)))
+        documents, "--num_workers=%d: part %d of the corpus (%s)" % (
+            num_parts, part_index,
+            pretraining_data_utils.describe_ranges(ranges)))
     instances = _instances_from_documents(
         documents, tokenizer, options["max_seq_length"],
         options["dupe_factor"], options["short_seq_prob"],
         options["masked_lm_prob"], options["max_predictions_per_seq"],
-        random.Random(seed), options["do_whole_word_mask"], prefix)
-    serializer = _ExampleSerializer(tokenizer, options["max_seq_length"],
-                                    options["max_predictions_per_seq"])
+        random.Random(random_seed + part_index),
+        options["do_whole_word_mask"], prefix)
+    serializer = pretraining_data_utils.ExampleSerializer(
+        tokenizer, options["max_seq_length"],
+        options["max_predictions_per_seq"])
     _write_instances(instances, serializer, output_files, prefix)
-  cpu_s, peak_rss_mb = _process_usage()
-  summary = {"documents": len(documents), "instances": len(instances),
-             "cpu_s": cpu_s, "peak_rss_mb": peak_rss_mb}
-  return summary, (documents, instances)
-
-
-def _worker_main(connection, part_args):
-  """Entry point of a worker process: runs one part, sends its outcome.
-
-  Sends `("ok", summary)` or `("error", exception)` and leaves with
-  `os._exit` while the part's data is still referenced: the system takes
-  the memory back at once, instead of Python freeing millions of objects
-  one by one (about a second per 5 MB part) before the parent hears back.
-  """
-  status = 1
-  try:
-    summary, data = _run_part(*part_args)  # pylint: disable=unused-variable
-    connection.send(("ok", summary))
-    status = 0
-  except Exception as e:  # pylint: disable=broad-except
-    connection.send(("error", e))
-  finally:
-    connection.close()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(status)
-
-
-def _describe_ranges(ranges):
-  return ", ".join("%s[%d:%s]" % (path, start, "" if end is None else end)
-                   for path, start, end in ranges) or "no text left to cut"
-
-
-def _process_usage():
-  """(CPU seconds, peak resident MiB) of this process; NaN where unknown."""
-  try:
-    import resource  # pylint: disable=g-import-not-at-top
-  except ImportError:  # Not on Unix.
-    return float("nan"), float("nan")
-  usage = resource.getrusage(resource.RUSAGE_SELF)
-  return usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024.0
-
-
-def _check_parts(num_documents, parts):
-  """Refuses parts that cannot hold two documents, before any work starts."""
-  for k, count in enumerate(num_documents):
-    if count < 2:
-      raise ValueError(
-          "--num_workers=%d: part %d of the corpus (%s) holds %d document(s); "
-          "next-sentence prediction needs at least two documents per part "
-          "(documents are separated by blank lines): use fewer workers or "
-          "more text" % (len(parts), k, _describe_ranges(parts[k]), count))
-
-
-def _run_workers(input_files, tokenizer, options, random_seed, num_workers,
-                 output_files):
-  """Runs the reference algorithm on `num_workers` parts in parallel.
-
-  All parts' records are renamed into place only when every part succeeded.
-
-  Returns:
-    int, the total number of instances written.
-  """
-  start = time.time()
-  parts, num_documents = _split_corpus(input_files, num_workers)
-  _check_parts(num_documents, parts)
-  logging.info("Split the corpus into %d parts of %s documents in %.1f s",
-               num_workers, "/".join(str(n) for n in num_documents),
-               time.time() - start)
-  part_outputs = _part_output_files(output_files, num_workers)
-  with contextlib.ExitStack() as outputs:
-    temps = [[outputs.enter_context(io_utils.atomic_path(path))
-              for path in paths] for paths in part_outputs]
-    results = _run_processes([
-        (k, num_workers, parts[k], tokenizer, options, random_seed + k,
-         temps[k]) for k in range(num_workers)])
-  for k, result in enumerate(results):
-    logging.info("part %d/%d: %d documents, %d instances, %.1f s CPU, peak "
-                 "RSS %.1f MiB; wrote %s", k, num_workers,
-                 result["documents"], result["instances"], result["cpu_s"],
-                 result["peak_rss_mb"], ", ".join(part_outputs[k]))
-  return sum(result["instances"] for result in results)
-
-
-def _run_processes(all_part_args):
-  """Runs `_run_part(*args)` for each part in its own process.
-
-  One process per part (forked where the system allows, else spawned), so
-  each holds one part's data only.
-
-  Returns:
-    list of the parts' summaries, in order.
-
-  Raises:
-    The first part's error, or ChildProcessError if a worker died without
-    a word (the caller's `io_utils.atomic_path`s then remove every part's
-    temporary files).
-  """
-  method = ("fork" if "fork" in multiprocessing.get_all_start_methods()
-            else "spawn")
-  context = multiprocessing.get_context(method)
-  gc.freeze()  # Forked workers then leave the objects they inherit untouched.
-  try:
-    workers = []
-    for part_args in all_part_args:
-      receiver, sender = context.Pipe(duplex=False)
-      process = context.Process(target=_worker_main,
-                                args=(sender, part_args),
-                                name="part-%d" % part_args[0])
-      process.start()
-      sender.close()
-      workers.append((process, receiver))
-    outcomes = [_receive(process, receiver) for process, receiver in workers]
-  finally:
-    gc.unfreeze()
-  errors = [payload for status, payload in outcomes if status != "ok"]
-  if errors:
-    raise errors[0]
-  return [payload for _, payload in outcomes]
-
-
-def _receive(process, receiver):
-  """(status, payload) from one worker, after it has exited."""
-  try:
-    outcome = receiver.recv()
-  except EOFError:
-    outcome = None
-  process.join()
-  if outcome is None:
-    outcome = ("error", ChildProcessError(
-        "--num_workers: the process for %s exited with code %s before "
-        "finishing (out of memory?)" % (process.name, process.exitcode)))
-  return outcome
+  return {"documents": len(documents), "instances": len(instances)}
 
 
 # ----------------------------------------------------------------------------
@@ -1004,28 +639,6 @@ def _check_flags(flag_values):
                      "[0, 1]" % flag_values.short_seq_prob)
 
 
-def _check_output_paths(input_files, output_files, num_workers):
-  """Refuses output paths that are directories, repeated, or inputs.
-
-  Checked before any work: a repeated path would lose the instances sent to
-  its first use, and an input path would be overwritten.
-  """
-  seen = {}
-  inputs = {os.path.abspath(os.path.normpath(path)) for path in input_files}
-  for paths in _part_output_files(output_files, num_workers):
-    for path in paths:
-      io_utils.check_output_file(path, "output_file")
-      key = os.path.abspath(os.path.normpath(path))
-      if key in seen:
-        raise ValueError("--output_file: %s is given more than once (as %s "
-                         "and %s); each output path must be distinct"
-                         % (key, seen[key], path))
-      if key in inputs:
-        raise ValueError("--output_file: %s is also an --input_file; it "
-                         "would overwrite the corpus" % path)
-      seen[key] = path
-
-
 def _split_paths(value):
   return [path.strip() for path in value.split(",") if path.strip()]
 
@@ -1037,7 +650,8 @@ def main(_):
   input_files = io_utils.expand_file_patterns(FLAGS.input_file,
                                               "input_file")
   output_files = _split_paths(FLAGS.output_file)
-  _check_output_paths(input_files, output_files, FLAGS.num_workers)
+  pretraining_data_utils.check_output_paths(input_files, output_files,
+                                            FLAGS.num_workers)
   logging.info("*** Reading from %d input file(s) ***", len(input_files))
   for path in input_files:
     logging.info("  %s", path)
@@ -1066,7 +680,7 @@ def main(_):
                                FLAGS.random_seed, FLAGS.num_workers,
                                output_files)
   elapsed = time.time() - start
-  cpu_s, peak_rss_mb = _process_usage()
+  cpu_s, peak_rss_mb = pretraining_data_utils.process_usage()
   logging.info("Done: %d instances in %.1f s (%.1f instances/s); main "
                "process: %.1f s CPU, peak RSS %.1f MiB", num_written, elapsed,
                num_written / max(elapsed, 1e-9), cpu_s, peak_rss_mb)

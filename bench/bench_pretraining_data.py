@@ -18,10 +18,23 @@ critical-path ratio does not.
   python bench/bench_pretraining_data.py            # 10 MB, 5 reps each
   python bench/bench_pretraining_data.py --reps=7 --dupe_factor=2
 
+`--ab=serializer,shuffle` instead measures what each named speed trick is
+worth end to end: every round runs the script as it is and once with each
+trick replaced by the plain library call (`bench/cpd_variants.py`), in an
+order that rotates from round to round; it prints each variant's median wall
+and CPU seconds (all processes), the ratio to the unchanged script measured
+in the same rounds, whether the output bytes were identical, and the CPU
+flags of the machine. On a shared machine the CPU-seconds ratio is the one
+to trust.
+
+  python bench/bench_pretraining_data.py --ab=serializer,shuffle,gc_paused \
+      --corpus_mb=2 --reps=3 --workers=1
+
 The shared folder is `$BERT_SHARED_DIR` (default `../shared`).
 """
 
 import collections
+import hashlib
 import json
 import os
 import re
@@ -53,6 +66,10 @@ def define_flags():
                     "Also time serializing records the reference's way "
                     "(an Example built from an OrderedDict per instance) "
                     "against the script's direct encoder, in-process.")
+  flags.DEFINE_list("ab", [],
+                    "Speed tricks to measure by turning each off in turn "
+                    "(names: see bench/cpd_variants.py TRICKS); runs with "
+                    "the first --workers count.")
   flags.DEFINE_string("work_dir", None,
                       "Where to build the corpus and outputs (default: a "
                       "temporary folder, removed at the end).")
@@ -157,16 +174,26 @@ _PART = re.compile(r"part (\d+)/\d+: (\d+) documents, (\d+) instances, "
                    r"([\d.]+) s CPU, peak RSS ([\d.]+) MiB")
 
 
-def run_once(corpus, vocab_file, out_dir, workers):
-  """Runs the script once; returns a dict of measurements."""
-  output = os.path.join(out_dir, "w%d.tfrecord" % workers)
-  cmd = [sys.executable, os.path.join(_REPO, "create_pretraining_data.py"),
-         "--input_file=" + ",".join(corpus), "--output_file=" + output,
+def run_once(corpus, vocab_file, out_dir, workers, without=None):
+  """Runs the script once; returns a dict of measurements.
+
+  `without`: None runs the script itself; a list of trick names runs it
+  through `bench/cpd_variants.py` with those tricks turned off.
+  """
+  tag = "w%d%s" % (workers, "" if without is None else
+                   "-" + ("-".join(without) or "asis"))
+  output = os.path.join(out_dir, tag + ".tfrecord")
+  if without is None:
+    cmd = [sys.executable, os.path.join(_REPO, "create_pretraining_data.py")]
+  else:
+    cmd = [sys.executable, os.path.join(_REPO, "bench", "cpd_variants.py"),
+           "--without=" + ",".join(without), "--"]
+  cmd += ["--input_file=" + ",".join(corpus), "--output_file=" + output,
          "--vocab_file=" + vocab_file, "--do_lower_case=true",
          "--dupe_factor=%d" % FLAGS.dupe_factor,
          "--max_seq_length=%d" % FLAGS.max_seq_length,
          "--num_workers=%d" % workers]
-  log_path = os.path.join(out_dir, "w%d.log" % workers)
+  log_path = os.path.join(out_dir, tag + ".log")
   with open(log_path, "w") as log:
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
@@ -193,7 +220,77 @@ def run_once(corpus, vocab_file, out_dir, workers):
       "main_peak_mib": float(done.group(3)),
       "worker_peak_mib": [float(m.group(5)) for m in parts],
       "part_documents": [int(m.group(2)) for m in parts],
+      "output_md5": _outputs_md5(output, workers),
   }
+
+
+def _outputs_md5(output, workers):
+  """md5 of the output file(s) of one run, concatenated in part order."""
+  paths = [output] if workers == 1 else [
+      "%s-%05d-of-%05d" % (output, k, workers) for k in range(workers)]
+  digest = hashlib.md5()
+  for path in paths:
+    with open(path, "rb") as f:
+      digest.update(f.read())
+    os.remove(path)
+  return digest.hexdigest()
+
+
+def _cpu_flags():
+  """The CPU model and SIMD flags of this machine (Linux), for the record."""
+  try:
+    with open("/proc/cpuinfo") as f:
+      text = f.read()
+  except OSError:
+    return "unknown"
+  model = re.search(r"model name\s*:\s*(.*)", text)
+  found = re.search(r"flags\s*:\s*(.*)", text)
+  simd = [f for f in (found.group(1).split() if found else [])
+          if f.startswith(("sse", "ssse", "avx", "fma", "bmi"))]
+  return "%s; %d cores; %s" % (model.group(1) if model else "?",
+                               os.cpu_count() or 0, " ".join(simd))
+
+
+def ab_tricks(corpus, sizes, vocab_file, work_dir, workers, tricks):
+  """Interleaved A/B runs: the script as is vs each trick turned off.
+
+  Round r runs the variants [as is] + tricks rotated by r, so no variant
+  always runs first or last. Prints a markdown table of medians and the
+  off/on ratios (> 1: the trick saves time).
+  """
+  variants = [[]] + [[t] for t in tricks]
+  results = collections.defaultdict(list)
+  for rep in range(FLAGS.reps):
+    shift = rep % len(variants)
+    for without in variants[shift:] + variants[:shift]:
+      result = run_once(corpus, vocab_file, work_dir, workers, without)
+      results[tuple(without)].append(result)
+      print("round %d, without %s: %.1f s wall, %.1f s CPU, %d instances, "
+            "md5 %s, load %.2f" % (
+                rep, ",".join(without) or "-", result["wall_s"],
+                result["cpu_s"], result["instances"], result["output_md5"],
+                os.getloadavg()[0]), file=sys.stderr, flush=True)
+  print("Corpus: %.1f MB in %d files, dupe_factor=%d, max_seq_length=%d, "
+        "num_workers=%d, %d interleaved rounds. CPU: %s. Load average "
+        "after: %s\n" % (sum(sizes) / 1e6, len(corpus), FLAGS.dupe_factor,
+                         FLAGS.max_seq_length, workers, FLAGS.reps,
+                         _cpu_flags(), " ".join("%.2f" % x
+                                                for x in os.getloadavg())))
+  print("| trick | on: wall s | off: wall s | wall off/on | on: CPU s | "
+        "off: CPU s | CPU off/on | same bytes |")
+  print("|---|---|---|---|---|---|---|---|")
+  base = results[()]
+  base_wall = statistics.median(r["wall_s"] for r in base)
+  base_cpu = statistics.median(r["cpu_s"] for r in base)
+  base_md5 = {r["output_md5"] for r in base}
+  for trick in tricks:
+    rows = results[(trick,)]
+    wall = statistics.median(r["wall_s"] for r in rows)
+    cpu = statistics.median(r["cpu_s"] for r in rows)
+    same = {r["output_md5"] for r in rows} == base_md5 and len(base_md5) == 1
+    print("| %s | %.1f | %.1f | %.2f | %.1f | %.1f | %.2f | %s |" % (
+        trick, base_wall, wall, wall / base_wall, base_cpu, cpu,
+        cpu / base_cpu, "yes" if same else "NO"))
 
 
 def _span(values, fmt):
@@ -246,7 +343,7 @@ def writer_microbench(corpus, vocab_file, num_bytes=2000000):
   sys.path.insert(0, _REPO)
   import random  # pylint: disable=g-import-not-at-top
   import create_pretraining_data as cpd  # pylint: disable=g-import-not-at-top
-  import io_utils  # pylint: disable=g-import-not-at-top
+  import pretraining_data_utils as pdu  # pylint: disable=g-import-not-at-top
   import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
   import tokenization  # pylint: disable=g-import-not-at-top
 
@@ -259,15 +356,15 @@ def writer_microbench(corpus, vocab_file, num_bytes=2000000):
 
   def reference_style(instance):
     features = collections.OrderedDict()
-    for name, values in zip(cpd._FEATURE_ORDER, cpd._instance_features(
+    for name, values in zip(pdu.FEATURE_ORDER, pdu.instance_features(
         instance, tokenizer.vocab, FLAGS.max_seq_length, 20)):
-      features[name] = (io_utils.float_feature(values)
+      features[name] = (cpd.create_float_feature(values)
                         if name == "masked_lm_weights"
-                        else io_utils.int64_feature(values))
+                        else cpd.create_int_feature(values))
     return tf.train.Example(
         features=tf.train.Features(feature=features)).SerializeToString()
 
-  encoder = cpd._ExampleSerializer(tokenizer, FLAGS.max_seq_length, 20)
+  encoder = pdu.ExampleSerializer(tokenizer, FLAGS.max_seq_length, 20)
   timings = {}
   outputs = {}
   for name, fn in (("reference-style Example", reference_style),
@@ -292,6 +389,10 @@ def main(_):
   os.makedirs(work_dir, exist_ok=True)
   try:
     corpus, sizes = build_corpus(work_dir, FLAGS.corpus_mb)
+    if FLAGS.ab:
+      ab_tricks(corpus, sizes, vocab_file, work_dir, worker_counts[0],
+                FLAGS.ab)
+      return
     results = []
     for rep in range(FLAGS.reps):
       for w in worker_counts:

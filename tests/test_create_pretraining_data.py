@@ -2,9 +2,10 @@
 """Tests of create_pretraining_data.py.
 
 Conformance: the four `conformance/pretraining_data` folders (instances and
-TFRecord bytes), then the record format, round-robin outputs, reading rules
-(invalid UTF-8, `\\r`), the corpus split and `--num_workers`, and the
-command line's one-line errors (a few subprocess runs).
+TFRecord bytes), then the record format and the reference's public names,
+round-robin outputs, reading rules (invalid UTF-8, `\\r`), `--num_workers`,
+and the command line's one-line errors (a few subprocess runs). The encoder,
+shuffle and multi-process runner are tested in test_pretraining_data_utils.
 """
 
 import json
@@ -22,7 +23,7 @@ from conftest import REPO_ROOT
 from conftest import shared_path
 import create_pretraining_data as cpd
 import estimator_utils
-import io_utils
+import pretraining_data_utils as pdu
 import tokenization
 
 # (folder, input, vocab, do_whole_word_mask) of conformance/pretraining_data.
@@ -100,26 +101,32 @@ def test_instances_and_records_match_conformance(tmp_path, folder, input_name,
   assert not [p for p in os.listdir(tmp_path) if ".tmp" in p]
 
 
-def test_direct_encoder_matches_protobuf_built_examples():
-  """The hand encoder gives the bytes of the reference's OrderedDict build."""
-  tokenizer = _tokenizer("vocab.txt")
-  instances = _conformance_instances("sample_text.txt", "vocab.txt", True)
-  for max_predictions in (20, 0):
-    serializer = cpd._ExampleSerializer(tokenizer, 128, 20)
-    for instance in instances[:5]:
-      if max_predictions == 0:
-        instance = cpd.TrainingInstance(instance.tokens, instance.segment_ids,
-                                        [], [], instance.is_random_next)
-      features = cpd._instance_features(instance, tokenizer.vocab, 128, 20)
-      built = tf.train.Example(features=tf.train.Features(feature={
-          name: (io_utils.float_feature(values)
-                 if name == "masked_lm_weights"
-                 else io_utils.int64_feature(values))
-          for name, values in zip(cpd._FEATURE_ORDER, features)}))
-      encoded = serializer.serialize(instance)
-      assert tf.train.Example.FromString(encoded) == built
-      if max_predictions:
-        assert encoded == built.SerializeToString()
+def test_create_int_feature_holds_an_int64_list():
+  feature = cpd.create_int_feature(v for v in (101, 0, 2**40, -1))
+  assert isinstance(feature, tf.train.Feature)
+  assert feature.WhichOneof("kind") == "int64_list"
+  assert list(feature.int64_list.value) == [101, 0, 2**40, -1]
+  assert cpd.create_int_feature([]).WhichOneof("kind") == "int64_list"
+
+
+def test_create_float_feature_holds_a_float32_list():
+  feature = cpd.create_float_feature((1.0, 0.0, 0.1))
+  assert isinstance(feature, tf.train.Feature)
+  assert feature.WhichOneof("kind") == "float_list"
+  values = list(feature.float_list.value)
+  assert values[:2] == [1.0, 0.0]
+  assert values[2] != 0.1 and abs(values[2] - 0.1) < 1e-8  # Stored as float32.
+
+
+def test_reference_public_names_are_kept():
+  for name in ("TrainingInstance", "create_training_instances",
+               "create_instances_from_document",
+               "create_masked_lm_predictions", "truncate_seq_pair",
+               "write_instance_to_example_files", "create_int_feature",
+               "create_float_feature", "main", "define_flags"):
+    assert callable(getattr(cpd, name)), name
+  masked = cpd.MaskedLmInstance(index=3, label="cat")
+  assert masked._fields == ("index", "label") and masked == (3, "cat")
 
 
 def test_records_have_feature_keys_dtypes_and_lengths(tmp_path):
@@ -203,28 +210,6 @@ def test_masking_count_positions_and_whole_words():
       assert len(positions) == round(len(tokens) * 0.15)
 
 
-def test_inlined_shuffle_draws_like_random_shuffle():
-  assert cpd._FAST_SHUFFLE
-  for seed in range(20):
-    for size in (0, 1, 2, 3, 31, 32, 33, 127, 128, 129, 500):
-      expected, got = list(range(size)), list(range(size))
-      rng_expected, rng_got = random.Random(seed), random.Random(seed)
-      rng_expected.shuffle(expected)
-      cpd._shuffle(got, rng_got)
-      assert got == expected
-      assert rng_got.random() == rng_expected.random()  # Same draws used.
-
-  class CountingRandom(random.Random):
-    calls = 0
-
-    def shuffle(self, x):
-      CountingRandom.calls += 1
-      super().shuffle(x)
-
-  cpd._shuffle([1, 2, 3], CountingRandom(0))  # Subclasses keep their own.
-  assert CountingRandom.calls == 1
-
-
 def test_lines_are_decoded_like_the_reference(tmp_path):
   """Invalid UTF-8 is dropped, `\\r` removed, U+2028 does not end a line."""
   path = tmp_path / "odd.txt"
@@ -249,19 +234,6 @@ def _write_corpus(tmp_path):
   return files
 
 
-def test_split_corpus_cuts_at_document_boundaries(tmp_path):
-  files = _write_corpus(tmp_path)
-  tokenizer = _tokenizer("vocab.txt")
-  whole = cpd._read_documents([(p, 0, None) for p in files], tokenizer)
-  assert len(whole) == 6
-  for num_parts in (2, 3):
-    parts, num_documents = cpd._split_corpus(files, num_parts)
-    pieces = [cpd._read_documents(part, tokenizer) for part in parts]
-    assert [d for piece in pieces for d in piece] == whole
-    assert [len(piece) for piece in pieces] == num_documents
-    assert all(piece for piece in pieces)
-
-
 def test_workers_write_parts_with_their_own_seeds(tmp_path):
   files = _write_corpus(tmp_path)
   tokenizer = _tokenizer("vocab.txt")
@@ -270,8 +242,8 @@ def test_workers_write_parts_with_their_own_seeds(tmp_path):
              "do_whole_word_mask": False}
   outputs = [str(tmp_path / "a.tfrecord"), str(tmp_path / "b.tfrecord")]
   total = cpd._run_workers(files, tokenizer, options, 7, 2, outputs)
-  parts, _ = cpd._split_corpus(files, 2)
-  serializer = cpd._ExampleSerializer(tokenizer, 16, 3)
+  parts, _ = pdu.split_corpus(files, 2)
+  serializer = pdu.ExampleSerializer(tokenizer, 16, 3)
   count = 0
   for k, (part, output) in enumerate(zip(parts, outputs)):
     instances = cpd._instances_from_documents(
@@ -290,7 +262,7 @@ def test_failing_part_leaves_no_outputs(tmp_path):
   path = tmp_path / "corpus.txt"
   path.write_text("alpha one\n\nbeta two\n\ngamma three\n\n\x07\n",
                   encoding="utf-8")
-  _, num_documents = cpd._split_corpus([str(path)], 2)
+  _, num_documents = pdu.split_corpus([str(path)], 2)
   assert num_documents == [2, 2]
   options = {"max_seq_length": 16, "dupe_factor": 1, "short_seq_prob": 0.1,
              "masked_lm_prob": 0.15, "max_predictions_per_seq": 3,
@@ -300,25 +272,6 @@ def test_failing_part_leaves_no_outputs(tmp_path):
     cpd._run_workers([str(path)], _tokenizer("vocab.txt"), options, 1, 2,
                      [str(tmp_path / "out")])
   assert os.listdir(tmp_path) == ["corpus.txt"]
-
-
-def test_worker_that_dies_is_reported(tmp_path, monkeypatch):
-  if "fork" not in cpd.multiprocessing.get_all_start_methods():
-    pytest.skip("needs fork to patch the worker")
-  monkeypatch.setattr(cpd, "_run_part", lambda *args: os._exit(3))
-  files = _write_corpus(tmp_path)
-  with pytest.raises(ChildProcessError, match="part-0 exited with code 3"):
-    cpd._run_workers(files, _tokenizer("vocab.txt"), {}, 1, 2,
-                     [str(tmp_path / "out")])
-
-
-def test_part_output_names():
-  assert cpd._part_output_files(["o"], 2) == [["o-00000-of-00002"],
-                                              ["o-00001-of-00002"]]
-  assert cpd._part_output_files(["x", "y"], 2) == [["x"], ["y"]]
-  assert cpd._part_output_files(["x", "y"], 1) == [["x", "y"]]
-  with pytest.raises(ValueError, match="--output_file: got 3 paths"):
-    cpd._part_output_files(["x", "y", "z"], 2)
 
 
 def test_part_with_one_document_is_refused(tmp_path):
@@ -464,24 +417,6 @@ def test_truncate_seq_pair_is_linear_and_matches_token_by_token():
   cpd.truncate_seq_pair(tokens_a, tokens_b, 125, random.Random(3))
   assert time.time() - start < 1.0
   assert len(tokens_a) + len(tokens_b) == 125
-
-
-def test_output_paths_checked_before_work(tmp_path):
-  corpus = str(tmp_path / "corpus.txt")
-  out = str(tmp_path / "o.tfrecord")
-  cpd._check_output_paths([corpus], [out, str(tmp_path / "p")], 1)
-  for outputs, workers in (([out, out], 1), ([out, out], 2),
-                           ([out, str(tmp_path / "." / "o.tfrecord")], 2)):
-    with pytest.raises(ValueError, match="--output_file: .*o.tfrecord is "
-                       "given more than once"):
-      cpd._check_output_paths([corpus], outputs, workers)
-  with pytest.raises(ValueError, match="corpus.txt is also an --input_file"):
-    cpd._check_output_paths([corpus], [out, corpus], 1)
-  with pytest.raises(ValueError, match="--output_file: .* is a directory"):
-    cpd._check_output_paths([corpus], [str(tmp_path)], 1)
-  (tmp_path / "o.tfrecord-00001-of-00002").mkdir()
-  with pytest.raises(ValueError, match="-00001-of-00002 is a directory"):
-    cpd._check_output_paths([corpus], [out], 2)
 
 
 @pytest.mark.parametrize("name,value,message", [
