@@ -11,7 +11,6 @@ import json
 import os
 import random
 import subprocess
-import sys
 import time
 import types
 
@@ -19,7 +18,10 @@ import pytest
 import tensorflow.compat.v1 as tf
 
 from conftest import REPO_ROOT
+from conftest import script_command
+from conftest import script_env
 from conftest import shared_path
+from conftest import skip_or_fail
 import create_pretraining_data as cpd
 import estimator_utils
 import io_utils
@@ -304,7 +306,7 @@ def test_failing_part_leaves_no_outputs(tmp_path):
 
 def test_worker_that_dies_is_reported(tmp_path, monkeypatch):
   if "fork" not in cpd.multiprocessing.get_all_start_methods():
-    pytest.skip("needs fork to patch the worker")
+    skip_or_fail("needs fork to patch the worker")
   monkeypatch.setattr(cpd, "_run_part", lambda *args: os._exit(3))
   files = _write_corpus(tmp_path)
   with pytest.raises(ChildProcessError, match="part-0 exited with code 3"):
@@ -366,14 +368,13 @@ def _cli_cases(root):
 def cli(tmp_path_factory):
   """name -> (CompletedProcess-like result, output folder)."""
   root = tmp_path_factory.mktemp("cli")
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-  env.pop("BERT_DEBUG", None)
-  script = os.path.join(REPO_ROOT, "create_pretraining_data.py")
+  env = script_env(TF_CPP_MIN_LOG_LEVEL="3")
   started = {}
   for name, (argv, out_dir) in _cli_cases(root).items():
     started[name] = (subprocess.Popen(
-        [sys.executable, script] + argv, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True, env=env, cwd=REPO_ROOT), out_dir)
+        script_command("create_pretraining_data.py", argv),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        cwd=REPO_ROOT), out_dir)
   results = {}
   for name, (proc, out_dir) in started.items():
     stdout, stderr = proc.communicate(timeout=600)
