@@ -135,6 +135,7 @@ def test_b21_padding_feature_is_all_zero(case, tokenizer, max_seq_length):
   assert feature.is_real_example == want["is_real_example"]
 
 
+@pytest.mark.slow
 def test_b21_end_to_end_random_init(case, vocab_file, tmp_path):
   inputs, expected = case["input"], case["expected"]
   data_dir = _write_cola(str(tmp_path / "data"), 10, inputs["dev.tsv"])

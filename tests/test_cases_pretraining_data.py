@@ -193,6 +193,7 @@ def test_worker_part_with_one_document_is_refused(tmp_path, tokenizer):
     cpd._run_workers([path], tokenizer, {}, 1, 2, [str(tmp_path / "o")])
 
 
+@pytest.mark.slow
 def test_cli_single_document_one_line_error(tmp_path, b24):
   path = _write(tmp_path, "one_doc.txt",
                 "\n".join(b24["input"]["input_file_lines"]) + "\n")

@@ -138,6 +138,7 @@ def _write_hf_folder(folder, tensors, config=None, vocab=True):
 # Equivalence with Hugging Face on real and conformance weights.
 
 
+@pytest.mark.slow
 def test_minilm_converted_matches_transformers_on_mrpc_sentences(
     hf, minilm_tf):
   transformers, torch = hf
@@ -165,6 +166,7 @@ def test_minilm_converted_matches_transformers_on_mrpc_sentences(
   assert np.abs(pooled - out.pooler_output.numpy()).max() <= 1e-4
 
 
+@pytest.mark.slow
 def test_tf_to_hf_loads_in_bert_for_pretraining_with_same_outputs(
     hf, tmp_path):
   transformers, torch = hf
@@ -211,6 +213,7 @@ def _log_softmax(x):
   return x - np.log(np.exp(x).sum(axis=-1, keepdims=True))
 
 
+@pytest.mark.slow
 def test_fine_tuned_classifier_converts_for_sequence_classification(
     hf, tmp_path):
   transformers, _ = hf
@@ -287,6 +290,7 @@ def test_converted_folders_get_default_permissions(tmp_path):
       assert os.stat(tmp_path / folder / name).st_mode & 0o777 == 0o644, name
 
 
+@pytest.mark.slow
 def test_round_trip_of_converted_minilm_keeps_exact_gelu(minilm_tf, tmp_path):
   convert_checkpoint.tf_to_hf(minilm_tf, str(tmp_path / "hf"))
   with open(tmp_path / "hf" / "config.json") as f:
@@ -390,6 +394,7 @@ def test_pytorch_bin_only_folder_is_refused_with_the_fix(tmp_path):
   assert not (tmp_path / "tf").exists()
 
 
+@pytest.mark.slow
 def test_command_line_error_is_one_line(tmp_path):
   folder = _write_hf_folder(str(tmp_path / "hf"), None)
   (tmp_path / "hf" / "pytorch_model.bin").write_bytes(b"")

@@ -392,6 +392,7 @@ def _assert_one_line_error(proc, *fragments):
     assert fragment in errors[0], errors[0]
 
 
+@pytest.mark.slow
 def test_cli_two_workers_one_output_path(cli):
   proc, out_dir = cli["two_workers"]
   assert proc.returncode == 0, proc.stderr[-3000:]
@@ -410,12 +411,14 @@ def test_cli_two_workers_one_output_path(cli):
   assert "peak RSS" in proc.stderr
 
 
+@pytest.mark.slow
 def test_cli_glob_matching_nothing(cli):
   proc, _ = cli["no_match"]
   _assert_one_line_error(proc, "--input_file", "nothing*.txt",
                          "matched no files")
 
 
+@pytest.mark.slow
 def test_cli_empty_corpus(cli):
   proc, out_dir = cli["empty"]
   _assert_one_line_error(proc, "--input_file", "empty.txt", "no text",
@@ -423,6 +426,7 @@ def test_cli_empty_corpus(cli):
   assert not os.listdir(out_dir)
 
 
+@pytest.mark.slow
 def test_cli_vocab_without_special_tokens(cli):
   proc, _ = cli["bad_vocab"]
   _assert_one_line_error(proc, "--vocab_file", "bad_vocab.txt",

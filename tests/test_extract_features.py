@@ -84,6 +84,7 @@ def test_layer_indexes_inside_model_are_accepted():
   assert extract_features.parse_layer_indexes("-1,-2,0,1", 2) == [-1, -2, 0, 1]
 
 
+@pytest.mark.slow
 def test_output_equals_conformance_and_keeps_every_line(tmp_path):
   # 5 conformance lines + 6 more = 11 lines: not a multiple of batch_size 4.
   with open(_conformance("input.txt"), encoding="utf-8") as f:
@@ -113,6 +114,7 @@ def test_output_equals_conformance_and_keeps_every_line(tmp_path):
   assert got[10]["features"][1]["token"] == "line"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", ["empty_input", "missing_checkpoint",
                                   "bad_layer"])
 def test_bad_input_gives_one_line_error(tmp_path, case):

@@ -215,6 +215,7 @@ def test_create_model_regression_has_one_output():
 # ----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_cli_refuses_long_max_seq_length_before_running(tmp_path):
   output_dir = str(tmp_path / "out")
   result = _run_script(
@@ -229,6 +230,7 @@ def test_cli_refuses_long_max_seq_length_before_running(tmp_path):
   assert not os.path.exists(output_dir)
 
 
+@pytest.mark.slow
 def test_cli_refuses_case_contradicting_checkpoint_name(tmp_path):
   model_dir = shared_path("conformance", "modeling")
   output_dir = str(tmp_path / "out")
@@ -247,6 +249,7 @@ def test_cli_refuses_case_contradicting_checkpoint_name(tmp_path):
   assert not os.path.exists(output_dir)
 
 
+@pytest.mark.slow
 def test_cli_refuses_vocab_larger_than_the_model(tmp_path):
   model_dir = shared_path("conformance", "modeling")
   output_dir = str(tmp_path / "out")
@@ -270,6 +273,7 @@ def test_cli_refuses_vocab_larger_than_the_model(tmp_path):
 # ----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_mrpc_train_eval_predict_end_to_end(tmp_path):
   data_dir = str(tmp_path / "data")
   for split, count in (("train", 16), ("dev", 10), ("test", 11)):
@@ -303,6 +307,7 @@ def test_mrpc_train_eval_predict_end_to_end(tmp_path):
   assert not [name for name in os.listdir(output_dir) if ".tmp" in name]
 
 
+@pytest.mark.slow
 def test_stsb_regression_end_to_end(tmp_path):
   data_dir = write_glue(str(tmp_path / "data"), stsb_lines(STSB_PAIRS),
                         stsb_lines(STSB_PAIRS[:5], with_score=False),
@@ -325,6 +330,7 @@ def test_stsb_regression_end_to_end(tmp_path):
   [float(line) for line in lines]  # pylint: disable=expression-not-assigned
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("flag,empty_file", [("--do_train", "train.tsv"),
                                              ("--do_eval", "dev.tsv")])
 def test_cli_refuses_empty_train_or_dev_set(tmp_path, flag, empty_file):

@@ -240,6 +240,7 @@ def _variable(checkpoint, name):
   return tf.train.load_variable(checkpoint, name)
 
 
+@pytest.mark.slow
 def test_train_eval_then_resume(tmp_path):
   data = _write_records(str(tmp_path / "a.tfrecord"), 12, seed=1)
   data_glob = str(tmp_path / "*.tfrecord")
@@ -285,6 +286,7 @@ def _assert_learning_rate_summary(output_dir):
   assert "learning_rate" in tags and "loss" in tags, tags
 
 
+@pytest.mark.slow
 def test_wrong_record_length_is_a_one_line_error(tmp_path):
   data = _write_records(str(tmp_path / "long.tfrecord"), 2, seq_length=32)
   result = _run(_flags(data, str(tmp_path / "out"), do_train=True,

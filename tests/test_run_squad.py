@@ -73,6 +73,7 @@ def _run_script(args, timeout=300):
   return run_script("run_squad.py", args, timeout=timeout)
 
 
+@pytest.mark.slow
 def test_script_refuses_too_small_max_seq_length_in_one_line(tmp_path):
   proc = _run_script(tiny_model_flags() + [
       "--output_dir=%s" % tmp_path, "--do_predict",
@@ -105,6 +106,7 @@ print(json.dumps(messages))
 """
 
 
+@pytest.mark.slow
 def test_flag_checks_name_the_flag():
   model = tiny_model_flags()[:2] + ["--output_dir=/tmp/unused"]
   cases = [
@@ -158,6 +160,7 @@ def _real_squad_subset(tmp_path):
           write_json(tmp_path, predict, "dev.json"))
 
 
+@pytest.mark.slow
 def test_train_and_predict_squad_v2_end_to_end(tmp_path):
   train_file, predict_file = _real_squad_subset(tmp_path)
   out = tmp_path / "out"
@@ -198,6 +201,7 @@ def test_train_and_predict_squad_v2_end_to_end(tmp_path):
   assert "best_f1_thresh = " in proc.stderr
 
 
+@pytest.mark.slow
 def test_script_refuses_training_file_without_questions(tmp_path):
   # Training on nothing used to loop forever over an empty dataset.
   train_file = write_json(tmp_path, {"version": "1.1", "data": []},

@@ -49,6 +49,7 @@ def test_resolve_checkpoint_accepts_prefix_or_directory(tmp_path):
     startup.resolve_init_checkpoint(None)
 
 
+@pytest.mark.slow
 def test_run_main_prints_bad_input_as_one_line(tmp_path):
   script = tmp_path / "script.py"
   script.write_text(textwrap.dedent("""
@@ -158,6 +159,7 @@ def test_shared_flags_are_defined_once():
     startup.define_flags("do_train", max_seq_length=384)
 
 
+@pytest.mark.slow
 def test_flag_parsing_errors_are_one_line(tmp_path):
   script = tmp_path / "script.py"
   script.write_text(textwrap.dedent("""
