@@ -835,6 +835,11 @@ def main(_):
              vocab_file=FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case)
 
 
-if __name__ == "__main__":
+def cli():
+  """Command-line entry point: defines the flags, then runs `main`."""
   define_flags()
   startup.run_main(main)
+
+
+if __name__ == "__main__":
+  cli()

@@ -686,6 +686,11 @@ def main(_):
                num_written / max(elapsed, 1e-9), cpu_s, peak_rss_mb)
 
 
-if __name__ == "__main__":
+def cli():
+  """Command-line entry point: defines the flags, then runs `main`."""
   define_flags()
   startup.run_main(main)
+
+
+if __name__ == "__main__":
+  cli()

@@ -384,6 +384,11 @@ def main(_):
   logging.info("Wrote %d examples to %s", count, FLAGS.output_file)
 
 
-if __name__ == "__main__":
+def cli():
+  """Command-line entry point: defines the flags, then runs `main`."""
   define_flags()
   startup.run_main(main)
+
+
+if __name__ == "__main__":
+  cli()

@@ -685,6 +685,11 @@ def main(_):
             model.init_checkpoint)
 
 
-if __name__ == "__main__":
+def cli():
+  """Command-line entry point: defines the flags, then runs `main`."""
   define_flags()
   startup.run_main(main)
+
+
+if __name__ == "__main__":
+  cli()

@@ -456,6 +456,11 @@ def main(_):
         os.path.join(FLAGS.output_dir, "eval_results.txt"), result)
 
 
-if __name__ == "__main__":
+def cli():
+  """Command-line entry point: defines the flags, then runs `main`."""
   define_flags()
   startup.run_main(main)
+
+
+if __name__ == "__main__":
+  cli()

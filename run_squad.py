@@ -413,6 +413,11 @@ def main(_):
     _export(FLAGS, model.bert_config, model.init_checkpoint)
 
 
-if __name__ == "__main__":
+def cli():
+  """Command-line entry point: defines the flags, then runs `main`."""
   define_flags()
   startup.run_main(main)
+
+
+if __name__ == "__main__":
+  cli()

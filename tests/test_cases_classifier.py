@@ -4,13 +4,11 @@ and without TPU padding."""
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 import tensorflow.compat.v1 as tf
 
-from conftest import REPO_ROOT
+from conftest import run_script
 from conftest import shared_path
 
 import classifier_data
@@ -137,6 +135,7 @@ def test_b21_padding_feature_is_all_zero(case, tokenizer, max_seq_length):
   assert feature.is_real_example == want["is_real_example"]
 
 
+@pytest.mark.slow
 def test_b21_end_to_end_random_init(case, vocab_file, tmp_path):
   inputs, expected = case["input"], case["expected"]
   data_dir = _write_cola(str(tmp_path / "data"), 10, inputs["dev.tsv"])
@@ -145,14 +144,11 @@ def test_b21_end_to_end_random_init(case, vocab_file, tmp_path):
     json.dump(inputs["bert_config"], f)
   output_dir = str(tmp_path / "out")
   flag_args = ["--%s=%s" % (k, v) for k, v in inputs["flags"].items()]
-  env = dict(os.environ)
-  env.pop("BERT_DEBUG", None)
-  result = subprocess.run(
-      [sys.executable, os.path.join(REPO_ROOT, "run_classifier.py")] +
+  result = run_script(
+      "run_classifier.py",
       flag_args + ["--data_dir=%s" % data_dir, "--output_dir=%s" % output_dir,
                    "--vocab_file=%s" % vocab_file,
-                   "--bert_config_file=%s" % config_file],
-      cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)
+                   "--bert_config_file=%s" % config_file], timeout=300)
   assert result.returncode == 0, result.stderr[-3000:]
   with open(os.path.join(output_dir, "test_results.tsv"),
             encoding="utf-8") as f:

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
+from conftest import import_or_skip
 from conftest import shared_path
 import modeling
 import optimization
@@ -192,7 +193,7 @@ def test_b28_neighbour_unknown_length_checked_at_run_time():
 
 
 def test_b28_neighbour_max_seq_length_flag_check():
-  pytest.importorskip("tensorflow")
+  import_or_skip("tensorflow", "./setup.sh")
   config = modeling.BertConfig(vocab_size=10, max_position_embeddings=512)
   with pytest.raises(ValueError) as info:
     startup.check_max_seq_length(1024, config)

@@ -15,12 +15,10 @@ import hashlib
 import json
 import os
 import random
-import subprocess
-import sys
 
 import pytest
 
-from conftest import REPO_ROOT
+from conftest import run_script
 from conftest import shared_path
 import create_pretraining_data as cpd
 import tokenization
@@ -195,18 +193,16 @@ def test_worker_part_with_one_document_is_refused(tmp_path, tokenizer):
     cpd._run_workers([path], tokenizer, {}, 1, 2, [str(tmp_path / "o")])
 
 
+@pytest.mark.slow
 def test_cli_single_document_one_line_error(tmp_path, b24):
   path = _write(tmp_path, "one_doc.txt",
                 "\n".join(b24["input"]["input_file_lines"]) + "\n")
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-  env.pop("BERT_DEBUG", None)
-  proc = subprocess.run(
-      [sys.executable, os.path.join(REPO_ROOT, "create_pretraining_data.py"),
-       "--input_file=" + path, "--output_file=" + str(tmp_path / "o"),
+  proc = run_script(
+      "create_pretraining_data.py",
+      ["--input_file=" + path, "--output_file=" + str(tmp_path / "o"),
        "--vocab_file=" + shared_path(*_UNCASED_VOCAB),
        "--max_seq_length=16", "--max_predictions_per_seq=3",
-       "--dupe_factor=2"],
-      capture_output=True, text=True, env=env, cwd=REPO_ROOT, timeout=600)
+       "--dupe_factor=2"], timeout=600, env={"TF_CPP_MIN_LOG_LEVEL": "3"})
   assert proc.returncode == 1
   errors = [l for l in proc.stderr.splitlines() if l.startswith("error: ")]
   assert len(errors) == 1 and "Traceback" not in proc.stderr

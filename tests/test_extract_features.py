@@ -2,12 +2,12 @@
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
-from conftest import REPO_ROOT, shared_path
+from conftest import run_script
+from conftest import shared_path
+from conftest import tiny_model_flags
 
 import extract_features
 import tokenization
@@ -23,19 +23,12 @@ def _read_jsonl(path):
 
 
 def _run_script(args, timeout=240):
-  env = dict(os.environ)
-  env.pop("BERT_DEBUG", None)
-  return subprocess.run(
-      [sys.executable, os.path.join(REPO_ROOT, "extract_features.py")] + args,
-      cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+  return run_script("extract_features.py", args, timeout=timeout)
 
 
 def _model_flags():
-  return ["--vocab_file=%s" % _conformance("vocab.txt"),
-          "--bert_config_file=%s" % _conformance("bert_config.json"),
-          "--init_checkpoint=%s" % os.path.join(
-              os.path.dirname(_conformance("vocab.txt")), "bert_model.ckpt"),
-          "--do_lower_case=True"]
+  return tiny_model_flags(("conformance", "extract_features"),
+                          do_lower_case=True)
 
 
 @pytest.fixture(scope="module")
@@ -91,6 +84,7 @@ def test_layer_indexes_inside_model_are_accepted():
   assert extract_features.parse_layer_indexes("-1,-2,0,1", 2) == [-1, -2, 0, 1]
 
 
+@pytest.mark.slow
 def test_output_equals_conformance_and_keeps_every_line(tmp_path):
   # 5 conformance lines + 6 more = 11 lines: not a multiple of batch_size 4.
   with open(_conformance("input.txt"), encoding="utf-8") as f:
@@ -120,6 +114,7 @@ def test_output_equals_conformance_and_keeps_every_line(tmp_path):
   assert got[10]["features"][1]["token"] == "line"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", ["empty_input", "missing_checkpoint",
                                   "bad_layer"])
 def test_bad_input_gives_one_line_error(tmp_path, case):

@@ -10,6 +10,7 @@ import random
 import pytest
 import tensorflow.compat.v1 as tf
 
+from conftest import skip_or_fail
 from conftest import shared_path
 import create_pretraining_data as cpd
 import pretraining_data_utils as pdu
@@ -208,7 +209,7 @@ def test_run_parts_failing_part_leaves_no_outputs(tmp_path):
 
 def test_run_parts_reports_a_worker_that_dies(tmp_path):
   if "fork" not in pdu.multiprocessing.get_all_start_methods():
-    pytest.skip("a dying worker is only simulated with fork")
+    skip_or_fail("a dying worker is only simulated with fork")
   files = _write_corpus(tmp_path)
   with pytest.raises(ChildProcessError, match="part-1 exited with code 3"):
     pdu.run_parts(files, 2, [str(tmp_path / "o")], _write_part,

@@ -17,6 +17,7 @@ import pytest
 from seqeval.metrics.sequence_labeling import get_entities
 import tensorflow.compat.v1 as tf
 
+from conftest import import_or_skip
 from conftest import REPO_ROOT
 from conftest import shared_path
 
@@ -443,8 +444,9 @@ def test_create_model_loss_weights_first_pieces_only():
 
 @pytest.mark.slow
 def test_token_classifier_converts_to_hf_with_equal_outputs(tmp_path):
-  torch = pytest.importorskip("torch")
-  transformers = pytest.importorskip("transformers")
+  torch = import_or_skip("torch", "./setup.sh --test")
+  transformers = import_or_skip("transformers",
+                                "./setup.sh --test")
   torch.set_num_threads(1)
   model_dir = shared_path("conformance", "modeling")
   reader = tf.train.load_checkpoint(os.path.join(model_dir,

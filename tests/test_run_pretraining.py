@@ -2,14 +2,12 @@
 
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
-from conftest import REPO_ROOT
+from conftest import run_script
 from conftest import shared_path
 import estimator_utils
 import io_utils
@@ -221,11 +219,9 @@ def test_check_inputs_other_flags(tmp_path):
 
 
 def _run(args, timeout=240):
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
-  env.pop("BERT_DEBUG", None)
-  return subprocess.run(
-      [sys.executable, os.path.join(REPO_ROOT, "run_pretraining.py")] + args,
-      cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+  return run_script("run_pretraining.py", args, timeout=timeout,
+                    env={"TF_CPP_MIN_LOG_LEVEL": "2",
+                         "CUDA_VISIBLE_DEVICES": ""})
 
 
 def _flags(data, output_dir, **overrides):
@@ -244,6 +240,7 @@ def _variable(checkpoint, name):
   return tf.train.load_variable(checkpoint, name)
 
 
+@pytest.mark.slow
 def test_train_eval_then_resume(tmp_path):
   data = _write_records(str(tmp_path / "a.tfrecord"), 12, seed=1)
   data_glob = str(tmp_path / "*.tfrecord")
@@ -289,6 +286,7 @@ def _assert_learning_rate_summary(output_dir):
   assert "learning_rate" in tags and "loss" in tags, tags
 
 
+@pytest.mark.slow
 def test_wrong_record_length_is_a_one_line_error(tmp_path):
   data = _write_records(str(tmp_path / "long.tfrecord"), 2, seq_length=32)
   result = _run(_flags(data, str(tmp_path / "out"), do_train=True,

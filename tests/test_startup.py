@@ -9,7 +9,9 @@ from absl import flags
 import pytest
 import tensorflow.compat.v1 as tf
 
-from conftest import REPO_ROOT, shared_path
+from conftest import REPO_ROOT
+from conftest import script_env
+from conftest import shared_path
 
 import modeling
 import startup
@@ -47,6 +49,7 @@ def test_resolve_checkpoint_accepts_prefix_or_directory(tmp_path):
     startup.resolve_init_checkpoint(None)
 
 
+@pytest.mark.slow
 def test_run_main_prints_bad_input_as_one_line(tmp_path):
   script = tmp_path / "script.py"
   script.write_text(textwrap.dedent("""
@@ -57,10 +60,8 @@ def test_run_main_prints_bad_input_as_one_line(tmp_path):
         raise ValueError("--input_file: 'x' matched\\nno files")
       startup.run_main(main)
   """ % REPO_ROOT))
-  env = dict(os.environ)
-  env.pop("BERT_DEBUG", None)
   result = subprocess.run([sys.executable, str(script)], capture_output=True,
-                          text=True, env=env, timeout=120)
+                          text=True, env=script_env(), timeout=120)
   assert result.returncode == 1
   assert result.stderr.splitlines()[-1] == (
       "error: --input_file: 'x' matched no files")
@@ -158,6 +159,7 @@ def test_shared_flags_are_defined_once():
     startup.define_flags("do_train", max_seq_length=384)
 
 
+@pytest.mark.slow
 def test_flag_parsing_errors_are_one_line(tmp_path):
   script = tmp_path / "script.py"
   script.write_text(textwrap.dedent("""
@@ -170,8 +172,7 @@ def test_flag_parsing_errors_are_one_line(tmp_path):
       flags.mark_flag_as_required("need")
       startup.run_main(lambda _: None)
   """ % REPO_ROOT))
-  env = dict(os.environ)
-  env.pop("BERT_DEBUG", None)
+  env = script_env()
   for args, want in ((["--need=x", "--kind=c"], "--kind"),
                      ([], "--need")):
     result = subprocess.run([sys.executable, str(script)] + args,

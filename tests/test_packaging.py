@@ -1,0 +1,189 @@
+"""Tests for pyproject.toml: what `pip install .` installs, and the console
+commands working from a fresh virtual environment without network."""
+
+import ast
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+
+import pytest
+
+from conftest import import_or_skip
+from conftest import read_lines
+from conftest import REPO_ROOT
+from conftest import script_env
+from conftest import shared_path
+from conftest import tiny_model_flags
+
+import tokenization
+
+# Console command -> (module, flags its --helpfull must list).
+_COMMANDS = {
+    "bert-create-pretraining-data": ("create_pretraining_data",
+                                     ["--input_file", "--output_file",
+                                      "--dupe_factor"]),
+    "bert-run-pretraining": ("run_pretraining",
+                             ["--input_file", "--max_predictions_per_seq"]),
+    "bert-run-classifier": ("run_classifier", ["--task_name", "--data_dir"]),
+    "bert-run-squad": ("run_squad", ["--train_file", "--doc_stride"]),
+    "bert-extract-features": ("extract_features", ["--layers",
+                                                   "--input_file"]),
+    "bert-convert-checkpoint": ("convert_checkpoint", ["--direction"]),
+    "bert-run-ner": ("run_ner", ["--tag_scheme", "--doc_stride"]),
+    "bert-predict-saved-model": ("predict_saved_model", ["--model_dir"]),
+}
+# Kept out of the copy that is installed: environments, caches, outputs.
+_NOT_COPIED = shutil.ignore_patterns(".git", ".venv", "__pycache__", "*.pyc",
+                                     ".pytest_cache", "build", "dist",
+                                     "*.egg-info", "runs", "out", "tmp")
+
+
+def _pyproject():
+  tomllib = import_or_skip("tomllib")  # Python 3.11+
+  with open(os.path.join(REPO_ROOT, "pyproject.toml"), "rb") as f:
+    return tomllib.load(f)
+
+
+def test_py_modules_are_every_top_level_module():
+  listed = _pyproject()["tool"]["setuptools"]["py-modules"]
+  on_disk = sorted(name[:-3] for name in os.listdir(REPO_ROOT)
+                   if name.endswith(".py"))
+  assert sorted(listed) == on_disk
+
+
+def test_console_scripts_call_cli_which_main_blocks_call_too():
+  scripts = _pyproject()["project"]["scripts"]
+  assert scripts == {name: module + ":cli"
+                     for name, (module, _) in _COMMANDS.items()}
+  for module, _ in _COMMANDS.values():
+    with open(os.path.join(REPO_ROOT, module + ".py"), encoding="utf-8") as f:
+      source = f.read()
+    tree = ast.parse(source)
+    functions = {node.name: node for node in tree.body
+                 if isinstance(node, ast.FunctionDef)}
+    assert "cli" in functions, module
+    calls = [ast.unparse(stmt) for stmt in functions["cli"].body
+             if isinstance(stmt, ast.Expr)
+             and isinstance(stmt.value, ast.Call)]
+    assert calls == ["define_flags()", "startup.run_main(main)"], module
+    assert source.endswith('if __name__ == "__main__":\n  cli()\n'), module
+
+
+def test_dependencies_are_the_requirements_files_and_artefacts_are_ignored():
+  project = _pyproject()
+  assert "dependencies" in project["project"]["dynamic"]
+  dynamic = project["tool"]["setuptools"]["dynamic"]
+  assert dynamic["dependencies"] == {"file": ["requirements.txt"]}
+  assert dynamic["optional-dependencies"]["test"] == {
+      "file": ["requirements-test.txt"]}
+  ignored = read_lines(os.path.join(REPO_ROOT, ".gitignore"))
+  assert {"/build/", "*.egg-info/", "/dist/"} <= set(ignored)
+  assert "slow" in project["tool"]["pytest"]["ini_options"]["markers"][0]
+
+
+def _fresh_venv(path):
+  """A venv without pip that sees this interpreter's packages (no network).
+
+  Returns its python. A .pth file appends this interpreter's site-packages
+  (TensorFlow, pip, setuptools...) after the venv's own, so what gets
+  installed into the venv is found first.
+  """
+  subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(path)],
+                 check=True, timeout=120)
+  python = os.path.join(str(path), "bin", "python")
+  site = subprocess.run(
+      [python, "-c", "import sysconfig; print(sysconfig.get_paths()"
+       "['purelib'])"], check=True, capture_output=True, text=True,
+      timeout=60).stdout.strip()
+  parents = {sysconfig.get_paths()["purelib"],
+             sysconfig.get_paths()["platlib"]}
+  with open(os.path.join(site, "_parent_site_packages.pth"), "w",
+            encoding="utf-8") as f:
+    f.write("\n".join(sorted(parents)) + "\n")
+  return python
+
+
+def _pip_install(python, *args):
+  env = script_env()
+  env.pop("PYTHONPATH", None)
+  result = subprocess.run(
+      [python, "-m", "pip", "install", "--no-deps", "--no-build-isolation",
+       "--no-index", "--disable-pip-version-check", "-q"] + list(args),
+      capture_output=True, text=True, env=env, timeout=600)
+  assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+
+
+def _module_file(python, module, cwd):
+  result = subprocess.run(
+      [python, "-c", "import %s; print(%s.__file__)" % (module, module)],
+      capture_output=True, text=True, cwd=cwd, timeout=300)
+  assert result.returncode == 0, result.stderr[-2000:]
+  return result.stdout.strip().splitlines()[-1]
+
+
+@pytest.mark.slow
+def test_install_into_fresh_venv_gives_working_console_commands(tmp_path):
+  source = tmp_path / "checkout"
+  shutil.copytree(REPO_ROOT, str(source), ignore=_NOT_COPIED)
+  python = _fresh_venv(tmp_path / "venv")
+  _pip_install(python, str(source))
+  bin_dir = os.path.dirname(python)
+  work = tmp_path / "work"  # Not the checkout: nothing imports from there.
+  work.mkdir()
+  env = script_env(TF_CPP_MIN_LOG_LEVEL="3")
+  env.pop("PYTHONPATH", None)
+  # The installed modules, not the checkout's, are what the venv imports.
+  assert _module_file(python, "startup", str(work)).startswith(
+      str(tmp_path / "venv"))
+
+  started = {name: subprocess.Popen(
+      [os.path.join(bin_dir, name), "--helpfull"], stdout=subprocess.PIPE,
+      stderr=subprocess.PIPE, text=True, env=env, cwd=str(work))
+             for name in _COMMANDS}
+  for name, proc in started.items():
+    stdout, stderr = proc.communicate(timeout=600)
+    # absl exits with status 1 after printing --help/--helpfull, the same
+    # as `python <script>.py --helpfull`.
+    assert proc.returncode == 1, (name, stderr[-2000:])
+    assert "Traceback" not in stderr, (name, stderr[-2000:])
+    for flag in _COMMANDS[name][1]:
+      assert flag + ":" in stdout, (name, flag)
+
+  # One real run: features of a 2-line file with the tiny conformance model.
+  input_file = work / "input.txt"
+  input_file.write_text("hello world ||| a pair\nsingle line\n",
+                        encoding="utf-8")
+  output_file = work / "out.jsonl"
+  result = subprocess.run(
+      [os.path.join(bin_dir, "bert-extract-features"),
+       "--input_file=%s" % input_file, "--output_file=%s" % output_file,
+       "--layers=-1", "--max_seq_length=16", "--batch_size=2"] +
+      tiny_model_flags(("conformance", "extract_features"),
+                       do_lower_case=True),
+      capture_output=True, text=True, env=env, cwd=str(work), timeout=600)
+  assert result.returncode == 0, result.stderr[-3000:]
+  rows = [json.loads(line) for line in read_lines(str(output_file))]
+  assert [row["linex_index"] for row in rows] == [0, 1]
+  tokenizer = tokenization.FullTokenizer(
+      shared_path("conformance", "extract_features", "vocab.txt"))
+  assert [f["token"] for f in rows[1]["features"]] == (
+      ["[CLS]"] + tokenizer.tokenize("single line") + ["[SEP]"])
+  assert len(rows[0]["features"][0]["layers"][0]["values"]) == 32
+  assert not os.path.exists(os.path.join(REPO_ROOT, "build"))
+
+
+@pytest.mark.slow
+def test_editable_install_imports_from_the_checkout(tmp_path):
+  source = tmp_path / "checkout"
+  shutil.copytree(REPO_ROOT, str(source), ignore=_NOT_COPIED)
+  python = _fresh_venv(tmp_path / "venv")
+  _pip_install(python, "-e", str(source))
+  work = tmp_path / "work"
+  work.mkdir()
+  assert _module_file(python, "tokenization", str(work)) == str(
+      source / "tokenization.py")
+  for name in _COMMANDS:
+    assert os.access(os.path.join(os.path.dirname(python), name), os.X_OK)
