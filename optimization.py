@@ -248,7 +248,7 @@ def create_optimizer(loss, init_lr, num_train_steps, num_warmup_steps,
                                  learning_rate, options, use_tpu)
 
   grads, variables = _gradients(loss, tvars)
-  grads = _all_reduce_mean(grads)
+  grads = _all_reduce_mean(grads, variables)
   grads_and_vars = _clip(grads, variables, options.clip_norm)
   apply_op = _apply(optimizer, grads_and_vars, global_step)
   # Kept for parity: the optimizers leave the global step alone and the train
@@ -268,16 +268,25 @@ def _gradients(loss, tvars):
   return [g for g, _ in pairs], [v for _, v in pairs]
 
 
-def _all_reduce_mean(grads):
+def _all_reduce_mean(grads, variables):
   """Averages per-replica gradients under a strategy; unchanged otherwise.
 
   Each replica's loss is the mean over its share of the global batch, so the
-  mean over replicas is the gradient of the global batch's mean loss.
+  mean over replicas is the gradient of the global batch's mean loss. The
+  reduced gradient of each variable lands on that variable's devices.
+  (`ReplicaContext.all_reduce` is not used: in graph mode its gradient
+  wrapper looks the replicas' variables up by names that do not exist.)
   """
-  if not tf.distribute.has_strategy() or tf.distribute.in_cross_replica_context():
+  if (not tf.distribute.has_strategy() or
+      tf.distribute.in_cross_replica_context()):
     return grads
-  context = tf.distribute.get_replica_context()
-  return context.all_reduce(tf.distribute.ReduceOp.MEAN, grads)
+
+  def reduce_fn(strategy, *per_replica_grads):
+    return strategy.extended.batch_reduce_to(
+        tf.distribute.ReduceOp.MEAN, list(zip(per_replica_grads, variables)))
+
+  return list(tf.distribute.get_replica_context().merge_call(
+      reduce_fn, args=tuple(grads)))
 
 
 def _clip(grads, variables, clip_norm):
@@ -387,8 +396,12 @@ class _DynamicLossScale(object):
     tf.add_to_collection(LOSS_SCALE_COLLECTION, self.scale)
     tf.add_to_collection(SKIPPED_UPDATES_COLLECTION, self.skipped)
     if not use_tpu:
-      tf.summary.scalar("loss_scale", self.value)
-      tf.summary.scalar("skipped_updates", self.skipped.read_value())
+      # Raw summary ops: tf.summary.scalar would derive the tag from a name
+      # scope, which the variable `loss_scale` already holds ("loss_scale_1").
+      for tag, value in (("loss_scale", self.value),
+                         ("skipped_updates", self.skipped.read_value())):
+        tf.add_to_collection(tf.GraphKeys.SUMMARIES, tf.raw_ops.ScalarSummary(
+            tags=tag, values=tf.cast(value, tf.float32)))
 
   def update(self, finite):
     """The op that adjusts the scale after a gradient; `finite`: bool Tensor."""
