@@ -38,6 +38,7 @@ import estimator_utils
 import feature_utils
 import modeling
 import tokenization
+import training_options
 
 FLAGS = flags.FLAGS
 
@@ -60,6 +61,7 @@ def define_flags():
   flags.DEFINE_integer("eval_batch_size", 8, "Total batch size for eval.")
   estimator_utils.define_model_flags()
   estimator_utils.define_fine_tuning_flags()
+  training_options.define_training_flags()
   # The `tsv` task (a user's own files); column numbers are 0-based and may
   # be negative (counted from the end, as in Python).
   flags.DEFINE_integer("text_a_column", 0,
@@ -941,7 +943,7 @@ def regression_metric_fn(per_example_loss, label_ids, predictions,
 
 def create_model(bert_config, is_training, input_ids, input_mask, segment_ids,
                  labels, num_labels, use_one_hot_embeddings,
-                 is_regression=False):
+                 is_regression=False, compute_dtype=tf.float32):
   """Creates a classification model: a dense layer on the pooled output.
 
   Args:
@@ -955,6 +957,8 @@ def create_model(bert_config, is_training, input_ids, input_mask, segment_ids,
     num_labels: int, the number of classes (1 for regression).
     use_one_hot_embeddings: bool, one-hot matmul embeddings (faster on TPU).
     is_regression: bool; one output trained with the squared error.
+    compute_dtype: the encoder's compute dtype (see `modeling.BertModel`);
+      the head and the loss are float32.
 
   Returns:
     `(loss, per_example_loss, logits, probabilities)`: scalar, [batch_size],
@@ -964,7 +968,8 @@ def create_model(bert_config, is_training, input_ids, input_mask, segment_ids,
   model = modeling.BertModel(
       config=bert_config, is_training=is_training, input_ids=input_ids,
       input_mask=input_mask, token_type_ids=segment_ids,
-      use_one_hot_embeddings=use_one_hot_embeddings)
+      use_one_hot_embeddings=use_one_hot_embeddings,
+      compute_dtype=compute_dtype)
   output_layer = model.get_pooled_output()  # [B, H]
   hidden_size = modeling.get_shape_list(output_layer, expected_rank=2)[1]
 
@@ -998,7 +1003,7 @@ def create_model(bert_config, is_training, input_ids, input_mask, segment_ids,
 def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate,
                      num_train_steps, num_warmup_steps, use_tpu,
                      use_one_hot_embeddings, is_regression=False,
-                     metric_names=()):
+                     metric_names=(), options=None):
   """Returns a `model_fn` for `TPUEstimator`.
 
   Args:
@@ -1013,6 +1018,8 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate,
     use_one_hot_embeddings: bool.
     is_regression: bool, a one-output regression task (STS-B).
     metric_names: extra eval metrics ("f1", "mcc") of a classification task.
+    options: (optional) `optimization.OptimizerOptions`: the encoder's
+      compute dtype and the optimizer; default the reference's.
 
   Returns:
     `model_fn(features, labels, mode, params)`. Predictions are
@@ -1032,14 +1039,15 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate,
     total_loss, per_example_loss, logits, outputs = create_model(
         bert_config, is_training, features["input_ids"],
         features["input_mask"], features["segment_ids"], label_ids,
-        num_labels, use_one_hot_embeddings, is_regression=is_regression)
+        num_labels, use_one_hot_embeddings, is_regression=is_regression,
+        compute_dtype=options.compute_dtype if options else tf.float32)
     scaffold_fn = estimator_utils.init_from_checkpoint(init_checkpoint,
                                                        use_tpu)
 
     if mode == tf.estimator.ModeKeys.TRAIN:
       return estimator_utils.train_spec(
           total_loss, learning_rate, num_train_steps, num_warmup_steps,
-          use_tpu, scaffold_fn)
+          use_tpu, scaffold_fn, options=options)
     if mode == tf.estimator.ModeKeys.EVAL:
       if is_regression:
         eval_metrics = (regression_metric_fn,
@@ -1174,7 +1182,8 @@ def _train(estimator, examples, label_list, tokenizer, num_train_steps,
       is_regression=is_regression)
   # Progress (examples/sec, ETA) about ten times per run, at most every 100.
   progress = estimator_utils.ProgressHook(
-      FLAGS.train_batch_size, total_steps=num_train_steps,
+      FLAGS.train_batch_size * FLAGS.gradient_accumulation_steps,
+      total_steps=num_train_steps,
       every_n_steps=min(100, max(1, num_train_steps // 10)))
   estimator.train(input_fn=input_fn, max_steps=num_train_steps,
                   hooks=[progress])
@@ -1235,6 +1244,7 @@ def main(_):
   # 1. Configuration and flag checks, before anything is written.
   bert_config = estimator_utils.load_bert_config(FLAGS.bert_config_file)
   init_checkpoint = _check_flags(bert_config)
+  training = training_options.options_from_flags(FLAGS)
   processor = get_processor(
       FLAGS.task_name, data_dir=FLAGS.data_dir,
       text_a_column=FLAGS.text_a_column, text_b_column=FLAGS.text_b_column,
@@ -1254,8 +1264,10 @@ def main(_):
   num_train_steps = None
   num_warmup_steps = None
   if FLAGS.do_train:
+    # Steps count updates, of batch size times accumulation examples each.
     num_train_steps, num_warmup_steps = estimator_utils.fine_tuning_steps(
-        len(examples["train"]), FLAGS.train_batch_size,
+        len(examples["train"]),
+        FLAGS.train_batch_size * training.gradient_accumulation_steps,
         FLAGS.num_train_epochs, FLAGS.warmup_proportion)
   model_fn = model_fn_builder(
       bert_config=bert_config, num_labels=num_labels,
@@ -1263,9 +1275,11 @@ def main(_):
       learning_rate=FLAGS.learning_rate, num_train_steps=num_train_steps,
       num_warmup_steps=num_warmup_steps, use_tpu=FLAGS.use_tpu,
       use_one_hot_embeddings=FLAGS.use_tpu, is_regression=is_regression,
-      metric_names=processor.metric_names)
-  run_config = estimator_utils.run_config_from_flags(
-      FLAGS, FLAGS.output_dir)
+      metric_names=processor.metric_names,
+      options=training.optimizer_options)
+  run_config = training_options.configure_run_config(
+      estimator_utils.run_config_from_flags(FLAGS, FLAGS.output_dir),
+      training)
   estimator = estimator_utils.make_estimator(
       model_fn, run_config, FLAGS.use_tpu,
       train_batch_size=FLAGS.train_batch_size,

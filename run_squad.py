@@ -46,6 +46,7 @@ import estimator_utils
 import modeling
 import squad_metrics
 import tokenization
+import training_options
 
 FLAGS = flags.FLAGS
 
@@ -73,6 +74,7 @@ def define_flags():
                        "Questions are cut to this many tokens.")
   estimator_utils.define_model_flags()
   estimator_utils.define_fine_tuning_flags()
+  training_options.define_training_flags()
   flags.DEFINE_integer("n_best_size", 20,
                        "Candidates kept per question in "
                        "nbest_predictions.json.")
@@ -577,7 +579,7 @@ class FeatureWriter(object):
 
 
 def create_model(bert_config, is_training, input_ids, input_mask, segment_ids,
-                 use_one_hot_embeddings):
+                 use_one_hot_embeddings, compute_dtype=tf.float32):
   """BERT with a per-token start/end classifier.
 
   Args:
@@ -587,6 +589,8 @@ def create_model(bert_config, is_training, input_ids, input_mask, segment_ids,
     input_mask: int32 Tensor of shape [batch_size, seq_length].
     segment_ids: int32 Tensor of shape [batch_size, seq_length].
     use_one_hot_embeddings: bool, one-hot matmul embeddings (for TPUs).
+    compute_dtype: the encoder's compute dtype (see `modeling.BertModel`);
+      the logits are float32.
 
   Returns:
     (start_logits, end_logits): float32 Tensors of shape
@@ -595,7 +599,8 @@ def create_model(bert_config, is_training, input_ids, input_mask, segment_ids,
   model = modeling.BertModel(
       config=bert_config, is_training=is_training, input_ids=input_ids,
       input_mask=input_mask, token_type_ids=segment_ids,
-      use_one_hot_embeddings=use_one_hot_embeddings)
+      use_one_hot_embeddings=use_one_hot_embeddings,
+      compute_dtype=compute_dtype)
   final_hidden = model.get_sequence_output()
   batch_size, seq_length, hidden_size = modeling.get_shape_list(
       final_hidden, expected_rank=3)
@@ -642,10 +647,12 @@ def _span_loss(start_logits, end_logits, start_positions, end_positions):
 
 def model_fn_builder(bert_config, init_checkpoint, learning_rate,
                      num_train_steps, num_warmup_steps, use_tpu,
-                     use_one_hot_embeddings):
+                     use_one_hot_embeddings, options=None):
   """Returns the `model_fn` for `TPUEstimator` (TRAIN and PREDICT modes).
 
   PREDICT yields `unique_ids`, `start_logits` and `end_logits` per feature.
+  `options` (optional `optimization.OptimizerOptions`) sets the encoder's
+  compute dtype and the optimizer; default the reference's.
   """
 
   def model_fn(features, labels, mode, params):
@@ -656,7 +663,8 @@ def model_fn_builder(bert_config, init_checkpoint, learning_rate,
         is_training=(mode == tf.estimator.ModeKeys.TRAIN),
         input_ids=features["input_ids"], input_mask=features["input_mask"],
         segment_ids=features["segment_ids"],
-        use_one_hot_embeddings=use_one_hot_embeddings)
+        use_one_hot_embeddings=use_one_hot_embeddings,
+        compute_dtype=options.compute_dtype if options else tf.float32)
     scaffold_fn = estimator_utils.init_from_checkpoint(init_checkpoint,
                                                        use_tpu)
     if mode == tf.estimator.ModeKeys.TRAIN:
@@ -665,7 +673,7 @@ def model_fn_builder(bert_config, init_checkpoint, learning_rate,
                               features["end_positions"])
       return estimator_utils.train_spec(
           total_loss, learning_rate, num_train_steps, num_warmup_steps,
-          use_tpu, scaffold_fn)
+          use_tpu, scaffold_fn, options=options)
     if mode == tf.estimator.ModeKeys.PREDICT:
       predictions = {"unique_ids": features["unique_ids"],
                      "start_logits": start_logits,
@@ -1048,9 +1056,10 @@ def _read_train_examples():
 
 def _num_train_steps(num_examples):
   """(train steps, warmup steps) for the training set size."""
+  # Steps count updates, of batch size times accumulation examples each.
   return estimator_utils.fine_tuning_steps(
-      num_examples, FLAGS.train_batch_size, FLAGS.num_train_epochs,
-      FLAGS.warmup_proportion)
+      num_examples, FLAGS.train_batch_size * FLAGS.gradient_accumulation_steps,
+      FLAGS.num_train_epochs, FLAGS.warmup_proportion)
 
 
 def _train(estimator, tokenizer, examples, num_train_steps):
@@ -1067,7 +1076,9 @@ def _train(estimator, tokenizer, examples, num_train_steps):
                num_train_steps)
   input_fn = input_fn_builder(train_file, FLAGS.max_seq_length,
                               is_training=True, drop_remainder=True)
-  hook = estimator_utils.ProgressHook(FLAGS.train_batch_size, num_train_steps)
+  hook = estimator_utils.ProgressHook(
+      FLAGS.train_batch_size * FLAGS.gradient_accumulation_steps,
+      num_train_steps)
   estimator.train(input_fn=input_fn, max_steps=num_train_steps, hooks=[hook])
 
 
@@ -1172,6 +1183,7 @@ def score_predictions(predict_file, written, version_2_with_negative,
 def main(_):
   logging.set_verbosity(logging.INFO)
   bert_config = _check_flags()
+  training = training_options.options_from_flags(FLAGS)
   init_checkpoint = None
   if FLAGS.init_checkpoint:
     init_checkpoint = estimator_utils.resolve_checkpoint(FLAGS.init_checkpoint)
@@ -1187,13 +1199,15 @@ def main(_):
     train_examples = _read_train_examples()
     num_train_steps, num_warmup_steps = _num_train_steps(len(train_examples))
 
-  run_config = estimator_utils.run_config_from_flags(
-      FLAGS, FLAGS.output_dir)
+  run_config = training_options.configure_run_config(
+      estimator_utils.run_config_from_flags(FLAGS, FLAGS.output_dir),
+      training)
   model_fn = model_fn_builder(
       bert_config=bert_config, init_checkpoint=init_checkpoint,
       learning_rate=FLAGS.learning_rate, num_train_steps=num_train_steps,
       num_warmup_steps=num_warmup_steps, use_tpu=FLAGS.use_tpu,
-      use_one_hot_embeddings=FLAGS.use_tpu)
+      use_one_hot_embeddings=FLAGS.use_tpu,
+      options=training.optimizer_options)
   estimator = estimator_utils.make_estimator(
       model_fn, run_config, FLAGS.use_tpu,
       train_batch_size=FLAGS.train_batch_size,
