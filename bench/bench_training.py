@@ -164,9 +164,10 @@ def _onednn_state():
     built = _pywrap_util_port.IsMklEnabled()
   except (ImportError, AttributeError):
     built = None
-  return "TF_ENABLE_ONEDNN_OPTS=%s, oneDNN enabled in this build: %s" % (
-      setting if setting is not None else "(unset: on by default on x86)",
-      built)
+  return "TF_ENABLE_ONEDNN_OPTS=%s; oneDNN custom ops on: %s" % (
+      setting if setting is not None else
+      "(unset: TF 2.15 then turns them on only for CPUs with AVX512_VNNI, "
+      "AVX512_BF16 or AMX-class features)", built)
 
 
 def _rows():
