@@ -20,6 +20,7 @@ import tensorflow.compat.v1 as tf
 
 import modeling
 import optimization
+import training_options
 
 
 # ----------------------------------------------------------------------------
@@ -97,11 +98,12 @@ def run_config_from_flags(flag_values, output_dir):
 
   Args:
     flag_values: the parsed `absl.flags.FLAGS`, holding the TPU flags and,
-      where the script has them, `save_checkpoints_steps` and
-      `iterations_per_loop`.
+      where the script has them, `save_checkpoints_steps`,
+      `iterations_per_loop` and the training flags (`--use_xla` and
+      `--deterministic` change the session config and the seed).
     output_dir: str or None (a temporary directory), the model directory.
   """
-  return make_run_config(
+  run_config = make_run_config(
       output_dir,
       save_checkpoints_steps=getattr(flag_values, "save_checkpoints_steps",
                                      None),
@@ -109,6 +111,8 @@ def run_config_from_flags(flag_values, output_dir):
       use_tpu=flag_values.use_tpu, tpu_name=flag_values.tpu_name,
       tpu_zone=flag_values.tpu_zone, gcp_project=flag_values.gcp_project,
       master=flag_values.master, num_tpu_cores=flag_values.num_tpu_cores)
+  return training_options.configure_run_config(
+      run_config, training_options.options_from_flags(flag_values))
 
 
 def make_estimator(model_fn, run_config, use_tpu, train_batch_size=None,
@@ -171,26 +175,38 @@ def init_from_checkpoint(init_checkpoint, use_tpu):
 
 
 def train_spec(total_loss, learning_rate, num_train_steps, num_warmup_steps,
-               use_tpu, scaffold_fn=None):
+               use_tpu, scaffold_fn=None, options=None):
   """The `TPUEstimatorSpec` of a training step, as every script builds it.
 
   Args:
     total_loss: float32 scalar Tensor to minimize.
     learning_rate: float, peak learning rate.
-    num_train_steps: int, steps of the linear decay.
-    num_warmup_steps: int, steps of linear warmup.
+    num_train_steps: int, steps (updates) of the learning-rate decay.
+    num_warmup_steps: int, steps (updates) of linear warmup.
     use_tpu: bool; on TPU gradients are averaged across shards.
     scaffold_fn: from `init_from_checkpoint`, or None.
+    options: (optional) `optimization.OptimizerOptions` (optimizer,
+      accumulation, fp16 loss scaling); default the reference's training.
 
   Returns:
     A `tf.estimator.tpu.TPUEstimatorSpec` in TRAIN mode whose train op
     applies `optimization.create_optimizer` (and increments the global step).
+    With fp16 loss scaling off TPU, a hook logs the loss scale and the
+    skipped updates every 100 steps.
   """
   train_op = optimization.create_optimizer(
-      total_loss, learning_rate, num_train_steps, num_warmup_steps, use_tpu)
+      total_loss, learning_rate, num_train_steps, num_warmup_steps, use_tpu,
+      options=options)
+  hooks = []
+  if options is not None and options.uses_loss_scaling and not use_tpu:
+    hooks.append(tf.estimator.LoggingTensorHook(
+        {"loss_scale": tf.get_collection(optimization.LOSS_SCALE_COLLECTION)[0],
+         "skipped_updates": tf.get_collection(
+             optimization.SKIPPED_UPDATES_COLLECTION)[0]},
+        every_n_iter=100))
   return tf.estimator.tpu.TPUEstimatorSpec(
       mode=tf.estimator.ModeKeys.TRAIN, loss=total_loss, train_op=train_op,
-      scaffold_fn=scaffold_fn)
+      scaffold_fn=scaffold_fn, training_hooks=hooks or None)
 
 
 class ProgressHook(tf.estimator.SessionRunHook):

@@ -51,6 +51,7 @@ import io_utils
 import modeling
 import startup
 import tokenization
+import training_options
 
 FLAGS = flags.FLAGS
 
@@ -63,7 +64,8 @@ def define_flags():
       ", ".join(sorted(PROCESSORS)) + ".")
   startup.define_flags("data_dir", startup.MODEL_FLAGS, "max_seq_length",
                        "do_eval", "eval_batch_size", startup.FINE_TUNING_FLAGS,
-                       "export_dir", "label_column", startup.TPU_FLAGS)
+                       "export_dir", "label_column", startup.TRAINING_FLAGS,
+                       startup.TPU_FLAGS)
   # The `tsv` task (a user's own files); column numbers are 0-based and may
   # be negative (counted from the end, as in Python).
   flags.DEFINE_integer("text_a_column", 0,
@@ -315,7 +317,7 @@ def pad_to_batch_multiple(examples, batch_size):
 
 def create_model(bert_config, is_training, input_ids, input_mask, segment_ids,
                  labels, num_labels, use_one_hot_embeddings,
-                 is_regression=False):
+                 is_regression=False, compute_dtype=tf.float32):
   """Creates a classification model: a dense layer on the pooled output.
 
   Args:
@@ -329,6 +331,8 @@ def create_model(bert_config, is_training, input_ids, input_mask, segment_ids,
     num_labels: int, the number of classes (1 for regression).
     use_one_hot_embeddings: bool, one-hot matmul embeddings (faster on TPU).
     is_regression: bool; one output trained with the squared error.
+    compute_dtype: the encoder's compute dtype (see `modeling.BertModel`);
+      the head and the loss are float32.
 
   Returns:
     `(loss, per_example_loss, logits, probabilities)`: scalar, [batch_size],
@@ -338,7 +342,8 @@ def create_model(bert_config, is_training, input_ids, input_mask, segment_ids,
   model = modeling.BertModel(
       config=bert_config, is_training=is_training, input_ids=input_ids,
       input_mask=input_mask, token_type_ids=segment_ids,
-      use_one_hot_embeddings=use_one_hot_embeddings)
+      use_one_hot_embeddings=use_one_hot_embeddings,
+      compute_dtype=compute_dtype)
   output_layer = model.get_pooled_output()  # [B, H]
   hidden_size = modeling.get_shape_list(output_layer, expected_rank=2)[1]
 
@@ -372,7 +377,7 @@ def create_model(bert_config, is_training, input_ids, input_mask, segment_ids,
 def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate,
                      num_train_steps, num_warmup_steps, use_tpu,
                      use_one_hot_embeddings, is_regression=False,
-                     metric_names=()):
+                     metric_names=(), options=None):
   """Returns a `model_fn` for `TPUEstimator`.
 
   Args:
@@ -387,6 +392,8 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate,
     use_one_hot_embeddings: bool.
     is_regression: bool, a one-output regression task (STS-B).
     metric_names: extra eval metrics ("f1", "mcc") of a classification task.
+    options: (optional) `optimization.OptimizerOptions`: the encoder's
+      compute dtype and the optimizer; default the reference's.
 
   Returns:
     `model_fn(features, labels, mode, params)`. Predictions are
@@ -409,14 +416,15 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate,
     total_loss, per_example_loss, logits, outputs = create_model(
         bert_config, is_training, features["input_ids"],
         features["input_mask"], features["segment_ids"], label_ids,
-        num_labels, use_one_hot_embeddings, is_regression=is_regression)
+        num_labels, use_one_hot_embeddings, is_regression=is_regression,
+        compute_dtype=options.compute_dtype if options else tf.float32)
     scaffold_fn = estimator_utils.init_from_checkpoint(init_checkpoint,
                                                        use_tpu)
 
     if mode == tf.estimator.ModeKeys.TRAIN:
       return estimator_utils.train_spec(
           total_loss, learning_rate, num_train_steps, num_warmup_steps,
-          use_tpu, scaffold_fn)
+          use_tpu, scaffold_fn, options=options)
     if mode == tf.estimator.ModeKeys.EVAL:
       if is_regression:
         eval_metrics = (glue_metrics.regression_metric_fn,
@@ -499,6 +507,10 @@ def _flag_problems(flag_values):
   if not tf.io.gfile.isdir(flag_values.data_dir):
     problems.append("--data_dir: %s is not a directory" %
                     flag_values.data_dir)
+  try:
+    training_options.options_from_flags(flag_values)
+  except ValueError as e:
+    problems.append(str(e))
   return problems
 
 
@@ -609,12 +621,15 @@ def main(_):
   examples = _read_examples(processor, FLAGS.data_dir, splits)
   tf.io.gfile.makedirs(output_dir)
 
-  # 3. The estimator.
+  # 3. The estimator. Steps count updates, of --train_batch_size times
+  # --gradient_accumulation_steps examples each.
+  training = training_options.options_from_flags(FLAGS)
+  update_size = FLAGS.train_batch_size * training.gradient_accumulation_steps
   num_train_steps, num_warmup_steps = None, None
   if FLAGS.do_train:
     num_train_steps, num_warmup_steps = estimator_utils.fine_tuning_steps(
-        len(examples["train"]), FLAGS.train_batch_size,
-        FLAGS.num_train_epochs, FLAGS.warmup_proportion)
+        len(examples["train"]), update_size, FLAGS.num_train_epochs,
+        FLAGS.warmup_proportion)
   model_fn = model_fn_builder(
       bert_config=model.bert_config,
       num_labels=1 if is_regression else len(label_list),
@@ -622,7 +637,8 @@ def main(_):
       learning_rate=FLAGS.learning_rate, num_train_steps=num_train_steps,
       num_warmup_steps=num_warmup_steps, use_tpu=FLAGS.use_tpu,
       use_one_hot_embeddings=FLAGS.use_tpu, is_regression=is_regression,
-      metric_names=processor.metric_names)
+      metric_names=processor.metric_names,
+      options=training.optimizer_options)
   estimator = estimator_utils.make_estimator(
       model_fn, estimator_utils.run_config_from_flags(FLAGS, output_dir),
       FLAGS.use_tpu, train_batch_size=FLAGS.train_batch_size,
@@ -646,7 +662,7 @@ def main(_):
         # Progress (examples/sec, ETA) about ten times a run, at most every
         # 100 steps.
         hooks=[estimator_utils.ProgressHook(
-            FLAGS.train_batch_size, total_steps=num_train_steps,
+            update_size, total_steps=num_train_steps,
             every_n_steps=min(100, max(1, num_train_steps // 10)))])
   if FLAGS.do_eval:
     logging.info("***** Running evaluation *****")

@@ -35,6 +35,7 @@ import io_utils
 import modeling
 import ner_data
 import startup
+import training_options
 
 FLAGS = flags.FLAGS
 
@@ -64,7 +65,8 @@ def define_flags():
   startup.define_flags("data_dir", "label_column", startup.MODEL_FLAGS,
                        "max_seq_length", "doc_stride", "do_eval",
                        "eval_batch_size", startup.FINE_TUNING_FLAGS,
-                       "export_dir", startup.TPU_FLAGS, doc_stride=64)
+                       "export_dir", startup.TRAINING_FLAGS,
+                       startup.TPU_FLAGS, doc_stride=64)
   for name in ("data_dir", "vocab_file", "bert_config_file", "output_dir"):
     flags.mark_flag_as_required(name)
 
@@ -75,7 +77,8 @@ def define_flags():
 
 
 def create_model(bert_config, is_training, input_ids, input_mask, segment_ids,
-                 label_ids, label_weights, num_labels, use_one_hot_embeddings):
+                 label_ids, label_weights, num_labels, use_one_hot_embeddings,
+                 compute_dtype=tf.float32):
   """BERT, dropout, then one dense layer applied to every token.
 
   The head's variables are `cls/ner/output_weights` [num_labels, hidden_size]
@@ -91,6 +94,8 @@ def create_model(bert_config, is_training, input_ids, input_mask, segment_ids,
       carry a label (each word's first piece), else 0.
     num_labels: int.
     use_one_hot_embeddings: bool.
+    compute_dtype: the encoder's compute dtype (see `modeling.BertModel`);
+      the head and the loss are float32.
 
   Returns:
     `(loss, per_token_loss, logits, probabilities)`: the float32 scalar mean
@@ -100,7 +105,8 @@ def create_model(bert_config, is_training, input_ids, input_mask, segment_ids,
   model = modeling.BertModel(
       config=bert_config, is_training=is_training, input_ids=input_ids,
       input_mask=input_mask, token_type_ids=segment_ids,
-      use_one_hot_embeddings=use_one_hot_embeddings)
+      use_one_hot_embeddings=use_one_hot_embeddings,
+      compute_dtype=compute_dtype)
   sequence = model.get_sequence_output()  # [B, L, H]
   batch_size, seq_length, hidden_size = modeling.get_shape_list(
       sequence, expected_rank=3)
@@ -138,8 +144,11 @@ def metric_fn(per_token_loss, label_weights):
 
 def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate,
                      num_train_steps, num_warmup_steps, use_tpu,
-                     use_one_hot_embeddings):
+                     use_one_hot_embeddings, options=None):
   """Returns a `model_fn` for `TPUEstimator`.
+
+  `options` (optional `optimization.OptimizerOptions`) sets the encoder's
+  compute dtype and the optimizer; default the reference's.
 
   Predictions: `unique_ids` [batch_size], `probabilities` [batch_size,
   seq_length, num_labels] (float32) and `predictions` [batch_size,
@@ -156,13 +165,14 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate,
         bert_config, is_training, features["input_ids"],
         features["input_mask"], features["segment_ids"],
         features["label_ids"], label_weights, num_labels,
-        use_one_hot_embeddings)
+        use_one_hot_embeddings,
+        compute_dtype=options.compute_dtype if options else tf.float32)
     scaffold_fn = estimator_utils.init_from_checkpoint(init_checkpoint,
                                                        use_tpu)
     if mode == tf.estimator.ModeKeys.TRAIN:
       return estimator_utils.train_spec(loss, learning_rate, num_train_steps,
                                         num_warmup_steps, use_tpu,
-                                        scaffold_fn)
+                                        scaffold_fn, options=options)
     if mode == tf.estimator.ModeKeys.EVAL:
       return tf.estimator.tpu.TPUEstimatorSpec(
           mode=mode, loss=loss,
@@ -202,6 +212,10 @@ def _flag_problems(flag_values):
   if not tf.io.gfile.isdir(flag_values.data_dir):
     problems.append("--data_dir: %s is not a directory" %
                     flag_values.data_dir)
+  try:
+    training_options.options_from_flags(flag_values)
+  except ValueError as e:
+    problems.append(str(e))
   return problems
 
 
@@ -322,7 +336,10 @@ def main(_):
               if FLAGS.use_tpu else None)
   pad_predict = FLAGS.predict_batch_size if FLAGS.use_tpu else None
 
-  # 3. The estimator.
+  # 3. The estimator. Steps count updates, of --train_batch_size times
+  # --gradient_accumulation_steps examples each.
+  training = training_options.options_from_flags(FLAGS)
+  update_size = FLAGS.train_batch_size * training.gradient_accumulation_steps
   num_train_steps, num_warmup_steps, train_features = None, None, None
   if FLAGS.do_train:
     ner_data.write_label_list(
@@ -333,13 +350,14 @@ def main(_):
       raise ValueError("%s: no word of any sentence has a WordPiece; nothing "
                        "to train on" % files["train"][0])
     num_train_steps, num_warmup_steps = estimator_utils.fine_tuning_steps(
-        len(train_features), FLAGS.train_batch_size, FLAGS.num_train_epochs,
+        len(train_features), update_size, FLAGS.num_train_epochs,
         FLAGS.warmup_proportion)
   model_fn = model_fn_builder(
       bert_config=bert_config, num_labels=len(label_list),
       init_checkpoint=init_checkpoint, learning_rate=FLAGS.learning_rate,
       num_train_steps=num_train_steps, num_warmup_steps=num_warmup_steps,
-      use_tpu=FLAGS.use_tpu, use_one_hot_embeddings=FLAGS.use_tpu)
+      use_tpu=FLAGS.use_tpu, use_one_hot_embeddings=FLAGS.use_tpu,
+      options=training.optimizer_options)
   estimator = estimator_utils.make_estimator(
       model_fn, estimator_utils.run_config_from_flags(FLAGS, FLAGS.output_dir),
       FLAGS.use_tpu, train_batch_size=FLAGS.train_batch_size,
@@ -355,7 +373,7 @@ def main(_):
         input_fn=_input_fn(FLAGS, train_features, "train", is_training=True),
         max_steps=num_train_steps,
         hooks=[estimator_utils.ProgressHook(
-            FLAGS.train_batch_size, total_steps=num_train_steps,
+            update_size, total_steps=num_train_steps,
             every_n_steps=min(100, max(1, num_train_steps // 10)))])
   if FLAGS.do_eval:
     path, sentences = files["dev"]

@@ -33,6 +33,7 @@ import estimator_utils
 import io_utils
 import modeling
 import startup
+import training_options
 
 FLAGS = flags.FLAGS
 
@@ -48,7 +49,7 @@ def define_flags():
       "max_predictions_per_seq", "do_train", "do_eval", "train_batch_size",
       "eval_batch_size", "learning_rate", "num_train_steps",
       "num_warmup_steps", "save_checkpoints_steps", "iterations_per_loop",
-      startup.TPU_FLAGS)
+      startup.TRAINING_FLAGS, startup.TPU_FLAGS)
   flags.DEFINE_integer("max_eval_steps", 100,
                        "Evaluate on at most this many batches.")
 
@@ -197,7 +198,7 @@ def _metric_fn(masked_lm_example_loss, masked_lm_log_probs, masked_lm_ids,
 
 def model_fn_builder(bert_config, init_checkpoint, learning_rate,
                      num_train_steps, num_warmup_steps, use_tpu,
-                     use_one_hot_embeddings):
+                     use_one_hot_embeddings, options=None):
   """Returns the `model_fn` for `TPUEstimator` (TRAIN and EVAL modes).
 
   Args:
@@ -208,6 +209,8 @@ def model_fn_builder(bert_config, init_checkpoint, learning_rate,
     num_warmup_steps: int, linear warmup steps.
     use_tpu: bool.
     use_one_hot_embeddings: bool, one-hot word embedding lookup (TPU).
+    options: (optional) `optimization.OptimizerOptions`: the encoder's
+      compute dtype and the optimizer; default the reference's.
   """
 
   def model_fn(features, labels, mode, params):
@@ -223,7 +226,8 @@ def model_fn_builder(bert_config, init_checkpoint, learning_rate,
         input_ids=features["input_ids"],
         input_mask=features["input_mask"],
         token_type_ids=features["segment_ids"],
-        use_one_hot_embeddings=use_one_hot_embeddings)
+        use_one_hot_embeddings=use_one_hot_embeddings,
+        compute_dtype=options.compute_dtype if options else tf.float32)
     masked_lm_loss, masked_lm_example_loss, masked_lm_log_probs = (
         get_masked_lm_output(
             bert_config, model.get_sequence_output(),
@@ -239,7 +243,7 @@ def model_fn_builder(bert_config, init_checkpoint, learning_rate,
     if mode == tf.estimator.ModeKeys.TRAIN:
       return estimator_utils.train_spec(
           total_loss, learning_rate, num_train_steps, num_warmup_steps,
-          use_tpu, scaffold_fn)
+          use_tpu, scaffold_fn, options=options)
     if mode == tf.estimator.ModeKeys.EVAL:
       eval_metrics = (_metric_fn, [
           masked_lm_example_loss, masked_lm_log_probs,
@@ -409,6 +413,8 @@ def main(_):
       FLAGS.init_checkpoint, FLAGS.max_seq_length,
       FLAGS.max_predictions_per_seq, FLAGS.do_train, FLAGS.do_eval,
       FLAGS.num_train_steps)
+  training = training_options.options_from_flags(FLAGS)
+  update_size = FLAGS.train_batch_size * training.gradient_accumulation_steps
   tf.io.gfile.makedirs(FLAGS.output_dir)
   logging.info("*** Input files (%d) ***", len(input_files))
   for path in input_files:
@@ -423,7 +429,8 @@ def main(_):
       num_train_steps=FLAGS.num_train_steps,
       num_warmup_steps=FLAGS.num_warmup_steps,
       use_tpu=FLAGS.use_tpu,
-      use_one_hot_embeddings=FLAGS.use_tpu)
+      use_one_hot_embeddings=FLAGS.use_tpu,
+      options=training.optimizer_options)
   estimator = estimator_utils.make_estimator(
       model_fn, run_config, FLAGS.use_tpu,
       train_batch_size=FLAGS.train_batch_size,
@@ -439,7 +446,7 @@ def main(_):
                                   is_training=True),
         max_steps=FLAGS.num_train_steps,
         hooks=[estimator_utils.ProgressHook(
-            FLAGS.train_batch_size, total_steps=FLAGS.num_train_steps,
+            update_size, total_steps=FLAGS.num_train_steps,
             every_n_steps=min(100, FLAGS.iterations_per_loop))])
 
   if FLAGS.do_eval:

@@ -57,6 +57,7 @@ from squad_predictions import score_predictions
 from squad_predictions import write_predictions
 import startup
 import tokenization
+import training_options
 
 FLAGS = flags.FLAGS
 
@@ -72,7 +73,8 @@ def define_flags():
                        "Questions longer than this many tokens are cut.")
   startup.define_flags(startup.MODEL_FLAGS, "max_seq_length", "doc_stride",
                        startup.FINE_TUNING_FLAGS, "export_dir",
-                       startup.TPU_FLAGS, max_seq_length=384)
+                       startup.TRAINING_FLAGS, startup.TPU_FLAGS,
+                       max_seq_length=384)
   flags.DEFINE_integer("n_best_size", 20,
                        "How many candidate answers per question go to "
                        "nbest_predictions.json.")
@@ -94,7 +96,7 @@ def define_flags():
 
 
 def create_model(bert_config, is_training, input_ids, input_mask, segment_ids,
-                 use_one_hot_embeddings):
+                 use_one_hot_embeddings, compute_dtype=tf.float32):
   """BERT with a per-token start/end classifier.
 
   Args:
@@ -104,6 +106,8 @@ def create_model(bert_config, is_training, input_ids, input_mask, segment_ids,
     input_mask: int32 Tensor of shape [batch_size, seq_length].
     segment_ids: int32 Tensor of shape [batch_size, seq_length].
     use_one_hot_embeddings: bool, one-hot matmul embeddings (for TPUs).
+    compute_dtype: the encoder's compute dtype (see `modeling.BertModel`);
+      the logits are float32.
 
   Returns:
     (start_logits, end_logits): float32 Tensors of shape
@@ -112,7 +116,8 @@ def create_model(bert_config, is_training, input_ids, input_mask, segment_ids,
   model = modeling.BertModel(
       config=bert_config, is_training=is_training, input_ids=input_ids,
       input_mask=input_mask, token_type_ids=segment_ids,
-      use_one_hot_embeddings=use_one_hot_embeddings)
+      use_one_hot_embeddings=use_one_hot_embeddings,
+      compute_dtype=compute_dtype)
   final_hidden = model.get_sequence_output()
   batch_size, seq_length, hidden_size = modeling.get_shape_list(
       final_hidden, expected_rank=3)
@@ -159,10 +164,12 @@ def _span_loss(start_logits, end_logits, start_positions, end_positions):
 
 def model_fn_builder(bert_config, init_checkpoint, learning_rate,
                      num_train_steps, num_warmup_steps, use_tpu,
-                     use_one_hot_embeddings):
+                     use_one_hot_embeddings, options=None):
   """Returns the `model_fn` for `TPUEstimator` (TRAIN and PREDICT modes).
 
   PREDICT yields `unique_ids`, `start_logits` and `end_logits` per feature.
+  `options` (optional `optimization.OptimizerOptions`) sets the encoder's
+  compute dtype and the optimizer; default the reference's.
   """
 
   def model_fn(features, labels, mode, params):
@@ -173,7 +180,8 @@ def model_fn_builder(bert_config, init_checkpoint, learning_rate,
         is_training=(mode == tf.estimator.ModeKeys.TRAIN),
         input_ids=features["input_ids"], input_mask=features["input_mask"],
         segment_ids=features["segment_ids"],
-        use_one_hot_embeddings=use_one_hot_embeddings)
+        use_one_hot_embeddings=use_one_hot_embeddings,
+        compute_dtype=options.compute_dtype if options else tf.float32)
     scaffold_fn = estimator_utils.init_from_checkpoint(init_checkpoint,
                                                        use_tpu)
     if mode == tf.estimator.ModeKeys.TRAIN:
@@ -182,7 +190,7 @@ def model_fn_builder(bert_config, init_checkpoint, learning_rate,
                               features["end_positions"])
       return estimator_utils.train_spec(
           total_loss, learning_rate, num_train_steps, num_warmup_steps,
-          use_tpu, scaffold_fn)
+          use_tpu, scaffold_fn, options=options)
     if mode == tf.estimator.ModeKeys.PREDICT:
       predictions = {"unique_ids": features["unique_ids"],
                      "start_logits": start_logits,
@@ -236,6 +244,10 @@ def _flag_problems(flag_values):
     if flag_values[name].value < 1:
       problems.append("--%s=%d: expected at least 1" %
                       (name, flag_values[name].value))
+  try:
+    training_options.options_from_flags(flag_values)
+  except ValueError as e:
+    problems.append(str(e))
   return problems
 
 
@@ -340,7 +352,10 @@ def main(_):
                doc_stride=FLAGS.doc_stride,
                max_query_length=FLAGS.max_query_length)
 
-  # 2. The training questions, read (and checked) up front.
+  # 2. The training questions, read (and checked) up front. Steps count
+  # updates, of --train_batch_size times --gradient_accumulation_steps.
+  training = training_options.options_from_flags(FLAGS)
+  update_size = FLAGS.train_batch_size * training.gradient_accumulation_steps
   train_examples, num_train_steps, num_warmup_steps = None, None, None
   if FLAGS.do_train:
     train_examples = read_squad_examples(
@@ -353,7 +368,7 @@ def main(_):
     # Shuffled once, with the reference's seed.
     random.Random(12345).shuffle(train_examples)
     num_train_steps, num_warmup_steps = estimator_utils.fine_tuning_steps(
-        len(train_examples), FLAGS.train_batch_size, FLAGS.num_train_epochs,
+        len(train_examples), update_size, FLAGS.num_train_epochs,
         FLAGS.warmup_proportion)
   tf.io.gfile.makedirs(out)
 
@@ -362,7 +377,8 @@ def main(_):
       bert_config=model.bert_config, init_checkpoint=model.init_checkpoint,
       learning_rate=FLAGS.learning_rate, num_train_steps=num_train_steps,
       num_warmup_steps=num_warmup_steps, use_tpu=FLAGS.use_tpu,
-      use_one_hot_embeddings=FLAGS.use_tpu)
+      use_one_hot_embeddings=FLAGS.use_tpu,
+      options=training.optimizer_options)
   estimator = estimator_utils.make_estimator(
       model_fn, estimator_utils.run_config_from_flags(FLAGS, out),
       FLAGS.use_tpu, train_batch_size=FLAGS.train_batch_size,
@@ -381,8 +397,7 @@ def main(_):
         input_fn=input_fn_builder(train_file, FLAGS.max_seq_length,
                                   is_training=True, drop_remainder=True),
         max_steps=num_train_steps,
-        hooks=[estimator_utils.ProgressHook(FLAGS.train_batch_size,
-                                            num_train_steps)])
+        hooks=[estimator_utils.ProgressHook(update_size, num_train_steps)])
   if FLAGS.do_predict:
     examples = read_squad_examples(
         FLAGS.predict_file, is_training=False,

@@ -32,6 +32,16 @@ import tokenization
 _S, _B, _I, _F = (flags.DEFINE_string, flags.DEFINE_bool,
                   flags.DEFINE_integer, flags.DEFINE_float)
 
+
+def _enum(*values):
+  """A define function for an enum flag with `values`."""
+
+  def define(name, default, help_text, **kwargs):
+    return flags.DEFINE_enum(name, default, list(values), help_text,
+                             **kwargs)
+
+  return define
+
 # Every flag that more than one script takes: name -> (define, default,
 # help). Names and defaults are the reference release's.
 SHARED_FLAGS = collections.OrderedDict([
@@ -94,6 +104,32 @@ SHARED_FLAGS = collections.OrderedDict([
     ("iterations_per_loop", (_I, 1000,
                              "Steps the TPU runs per call from the host "
                              "(ignored off TPU).")),
+    # Training at scale (training_options.py reads them).
+    ("precision", (_enum("fp32", "bf16", "fp16"), "fp32",
+                   "Arithmetic of the encoder's matmuls: fp32 (as released), "
+                   "bf16 (bfloat16; fast on CPUs with AMX or AVX512-BF16, on "
+                   "TPUs and on Ampere or newer GPUs) or fp16 (float16 with "
+                   "dynamic loss scaling; GPU only). Weights, checkpoints, "
+                   "layer norm, softmax and losses stay float32.")),
+    ("gradient_accumulation_steps", (_I, 1,
+                                     "Batches of --train_batch_size examples "
+                                     "whose mean gradient makes one update; "
+                                     "steps, warmup and --num_train_steps "
+                                     "count updates.")),
+    ("optimizer", (_enum("adamw", "lamb"), "adamw",
+                   "adamw: Adam with decoupled weight decay, no bias "
+                   "correction (as released). lamb: layer-wise adaptive "
+                   "moments (You et al. 2019), for large batches.")),
+    ("poly_power", (_F, 1.0,
+                    "Power of the polynomial learning-rate decay after the "
+                    "warmup (1.0 = linear, as released).")),
+    ("use_xla", (_B, False,
+                 "Compile clusters of ops with XLA (just in time, on CPU and "
+                 "GPU).")),
+    ("deterministic", (_B, False,
+                       "Reruns give the same weights on the same machine and "
+                       "software: deterministic kernels, fixed seeds and a "
+                       "fixed input order. Slower.")),
     # Serving.
     ("export_dir", (_S, None,
                     "Also write a SavedModel for serving under this folder, "
@@ -119,6 +155,8 @@ TPU_FLAGS = ("use_tpu", "tpu_name", "tpu_zone", "gcp_project", "master",
              "num_tpu_cores")
 MODEL_FLAGS = ("bert_config_file", "vocab_file", "init_checkpoint",
                "do_lower_case", "output_dir")
+TRAINING_FLAGS = ("precision", "gradient_accumulation_steps", "optimizer",
+                  "poly_power", "use_xla", "deterministic")
 FINE_TUNING_FLAGS = ("do_train", "do_predict", "train_batch_size",
                      "predict_batch_size", "learning_rate", "num_train_epochs",
                      "warmup_proportion", "save_checkpoints_steps",

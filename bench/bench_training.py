@@ -1,0 +1,247 @@
+"""Training and inference throughput by precision, accumulation and optimizer.
+
+Times this project's pre-training step (`modeling.BertModel` + the heads of
+`run_pretraining.py` + `optimization.create_optimizer`) on random weights and
+random tokens, BERT-Base shape and sequence length 128 by default:
+  * train rows: precision fp32 or bf16 x gradient accumulation 1 or 4 x
+    optimizer adamw or lamb (dropout on, as in real training);
+  * inference rows: fp32 and bf16 encoder forward (sequence output).
+One timed "step" is one session run of `--batch_size` sequences (with
+accumulation 4, every 4th run also applies the update; rows run 4 steps per
+repetition so that each repetition holds whole updates). Rows run
+interleaved, in a rotating order, after untimed warm-up runs; the table
+gives sequences/s (median, min-max) and each row's ratio to the fp32 (adamw,
+accumulation 1) row of its kind.
+
+It also prints the CPU's bfloat16 features (lscpu flags amx_bf16,
+avx512_bf16), the speed-up target that applies to it (AMX: bf16 training
+>= 1.8x and inference >= 2.0x; AVX512-BF16 without AMX: >= 1.3x both; no
+native bf16: none), whether oneDNN is on, and which kernels the matmuls of
+each inference graph got (oneDNN `_Mkl*` ops or plain Eigen ones).
+
+Run from the repo root:
+  python bench/bench_training.py --quick     # a few minutes on 2 cores
+  python bench/bench_training.py             # batch 8, 3 repetitions
+"""
+
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+from absl import flags
+import numpy as np
+
+_REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+for _path in (_REPO, os.path.join(_REPO, "bench")):
+  if _path not in sys.path:
+    sys.path.insert(0, _path)
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+# pylint: disable=g-import-not-at-top,wrong-import-position
+import tensorflow.compat.v1 as tf
+
+import bench_encoder
+import estimator_utils
+import modeling
+import optimization
+import run_pretraining
+# pylint: enable=g-import-not-at-top,wrong-import-position
+
+FLAGS = flags.FLAGS
+
+
+def define_flags():
+  flags.DEFINE_bool("quick", False,
+                    "Batch 2, 2 repetitions, 1 warm-up run: a few minutes.")
+  flags.DEFINE_integer("num_hidden_layers", 12, "Encoder layers.")
+  flags.DEFINE_integer("seq_length", 128, "Tokens per sequence.")
+  flags.DEFINE_integer("batch_size", 8, "Sequences per run (micro-batch).")
+  flags.DEFINE_integer("repetitions", 3, "Timed repetitions of every row.")
+  flags.DEFINE_integer("warmup_steps", 2, "Untimed runs per row first.")
+  flags.DEFINE_integer("threads", 0, "Intra-op threads (0: all cores).")
+  flags.DEFINE_list("precisions", ["fp32", "bf16"], "Precisions to time.")
+
+
+_DTYPES = {"fp32": tf.float32, "bf16": tf.bfloat16}
+_STEPS_PER_REPETITION = 4  # Whole updates for accumulation 4.
+
+
+def _graph(config, batch, kind, precision, accumulation=1, optimizer="adamw"):
+  """Builds one row's graph; returns (graph, fetch, placeholders)."""
+  graph = tf.Graph()
+  with graph.as_default():
+    tf.set_random_seed(1)
+    inputs = {k: tf.placeholder(tf.float32 if v.dtype == np.float32 else
+                                tf.int32, v.shape, name=k)
+              for k, v in batch.items()}
+    model = modeling.BertModel(
+        config, is_training=(kind == "train"), input_ids=inputs["input_ids"],
+        input_mask=inputs["input_mask"], token_type_ids=inputs["segment_ids"],
+        compute_dtype=_DTYPES[precision])
+    if kind == "inference":
+      fetch = model.get_sequence_output()
+    else:
+      mlm_loss, _, _ = run_pretraining.get_masked_lm_output(
+          config, model.get_sequence_output(), model.get_embedding_table(),
+          inputs["masked_lm_positions"], inputs["masked_lm_ids"],
+          inputs["masked_lm_weights"])
+      nsp_loss, _, _ = run_pretraining.get_next_sentence_output(
+          config, model.get_pooled_output(), inputs["next_sentence_labels"])
+      fetch = optimization.create_optimizer(
+          mlm_loss + nsp_loss, init_lr=1e-4, num_train_steps=100000,
+          num_warmup_steps=0, use_tpu=False,
+          options=optimization.OptimizerOptions(
+              optimizer=optimizer, precision=precision,
+              gradient_accumulation_steps=accumulation))
+  return graph, fetch, inputs
+
+
+def runner(config, batch, threads, **row):
+  """A function running one step of a row (graph built and initialized)."""
+  graph, fetch, inputs = _graph(config, batch, **row)
+  with graph.as_default():
+    init = tf.global_variables_initializer()
+  sess = tf.Session(graph=graph, config=tf.ConfigProto(
+      intra_op_parallelism_threads=threads,
+      inter_op_parallelism_threads=threads))
+  sess.run(init)
+  feed = {inputs[k]: v for k, v in batch.items()}
+  return lambda: sess.run(fetch, feed_dict=feed)
+
+
+def matmul_kernels(config, batch, precision, threads):
+  """{op type: count} of the matmul kernels an inference graph really runs."""
+  graph, fetch, inputs = _graph(config, batch, "inference", precision)
+  with graph.as_default():
+    init = tf.global_variables_initializer()
+  with tf.Session(graph=graph, config=tf.ConfigProto(
+      intra_op_parallelism_threads=threads)) as sess:
+    sess.run(init)
+    metadata = tf.RunMetadata()
+    sess.run(fetch, {inputs[k]: v for k, v in batch.items()},
+             options=tf.RunOptions(output_partition_graphs=True),
+             run_metadata=metadata)
+  counts = {}
+  for partition in metadata.partition_graphs:
+    for node in partition.node:
+      if "MatMul" in node.op:
+        counts[node.op] = counts.get(node.op, 0) + 1
+  return counts
+
+
+def cpu_report():
+  """(model name, bf16 flags present, the target that applies) from lscpu."""
+  try:
+    text = subprocess.run(["lscpu"], capture_output=True, text=True,
+                          check=False).stdout
+  except OSError:
+    text = ""
+  model = next((line.split(":", 1)[1].strip() for line in text.splitlines()
+                if line.startswith("Model name")), "unknown CPU")
+  cpu_flags = set()
+  for line in text.splitlines():
+    if line.startswith("Flags"):
+      cpu_flags = set(line.split(":", 1)[1].split())
+  present = sorted(f for f in ("amx_bf16", "amx_tile", "avx512_bf16",
+                               "avx512f") if f in cpu_flags)
+  if "amx_bf16" in cpu_flags:
+    target = "AMX: bf16 training >= 1.8x, inference >= 2.0x fp32"
+  elif "avx512_bf16" in cpu_flags:
+    target = "AVX512-BF16 without AMX: bf16 >= 1.3x fp32, training and inference"
+  else:
+    target = ("none: no native bf16 on this CPU (no amx_bf16, no "
+              "avx512_bf16); bf16 arithmetic is emulated and expected slower")
+  return model, present, target
+
+
+def _onednn_state():
+  setting = os.environ.get("TF_ENABLE_ONEDNN_OPTS")
+  try:
+    from tensorflow.python.util import _pywrap_util_port  # pylint: disable=g-import-not-at-top
+    built = _pywrap_util_port.IsMklEnabled()
+  except (ImportError, AttributeError):
+    built = None
+  return "TF_ENABLE_ONEDNN_OPTS=%s; oneDNN custom ops on: %s" % (
+      setting if setting is not None else
+      "(unset: TF 2.15 then turns them on only for CPUs with AVX512_VNNI, "
+      "AVX512_BF16 or AMX-class features)", built)
+
+
+def _rows():
+  rows = []
+  for precision in FLAGS.precisions:
+    for accumulation in (1, 4):
+      for optimizer in ("adamw", "lamb"):
+        rows.append(dict(kind="train", precision=precision,
+                         accumulation=accumulation, optimizer=optimizer))
+  for precision in FLAGS.precisions:
+    rows.append(dict(kind="inference", precision=precision))
+  return rows
+
+
+def _label(row):
+  if row["kind"] == "inference":
+    return "inference %s" % row["precision"]
+  return "train %s accum %d %s" % (row["precision"], row["accumulation"],
+                                   row["optimizer"])
+
+
+def _table(rows, timings, batch_size):
+  base = {kind: statistics.median(w for w, _ in timings[
+      _label(dict(kind=kind, precision="fp32", accumulation=1,
+                  optimizer="adamw"))]) for kind in ("train", "inference")}
+  lines = ["| row | sequences/s median (min-max) | ms/run | cores used | "
+           "ratio to fp32 adamw accum 1 |", "|---|---|---|---|---|"]
+  for row in rows:
+    pairs = timings[_label(row)]
+    walls = [w for w, _ in pairs]
+    med = statistics.median(walls)
+    lines.append("| %s | %.2f (%.2f-%.2f) | %.0f | %.1f | %.2fx |" % (
+        _label(row), batch_size / med, batch_size / max(walls),
+        batch_size / min(walls), med * 1e3,
+        statistics.median(c / w for w, c in pairs), base[row["kind"]] / med))
+  return "\n".join(lines)
+
+
+def main(_):
+  if FLAGS.quick:
+    FLAGS.batch_size, FLAGS.repetitions, FLAGS.warmup_steps = 2, 2, 1
+  if "fp32" not in FLAGS.precisions:
+    raise ValueError("--precisions must include fp32 (the baseline)")
+  threads = FLAGS.threads or os.cpu_count()
+  config = modeling.BertConfig(
+      vocab_size=30522, hidden_size=768,
+      num_hidden_layers=FLAGS.num_hidden_layers, num_attention_heads=12,
+      intermediate_size=3072, type_vocab_size=2,
+      max_position_embeddings=max(512, FLAGS.seq_length))
+  batch = bench_encoder.make_batch(np.random.RandomState(12345), config,
+                                   FLAGS.batch_size, FLAGS.seq_length, 20)
+  batch = {k: v.astype(np.float32 if v.dtype == np.float32 else np.int32)
+           for k, v in batch.items()}
+  model, present, target = cpu_report()
+  print("CPU: %s; bf16 flags: %s" % (model, ", ".join(present) or "none"))
+  print("Target: %s" % target)
+  print(_onednn_state())
+  for precision in FLAGS.precisions:
+    print("Inference matmul kernels, %s: %s" % (
+        precision, matmul_kernels(config, batch, precision, threads)))
+  rows = _rows()
+  start = time.time()
+  runners = {_label(row): runner(config, batch, threads, **row)
+             for row in rows}
+  print("Built %d graphs in %.0f s" % (len(rows), time.time() - start))
+  timings = bench_encoder.time_interleaved(
+      runners, FLAGS.repetitions, _STEPS_PER_REPETITION, FLAGS.warmup_steps)
+  print("\nBERT L=%d H=768, batch %d x seq %d, %d threads, %d repetitions x "
+        "%d runs, TF %s.\n" % (config.num_hidden_layers, FLAGS.batch_size,
+                               FLAGS.seq_length, threads, FLAGS.repetitions,
+                               _STEPS_PER_REPETITION, tf.__version__))
+  print(_table(rows, timings, FLAGS.batch_size))
+
+
+if __name__ == "__main__":
+  define_flags()
+  estimator_utils.run_main(main)

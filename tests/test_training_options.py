@@ -1,0 +1,284 @@
+"""Tests for training_options.py and the trainers' --precision/--optimizer/... flags."""
+
+import os
+import subprocess
+import sys
+import textwrap
+import types
+
+import numpy as np
+import pytest
+import tensorflow as tf_v2
+import tensorflow.compat.v1 as tf
+
+from conftest import REPO_ROOT
+from conftest import shared_path
+import estimator_utils
+import optimization
+import training_options
+
+_SEQ = 16
+_PREDS = 4
+
+
+def _flag_values(**overrides):
+  values = dict(precision="fp32", optimizer="adamw",
+                gradient_accumulation_steps=1, poly_power=1.0, use_xla=False,
+                deterministic=False)
+  values.update(overrides)
+  return types.SimpleNamespace(**values)
+
+
+# ---------------------------------------------------------------------------
+# Flags and their checks.
+# ---------------------------------------------------------------------------
+
+
+def test_training_flags_defaults_are_the_reference():
+  from absl import flags  # pylint: disable=g-import-not-at-top
+  import startup  # pylint: disable=g-import-not-at-top
+  values = flags.FlagValues()
+  for name in startup.TRAINING_FLAGS:
+    define, default, help_text = startup.SHARED_FLAGS[name]
+    define(name, default, help_text, flag_values=values)
+  values(["prog"])
+  assert (values.precision, values.gradient_accumulation_steps,
+          values.optimizer, values.poly_power, values.use_xla,
+          values.deterministic) == ("fp32", 1, "adamw", 1.0, False, False)
+  with pytest.raises(flags.IllegalFlagValueError):
+    values["precision"].parse("fp64")
+  training = training_options.options_from_flags(values)
+  assert training == training_options.TrainingOptions()
+  assert training.optimizer_options == optimization.OptimizerOptions()
+
+
+def test_options_from_flags_builds_the_optimizer_options():
+  training = training_options.options_from_flags(_flag_values(
+      precision="bf16", optimizer="lamb", gradient_accumulation_steps=4,
+      poly_power=0.5, deterministic=True))
+  assert training.optimizer_options == optimization.OptimizerOptions(
+      optimizer="lamb", precision="bf16", gradient_accumulation_steps=4,
+      poly_power=0.5)
+  assert training.compute_dtype == tf.bfloat16
+  assert training.gradient_accumulation_steps == 4
+  assert training.deterministic and not training.use_xla
+
+
+@pytest.mark.parametrize("overrides,message", [
+    (dict(gradient_accumulation_steps=0),
+     r"--gradient_accumulation_steps=0: expected an integer >= 1"),
+    (dict(precision="fp64"), r"--precision=fp64: expected one of"),
+    (dict(optimizer="sgd"), r"--optimizer=sgd: expected one of adamw, lamb"),
+    (dict(poly_power=0.0), r"--poly_power=0.0: expected a number > 0"),
+])
+def test_bad_training_flags_raise_one_line_errors(overrides, message):
+  with pytest.raises(ValueError, match=message) as info:
+    training_options.options_from_flags(_flag_values(**overrides))
+  assert "\n" not in str(info.value)
+
+
+def test_fp16_without_a_gpu_is_refused(monkeypatch):
+  monkeypatch.setattr(tf.config, "list_physical_devices",
+                      lambda device_type=None: [])
+  with pytest.raises(ValueError, match=r"--precision=fp16 needs a GPU"):
+    training_options.options_from_flags(_flag_values(precision="fp16"))
+
+
+def test_use_xla_without_xla_is_refused(monkeypatch):
+  monkeypatch.setattr(tf.test, "is_built_with_xla", lambda: False)
+  with pytest.raises(ValueError, match=r"--use_xla: this TensorFlow build "
+                     "has no XLA"):
+    training_options.options_from_flags(_flag_values(use_xla=True))
+
+
+def test_configure_run_config_sets_jit_seed_and_determinism(monkeypatch):
+  calls = []
+  monkeypatch.setattr(tf_v2.config.experimental, "enable_op_determinism",
+                      lambda: calls.append("determinism"))
+  monkeypatch.setenv("TF_XLA_FLAGS", "--tf_xla_auto_jit=1")
+  base = estimator_utils.make_run_config("/tmp/unused", 10, 1)
+  same = training_options.configure_run_config(
+      base, training_options.TrainingOptions())
+  assert same is base and not calls
+  configured = training_options.configure_run_config(
+      base, training_options.TrainingOptions(use_xla=True,
+                                             deterministic=True))
+  jit = configured.session_config.graph_options.optimizer_options
+  assert jit.global_jit_level == tf.OptimizerOptions.ON_1
+  assert configured.session_config.allow_soft_placement
+  assert configured.tf_random_seed == training_options.DETERMINISTIC_SEED
+  assert configured.save_checkpoints_steps == 10  # The rest is kept.
+  assert calls == ["determinism"]
+  assert os.environ["TF_XLA_FLAGS"] == (
+      "--tf_xla_auto_jit=1 --tf_xla_cpu_global_jit")
+  training_options.enable_xla_cpu_clustering()  # Not added twice.
+  assert os.environ["TF_XLA_FLAGS"].count("--tf_xla_cpu_global_jit") == 1
+
+
+_XLA_SCRIPT = textwrap.dedent("""
+    import sys
+    import tensorflow.compat.v1 as tf
+    import estimator_utils, modeling, optimization, training_options
+    use_xla = sys.argv[1] == "xla"
+    run_config = training_options.configure_run_config(
+        estimator_utils.make_run_config("/tmp/unused", 10, 1),
+        training_options.TrainingOptions(use_xla=use_xla))
+    with tf.Graph().as_default():
+      config = modeling.BertConfig(vocab_size=99, hidden_size=32,
+                                   num_hidden_layers=2, num_attention_heads=4,
+                                   intermediate_size=37)
+      model = modeling.BertModel(config, is_training=True,
+                                 input_ids=tf.ones([2, 8], tf.int32))
+      train_op = optimization.create_optimizer(
+          tf.reduce_sum(model.get_pooled_output() ** 2), 1e-3, 10, 1, False)
+      session_config = run_config.session_config or tf.ConfigProto()
+      with tf.Session(config=session_config) as sess:
+        sess.run(tf.global_variables_initializer())
+        metadata = tf.RunMetadata()
+        sess.run(train_op, options=tf.RunOptions(output_partition_graphs=True),
+                 run_metadata=metadata)
+    print(" ".join(sorted({node.op for graph in metadata.partition_graphs
+                           for node in graph.node if "Xla" in node.op})))
+    """)
+
+
+def _xla_op_types(mode):
+  env = dict(os.environ, PYTHONPATH=REPO_ROOT, TF_CPP_MIN_LOG_LEVEL="2",
+             CUDA_VISIBLE_DEVICES="")
+  env.pop("TF_XLA_FLAGS", None)
+  proc = subprocess.run([sys.executable, "-c", _XLA_SCRIPT, mode],
+                        capture_output=True, text=True, env=env,
+                        cwd=REPO_ROOT, timeout=300)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  return set(proc.stdout.split())
+
+
+@pytest.mark.slow
+def test_use_xla_compiles_clusters_on_cpu():
+  assert {"_XlaCompile", "_XlaRun"} <= _xla_op_types("xla")
+  assert not _xla_op_types("plain")
+
+
+# ---------------------------------------------------------------------------
+# run_pretraining.py end to end (subprocess: absl flags are process-global).
+# ---------------------------------------------------------------------------
+
+
+def _conformance(name):
+  return shared_path("conformance", "modeling", name)
+
+
+def _write_records(path, num_examples, seed=0):
+  """Random records in create_pretraining_data.py's layout."""
+  rng = np.random.RandomState(seed)
+  with tf.io.TFRecordWriter(path) as writer:
+    for _ in range(num_examples):
+      length = rng.randint(8, _SEQ + 1)
+      ids = [101] + list(rng.randint(104, 1000, size=length - 2)) + [102]
+      ids += [0] * (_SEQ - length)
+      mask = [1] * length + [0] * (_SEQ - length)
+      positions = sorted(rng.choice(range(1, length - 1), size=_PREDS,
+                                    replace=False))
+      feature = {
+          "input_ids": estimator_utils.int64_feature(ids),
+          "input_mask": estimator_utils.int64_feature(mask),
+          "segment_ids": estimator_utils.int64_feature([0] * _SEQ),
+          "masked_lm_positions": estimator_utils.int64_feature(positions),
+          "masked_lm_ids": estimator_utils.int64_feature(
+              [ids[p] for p in positions]),
+          "masked_lm_weights": estimator_utils.float_feature([1.0] * _PREDS),
+          "next_sentence_labels": estimator_utils.int64_feature(
+              [rng.randint(0, 2)]),
+      }
+      writer.write(tf.train.Example(features=tf.train.Features(
+          feature=feature)).SerializeToString())
+  return path
+
+
+def _pretrain(tmp_path, name, **overrides):
+  """Runs run_pretraining.py; returns (output_dir, completed process)."""
+  data = str(tmp_path / "data.tfrecord")
+  if not os.path.exists(data):
+    _write_records(data, 24, seed=5)
+  output_dir = str(tmp_path / name)
+  flags = dict(
+      bert_config_file=_conformance("bert_config.json"), input_file=data,
+      output_dir=output_dir,
+      init_checkpoint=os.path.join(
+          os.path.dirname(_conformance("bert_config.json")), "bert_model.ckpt"),
+      max_seq_length=_SEQ, max_predictions_per_seq=_PREDS,
+      train_batch_size=2, learning_rate=0.01, num_warmup_steps=1,
+      num_train_steps=3, save_checkpoints_steps=100, iterations_per_loop=1,
+      do_train=True)
+  flags.update(overrides)
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
+  env.pop("BERT_DEBUG", None)
+  env.pop("TF_XLA_FLAGS", None)
+  proc = subprocess.run(
+      [sys.executable, os.path.join(REPO_ROOT, "run_pretraining.py")] +
+      ["--%s=%s" % item for item in flags.items()],
+      cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)
+  return output_dir, proc
+
+
+def _checkpoint_values(output_dir):
+  checkpoint = tf.train.latest_checkpoint(output_dir)
+  reader = tf.train.load_checkpoint(checkpoint)
+  dtypes = reader.get_variable_to_dtype_map()
+  return checkpoint, {name: reader.get_tensor(name) for name in dtypes}, dtypes
+
+
+@pytest.mark.slow
+def test_pretraining_bf16_lamb_with_accumulation(tmp_path):
+  output_dir, proc = _pretrain(tmp_path, "bf16", precision="bf16",
+                               optimizer="lamb", gradient_accumulation_steps=2,
+                               poly_power=2.0)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  checkpoint, values, dtypes = _checkpoint_values(output_dir)
+  assert checkpoint.endswith("model.ckpt-3")  # max_steps counts updates.
+  assert values["global_step"] == 3
+  assert values["gradient_accumulation/micro_steps"] == 6
+  assert values["lamb/update_count"] == 3
+  assert "bert/pooler/dense/kernel/lamb_m" in values
+  assert not any(name.endswith("/adam_m") for name in values)
+  float_dtypes = {dtypes[n] for n in values if n.startswith(("bert/", "cls/"))}
+  assert float_dtypes == {tf.float32}
+  # The bf16 run's model variables are those of the released checkpoint.
+  released = tf.train.load_checkpoint(os.path.join(
+      os.path.dirname(_conformance("bert_config.json")), "bert_model.ckpt"))
+  model_names = {n for n in values if n.startswith(("bert/", "cls/")) and
+                 not n.endswith(("/lamb_m", "/lamb_v", "_accumulator"))}
+  assert model_names == set(released.get_variable_to_dtype_map())
+
+
+@pytest.mark.slow
+def test_deterministic_runs_give_identical_variables(tmp_path):
+  runs = []
+  for name, deterministic in (("a", True), ("b", True), ("c", False)):
+    output_dir, proc = _pretrain(tmp_path, name, num_train_steps=5,
+                                 deterministic=deterministic)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    runs.append(_checkpoint_values(output_dir)[1])
+  first, second, plain = runs
+  assert first["global_step"] == 5
+  for name in first:
+    np.testing.assert_array_equal(first[name], second[name], err_msg=name)
+  # Without the flag the shuffled input order and dropout masks differ.
+  kernel = "bert/pooler/dense/kernel"
+  assert not np.array_equal(first[kernel], plain[kernel])
+
+
+@pytest.mark.slow
+def test_pretraining_with_xla_trains(tmp_path):
+  output_dir, proc = _pretrain(tmp_path, "xla", use_xla=True,
+                               num_train_steps=2)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert _checkpoint_values(output_dir)[0].endswith("model.ckpt-2")
+
+
+def test_pretraining_refuses_zero_accumulation_in_one_line(tmp_path):
+  _, proc = _pretrain(tmp_path, "bad", gradient_accumulation_steps=0)
+  assert proc.returncode == 1
+  last_line = proc.stderr.strip().splitlines()[-1]
+  assert last_line == ("error: --gradient_accumulation_steps=0: expected an "
+                       "integer >= 1")
