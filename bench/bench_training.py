@@ -48,6 +48,7 @@ import estimator_utils
 import modeling
 import optimization
 import run_pretraining
+import startup
 # pylint: enable=g-import-not-at-top,wrong-import-position
 
 FLAGS = flags.FLAGS
@@ -244,4 +245,4 @@ def main(_):
 
 if __name__ == "__main__":
   define_flags()
-  estimator_utils.run_main(main)
+  startup.run_main(main)

@@ -14,6 +14,7 @@ import tensorflow.compat.v1 as tf
 from conftest import REPO_ROOT
 from conftest import shared_path
 import estimator_utils
+import io_utils
 import optimization
 import training_options
 
@@ -180,14 +181,14 @@ def _write_records(path, num_examples, seed=0):
       positions = sorted(rng.choice(range(1, length - 1), size=_PREDS,
                                     replace=False))
       feature = {
-          "input_ids": estimator_utils.int64_feature(ids),
-          "input_mask": estimator_utils.int64_feature(mask),
-          "segment_ids": estimator_utils.int64_feature([0] * _SEQ),
-          "masked_lm_positions": estimator_utils.int64_feature(positions),
-          "masked_lm_ids": estimator_utils.int64_feature(
+          "input_ids": io_utils.int64_feature(ids),
+          "input_mask": io_utils.int64_feature(mask),
+          "segment_ids": io_utils.int64_feature([0] * _SEQ),
+          "masked_lm_positions": io_utils.int64_feature(positions),
+          "masked_lm_ids": io_utils.int64_feature(
               [ids[p] for p in positions]),
-          "masked_lm_weights": estimator_utils.float_feature([1.0] * _PREDS),
-          "next_sentence_labels": estimator_utils.int64_feature(
+          "masked_lm_weights": io_utils.float_feature([1.0] * _PREDS),
+          "next_sentence_labels": io_utils.int64_feature(
               [rng.randint(0, 2)]),
       }
       writer.write(tf.train.Example(features=tf.train.Features(
