@@ -15,7 +15,18 @@ ops so that every variable keeps the name it has in the released checkpoints:
   bert/encoder/layer_N/output/LayerNorm/{beta,gamma}
   bert/pooler/dense/{kernel,bias}
 
-Kernels are `[in, out]`. Shape legend used in comments:
+Kernels are `[in, out]`.
+
+Precision: every variable is float32 under those names whatever the compute
+dtype, so a checkpoint written by a bfloat16 or float16 run loads in a float32
+one and back. With `BertModel(..., compute_dtype=tf.bfloat16)` (or float16)
+the variables are cast on read (`_cast`, at each matmul and embedding lookup)
+and the matmuls, attention scores and feed-forward run in that dtype, while
+layer norm and the attention softmax compute in float32 (mixed precision,
+Micikevicius et al. 2018, "Mixed Precision Training", section 3). The
+building blocks follow the dtype of their input tensor.
+
+Shape legend used in comments:
   B = batch size, F = "from" sequence length, T = "to" sequence length,
   N = number of attention heads, H = size per head, W = hidden width.
 """
@@ -162,7 +173,8 @@ class BertModel(object):
                input_mask=None,
                token_type_ids=None,
                use_one_hot_embeddings=False,
-               scope=None):
+               scope=None,
+               compute_dtype=tf.float32):
     """Builds the graph.
 
     Args:
@@ -176,12 +188,23 @@ class BertModel(object):
       use_one_hot_embeddings: bool; look word embeddings up with a one-hot
         matmul (faster on TPU) instead of a gather. Same results.
       scope: (optional) str, variable scope; default "bert".
+      compute_dtype: tf.float32 (default, the reference's arithmetic),
+        tf.bfloat16 or tf.float16: the dtype of the matmuls, attention and
+        feed-forward. Variables stay float32 (same names, same checkpoints);
+        layer norm and softmax compute in float32; every `get_*` output is
+        float32, so the task heads and their losses stay in float32.
 
     Raises:
       ValueError: if a tensor has the wrong rank, if the static sequence length
-        exceeds `config.max_position_embeddings`, or if `hidden_size` is not a
-        multiple of `num_attention_heads`.
+        exceeds `config.max_position_embeddings`, if `hidden_size` is not a
+        multiple of `num_attention_heads`, or if `compute_dtype` is not one of
+        the three float dtypes.
     """
+    compute_dtype = tf.as_dtype(compute_dtype)
+    if compute_dtype not in _COMPUTE_DTYPES:
+      raise ValueError("compute_dtype must be float32, bfloat16 or float16, "
+                       "got %s" % compute_dtype.name)
+    self.compute_dtype = compute_dtype
     config = copy.deepcopy(config)
     if not is_training:
       config.hidden_dropout_prob = 0.0
@@ -198,13 +221,14 @@ class BertModel(object):
 
     with tf.variable_scope(scope, default_name="bert"):
       with tf.variable_scope("embeddings"):
-        self.embedding_output, self.embedding_table = self._embed(
-            config, input_ids, token_type_ids, use_one_hot_embeddings)
+        embedding_output, self.embedding_table = self._embed(
+            config, input_ids, token_type_ids, use_one_hot_embeddings,
+            compute_dtype)
       with tf.variable_scope("encoder"):
         attention_mask = create_attention_mask_from_input_mask(
-            input_ids, input_mask)
-        self.all_encoder_layers = transformer_model(
-            input_tensor=self.embedding_output,
+            input_ids, input_mask, dtype=compute_dtype)
+        all_encoder_layers = transformer_model(
+            input_tensor=embedding_output,
             attention_mask=attention_mask,
             hidden_size=config.hidden_size,
             num_hidden_layers=config.num_hidden_layers,
@@ -215,12 +239,18 @@ class BertModel(object):
             attention_probs_dropout_prob=config.attention_probs_dropout_prob,
             initializer_range=config.initializer_range,
             do_return_all_layers=True)
-      self.sequence_output = self.all_encoder_layers[-1]
       with tf.variable_scope("pooler"):
-        self.pooled_output = self._pool(config, self.sequence_output)
+        pooled_output = self._pool(config, all_encoder_layers[-1])
+    # The outputs the heads read are float32 (no-ops in a float32 model).
+    self.embedding_output = _cast(embedding_output, tf.float32)
+    self.all_encoder_layers = [_cast(layer, tf.float32)
+                               for layer in all_encoder_layers]
+    self.sequence_output = self.all_encoder_layers[-1]
+    self.pooled_output = _cast(pooled_output, tf.float32)
 
   @staticmethod
-  def _embed(config, input_ids, token_type_ids, use_one_hot_embeddings):
+  def _embed(config, input_ids, token_type_ids, use_one_hot_embeddings,
+             compute_dtype):
     """Word + token type + position embeddings, layer norm, dropout."""
     word_embeddings, embedding_table = embedding_lookup(
         input_ids=input_ids,
@@ -228,7 +258,8 @@ class BertModel(object):
         embedding_size=config.hidden_size,
         initializer_range=config.initializer_range,
         word_embedding_name="word_embeddings",
-        use_one_hot_embeddings=use_one_hot_embeddings)
+        use_one_hot_embeddings=use_one_hot_embeddings,
+        compute_dtype=compute_dtype)
     output = embedding_postprocessor(
         input_tensor=word_embeddings,
         use_token_type=True,
@@ -250,27 +281,51 @@ class BertModel(object):
                        initializer_range=config.initializer_range, name="dense")
 
   def get_pooled_output(self):
-    """float32 Tensor of shape [batch_size, hidden_size]: pooled [CLS]."""
+    """float32 Tensor of shape [batch_size, hidden_size]: pooled [CLS].
+
+    float32 whatever `compute_dtype` (cast from it after the pooler).
+    """
     return self.pooled_output
 
   def get_sequence_output(self):
-    """The last layer: float32 Tensor [batch_size, seq_length, hidden_size]."""
+    """The last layer: float32 Tensor [batch_size, seq_length, hidden_size].
+
+    float32 whatever `compute_dtype` (cast from it after the last layer).
+    """
     return self.sequence_output
 
   def get_all_encoder_layers(self):
-    """One float32 Tensor [batch_size, seq_length, hidden_size] per layer."""
+    """One float32 Tensor [batch_size, seq_length, hidden_size] per layer.
+
+    float32 whatever `compute_dtype`.
+    """
     return self.all_encoder_layers
 
   def get_embedding_output(self):
     """float32 Tensor [batch_size, seq_length, hidden_size]: encoder input.
 
-    Word + token type + position embeddings after layer norm and dropout.
+    Word + token type + position embeddings after layer norm and dropout;
+    float32 whatever `compute_dtype`.
     """
     return self.embedding_output
 
   def get_embedding_table(self):
     """float32 Variable of shape [vocab_size, hidden_size]: word embeddings."""
     return self.embedding_table
+
+
+_COMPUTE_DTYPES = (tf.float32, tf.bfloat16, tf.float16)
+
+
+def _cast(tensor, dtype):
+  """`tensor` (or a variable's value) in `dtype`; unchanged when it already is.
+
+  Returning the very tensor when no cast is needed keeps a float32 model's
+  graph exactly the reference's.
+  """
+  if tensor.dtype.base_dtype == dtype:
+    return tensor
+  return tf.cast(tensor, dtype)
 
 
 # ----------------------------------------------------------------------------
@@ -418,29 +473,31 @@ def dropout(input_tensor, dropout_prob):
 def layer_norm(input_tensor, name=None):
   """Layer normalization over the last axis (Ba et al. 2016).
 
-  Variables `<scope>/beta` (zeros) and `<scope>/gamma` (ones), of shape
-  [width], under the variable scope `name` (default "LayerNorm", the name
-  `tf.contrib.layers.layer_norm` gave them in the released checkpoints).
-  Epsilon 1e-12, as in the reference.
+  Variables `<scope>/beta` (zeros) and `<scope>/gamma` (ones), float32 of
+  shape [width], under the variable scope `name` (default "LayerNorm", the
+  name `tf.contrib.layers.layer_norm` gave them in the released checkpoints).
+  Epsilon 1e-12, as in the reference. The statistics are computed in float32
+  whatever the input dtype (a bfloat16 variance loses too many bits).
 
   Args:
     input_tensor: float Tensor of shape [..., width] with a static width.
     name: (optional) str, variable scope name.
 
   Returns:
-    float Tensor of the same shape.
+    Tensor of the same shape and dtype as `input_tensor`.
   """
   width = input_tensor.shape.as_list()[-1]
   with tf.variable_scope(name, default_name="LayerNorm"):
     beta = tf.get_variable(
-        "beta", shape=[width], dtype=input_tensor.dtype,
+        "beta", shape=[width], dtype=tf.float32,
         initializer=tf.zeros_initializer())
     gamma = tf.get_variable(
-        "gamma", shape=[width], dtype=input_tensor.dtype,
+        "gamma", shape=[width], dtype=tf.float32,
         initializer=tf.ones_initializer())
-    mean, variance = tf.nn.moments(input_tensor, axes=[-1], keepdims=True)
+    inputs = _cast(input_tensor, tf.float32)
+    mean, variance = tf.nn.moments(inputs, axes=[-1], keepdims=True)
     scale = tf.math.rsqrt(variance + 1e-12) * gamma
-    return input_tensor * scale + (beta - mean * scale)
+    return _cast(inputs * scale + (beta - mean * scale), input_tensor.dtype)
 
 
 def layer_norm_and_dropout(input_tensor, dropout_prob, name=None):
@@ -458,27 +515,31 @@ def dense_layer(input_tensor, units, activation=None, initializer_range=0.02,
   """Fully connected layer on a matrix, with the reference's variable names.
 
   Variables `<name>/kernel` [in_width, units] (truncated normal) and
-  `<name>/bias` [units] (zeros), as `tf.layers.dense` named them in the
-  released checkpoints.
+  `<name>/bias` [units] (zeros), float32, as `tf.layers.dense` named them in
+  the released checkpoints. They are cast to the input's dtype for the
+  matmul, which runs in that dtype.
 
   Args:
-    input_tensor: float Tensor of shape [batch_size, in_width] (static width).
+    input_tensor: float Tensor of shape [batch_size, in_width] (static width);
+      float32, bfloat16 or float16.
     units: int, output width.
     activation: (optional) function applied to the output; None = identity.
     initializer_range: float, stddev of the kernel's initializer.
     name: str, variable scope of the two variables.
 
   Returns:
-    float Tensor of shape [batch_size, units].
+    Tensor of shape [batch_size, units], in the dtype of `input_tensor`.
   """
   in_width = input_tensor.shape.as_list()[-1]
+  dtype = input_tensor.dtype
   with tf.variable_scope(name):
     kernel = tf.get_variable(
         "kernel", shape=[in_width, units],
         initializer=create_initializer(initializer_range))
     bias = tf.get_variable(
         "bias", shape=[units], initializer=tf.zeros_initializer())
-    output = tf.nn.bias_add(tf.matmul(input_tensor, kernel), bias)
+    output = tf.nn.bias_add(tf.matmul(input_tensor, _cast(kernel, dtype)),
+                            _cast(bias, dtype))
   if activation is not None:
     output = activation(output)
   return output
@@ -489,7 +550,8 @@ def embedding_lookup(input_ids,
                      embedding_size=128,
                      initializer_range=0.02,
                      word_embedding_name="word_embeddings",
-                     use_one_hot_embeddings=False):
+                     use_one_hot_embeddings=False,
+                     compute_dtype=tf.float32):
   """Looks word ids up in a new embedding table.
 
   Args:
@@ -502,10 +564,12 @@ def embedding_lookup(input_ids,
     word_embedding_name: str, name of the table variable.
     use_one_hot_embeddings: bool; one-hot matmul (TPU-friendly) instead of a
       gather. Same results.
+    compute_dtype: (optional) dtype of the output (float32, bfloat16 or
+      float16); the table stays a float32 variable, cast on read.
 
   Returns:
-    (output, embedding_table): float32 Tensor of shape [batch_size,
-    seq_length, embedding_size] and the float32 Variable [vocab_size,
+    (output, embedding_table): Tensor of shape [batch_size, seq_length,
+    embedding_size] in `compute_dtype` and the float32 Variable [vocab_size,
     embedding_size].
 
   Raises:
@@ -522,10 +586,13 @@ def embedding_lookup(input_ids,
 
   flat_ids = tf.reshape(input_ids, [-1])  # [B*T*k]
   if use_one_hot_embeddings:
-    one_hot_ids = tf.one_hot(flat_ids, depth=vocab_size)  # [B*T*k, vocab]
-    output = tf.matmul(one_hot_ids, embedding_table)
+    one_hot_ids = tf.one_hot(flat_ids, depth=vocab_size,
+                             dtype=compute_dtype)  # [B*T*k, vocab]
+    output = tf.matmul(one_hot_ids, _cast(embedding_table, compute_dtype))
   else:
-    output = tf.gather(embedding_table, flat_ids)  # [B*T*k, E]
+    # Gather float32 rows, then cast only those.
+    output = _cast(tf.gather(embedding_table, flat_ids),
+                   compute_dtype)  # [B*T*k, E]
 
   output = tf.reshape(  # [B, T, k*E]
       output, input_shape[0:-1] + [input_shape[-1] * embedding_size])
@@ -544,6 +611,9 @@ def embedding_postprocessor(input_tensor,
                             dropout_prob=0.1):
   """Adds token type and absolute position embeddings, then layer norm, dropout.
 
+  The tables are float32 variables, cast on read to the dtype of
+  `input_tensor`, in which the sums are computed.
+
   Args:
     input_tensor: float Tensor of shape [batch_size, seq_length, width].
     use_token_type: bool, add `token_type_ids` embeddings.
@@ -558,7 +628,7 @@ def embedding_postprocessor(input_tensor,
     dropout_prob: float, chance of dropping a value of the output.
 
   Returns:
-    float Tensor of the same shape as `input_tensor`.
+    Tensor of the same shape and dtype as `input_tensor`.
 
   Raises:
     ValueError: if `input_tensor` is not rank 3, if `use_token_type` is set
@@ -568,6 +638,7 @@ def embedding_postprocessor(input_tensor,
   batch_size, seq_length, width = get_shape_list(
       input_tensor, expected_rank=3, name="input_tensor")
   output = input_tensor
+  dtype = input_tensor.dtype
 
   if use_token_type:
     if token_type_ids is None:
@@ -578,8 +649,10 @@ def embedding_postprocessor(input_tensor,
         initializer=create_initializer(initializer_range))
     # The type vocabulary is small: a one-hot matmul is fast on every device.
     flat_types = tf.reshape(token_type_ids, [-1])  # [B*T]
-    one_hot_types = tf.one_hot(flat_types, depth=token_type_vocab_size)
-    type_embeddings = tf.matmul(one_hot_types, token_type_table)  # [B*T, W]
+    one_hot_types = tf.one_hot(flat_types, depth=token_type_vocab_size,
+                               dtype=dtype)
+    type_embeddings = tf.matmul(one_hot_types,
+                                _cast(token_type_table, dtype))  # [B*T, W]
     output += tf.reshape(type_embeddings, [batch_size, seq_length, width])
 
   if use_position_embeddings:
@@ -592,7 +665,7 @@ def embedding_postprocessor(input_tensor,
       # Rows 0..T-1 of the table, broadcast over the batch: [1, T, W].
       position_embeddings = tf.slice(full_position_table, [0, 0],
                                      [seq_length, -1])
-    output += tf.expand_dims(position_embeddings, axis=0)
+    output += tf.expand_dims(_cast(position_embeddings, dtype), axis=0)
 
   return layer_norm_and_dropout(output, dropout_prob)
 
@@ -622,7 +695,8 @@ def _check_seq_length(seq_length, max_position_embeddings):
       max_position_embeddings)]
 
 
-def create_attention_mask_from_input_mask(from_tensor, to_mask):
+def create_attention_mask_from_input_mask(from_tensor, to_mask,
+                                          dtype=tf.float32):
   """Builds the [B, F, T] attention mask from a [B, T] padding mask.
 
   Every query position may attend to every real key position; padded query
@@ -632,9 +706,11 @@ def create_attention_mask_from_input_mask(from_tensor, to_mask):
     from_tensor: Tensor of shape [batch_size, from_seq_length, ...] (rank 2
       or 3; only its first two dimensions are used).
     to_mask: int32 Tensor of shape [batch_size, to_seq_length], 1 = real.
+    dtype: (optional) float dtype of the mask, the model's compute dtype
+      (0 and 1 are exact in every float dtype).
 
   Returns:
-    float32 Tensor of shape [batch_size, from_seq_length, to_seq_length].
+    Tensor of shape [batch_size, from_seq_length, to_seq_length] in `dtype`.
 
   Raises:
     ValueError: on wrong ranks.
@@ -646,9 +722,9 @@ def create_attention_mask_from_input_mask(from_tensor, to_mask):
   to_seq_length = to_shape[1]
 
   keys = tf.cast(tf.reshape(to_mask, [batch_size, 1, to_seq_length]),
-                 tf.float32)  # [B, 1, T]
+                 dtype)  # [B, 1, T]
   queries = tf.ones(shape=[batch_size, from_seq_length, 1],
-                    dtype=tf.float32)  # [B, F, 1]
+                    dtype=dtype)  # [B, F, 1]
   return queries * keys  # [B, F, T]
 
 
@@ -677,7 +753,9 @@ def attention_layer(from_tensor,
 
   Variables `query`, `key`, `value` (each `kernel` [width, N*H], `bias`
   [N*H]) in the current scope. Scores are scaled by 1/sqrt(H); masked keys
-  get -10000 added before the softmax.
+  get -10000 added before the softmax. The projections and both attention
+  matmuls run in the dtype of `from_tensor`; the scaling, masking and
+  softmax in float32.
 
   Args:
     from_tensor: float Tensor [B, F, from_width], or [B*F, from_width] with
@@ -697,7 +775,8 @@ def attention_layer(from_tensor,
       Tensors, required when the inputs are 2-D.
 
   Returns:
-    float Tensor [B, F, N*H] (or [B*F, N*H] with `do_return_2d_tensor`).
+    Tensor [B, F, N*H] (or [B*F, N*H] with `do_return_2d_tensor`), in the
+    dtype of `from_tensor`.
 
   Raises:
     ValueError: if the inputs' ranks differ or are not 2 or 3, or if 2-D
@@ -730,13 +809,14 @@ def attention_layer(from_tensor,
   value = _split_heads(value, batch_size, to_seq_length,
                        num_attention_heads, size_per_head)  # [B, N, T, H]
 
-  scores = tf.matmul(query, key, transpose_b=True)  # [B, N, F, T]
+  scores = _cast(tf.matmul(query, key, transpose_b=True),
+                 tf.float32)  # [B, N, F, T]
   scores *= 1.0 / math.sqrt(float(size_per_head))
   if attention_mask is not None:
     mask = tf.expand_dims(tf.cast(attention_mask, tf.float32), 1)  # [B,1,F,T]
     # Kept for parity: a finite -10000 adder rather than -inf.
     scores += (1.0 - mask) * -10000.0
-  probs = tf.nn.softmax(scores)  # [B, N, F, T]
+  probs = _cast(tf.nn.softmax(scores), value.dtype)  # [B, N, F, T]
   # Kept for parity: dropout on whole attention probabilities (keys dropped).
   probs = dropout(probs, attention_probs_dropout_prob)
 
