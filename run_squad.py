@@ -73,7 +73,7 @@ def define_flags():
                        "Questions longer than this many tokens are cut.")
   startup.define_flags(startup.MODEL_FLAGS, "max_seq_length",
                        startup.FINE_TUNING_FLAGS, startup.TPU_FLAGS,
-                       max_seq_length=384)
+                       startup.DISTRIBUTE_FLAGS, max_seq_length=384)
   flags.DEFINE_integer("n_best_size", 20,
                        "How many candidate answers per question go to "
                        "nbest_predictions.json.")
