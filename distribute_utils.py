@@ -212,13 +212,6 @@ def setup_from_flags(flag_values):
     tf2.config.set_logical_device_configuration(
         cpu, [tf2.config.LogicalDeviceConfiguration()] *
         flag_values.num_cpu_devices)
-  if (flag_values.distribution_strategy != "none" and
-      not tf2.config.threading.get_inter_op_parallelism_threads()):
-    # Replicas block in input and all-reduce ops; with as many threads as
-    # cores (TensorFlow's default) they can wait on each other forever on a
-    # small machine.
-    tf2.config.threading.set_inter_op_parallelism_threads(
-        max(8, 2 * (os.cpu_count() or 1)))
   if flag_values.distribution_strategy == "multi_worker_mirrored":
     tf2.compat.v1.disable_eager_execution()
     if not is_chief() and getattr(flag_values, "do_train", False):
@@ -227,6 +220,21 @@ def setup_from_flags(flag_values):
         if getattr(flag_values, name, False):
           logging.info("Not the chief: --%s is left to the chief", name)
           setattr(flag_values, name, False)
+
+
+def session_config(flag_values):
+  """The `ConfigProto` of the estimator's sessions under a strategy.
+
+  Replicas block in input and all-reduce ops: with TensorFlow's default of
+  as many inter-op threads as cores, two CPU replicas on a 2-core machine
+  wait on each other forever (measured), so at least 8 threads are used.
+  The session also needs the `--num_cpu_devices` split itself.
+  """
+  import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
+  return tf.ConfigProto(
+      allow_soft_placement=True,
+      inter_op_parallelism_threads=max(8, 2 * (os.cpu_count() or 1)),
+      device_count={"CPU": max(1, flag_values.num_cpu_devices)})
 
 
 def strategy_from_flags(flag_values):

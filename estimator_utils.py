@@ -119,7 +119,8 @@ def run_config_from_flags(flag_values, output_dir):
         save_checkpoints_steps=getattr(flag_values, "save_checkpoints_steps",
                                        None),
         keep_checkpoint_max=5, tf_random_seed=seed,
-        train_distribute=strategy)
+        train_distribute=strategy,
+        session_config=distribute_utils.session_config(flag_values))
   return make_run_config(
       output_dir,
       save_checkpoints_steps=getattr(flag_values, "save_checkpoints_steps",
