@@ -156,7 +156,8 @@ def test_two_cpu_replicas_match_one_device_through_run_pretraining(tmp_path):
       trained += moved > 1e-4
       # Two half-batch gradients averaged vs one full batch: float32 sums
       # in another order.
-      assert error <= max(2e-3 * moved, 1e-6), (name, error, moved)
+      # (The key biases get a zero gradient and barely move.)
+      assert error <= max(2e-3 * moved, 1e-5), (name, error, moved)
     else:
       np.testing.assert_allclose(copies[0], single[name][0], rtol=1e-3,
                                  atol=1e-6, err_msg=name)
