@@ -325,9 +325,16 @@ def tfrecord_input_fn_builder(input_files, name_to_features, is_training,
     num_cpu_threads: int, parallel readers and parsers when training.
     shuffle_buffer: int, records in the shuffle buffer when training.
 
+  Under a multi-worker `tf.distribute` strategy (an `input_context` with
+  several input pipelines), each worker trains on its own share: whole files
+  when there are at least as many files as workers, else every N-th record;
+  so no example is read twice per epoch across workers. A
+  `config.tf_random_seed` seeds the shuffles (plus the worker's index).
+
   Returns:
-    A function `input_fn(params)` -> `tf.data.Dataset` of batched feature
-    dicts; the batch size is `params["batch_size"]`.
+    A function `input_fn(params, config=None, input_context=None)` ->
+    `tf.data.Dataset` of batched feature dicts; the batch size is
+    `params["batch_size"]`.
   """
   input_files = list(input_files)
 
