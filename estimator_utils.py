@@ -18,6 +18,7 @@ import time
 from absl import logging
 import tensorflow.compat.v1 as tf
 
+import distribute_utils
 import modeling
 import optimization
 import training_options
@@ -54,7 +55,7 @@ def fine_tuning_steps(num_examples, train_batch_size, num_train_epochs,
 def make_run_config(output_dir, save_checkpoints_steps, iterations_per_loop,
                     use_tpu=False, tpu_name=None, tpu_zone=None,
                     gcp_project=None, master=None, num_tpu_cores=8,
-                    keep_checkpoint_max=5):
+                    keep_checkpoint_max=5, tf_random_seed=None):
   """Builds the `tf.estimator.tpu.RunConfig` every script uses.
 
   With `use_tpu` and `tpu_name`, the TPU is resolved through
@@ -68,6 +69,8 @@ def make_run_config(output_dir, save_checkpoints_steps, iterations_per_loop,
     use_tpu, tpu_name, tpu_zone, gcp_project, master, num_tpu_cores: the TPU
       flags.
     keep_checkpoint_max: int, how many recent checkpoints to keep.
+    tf_random_seed: int or None, the graph seed (and the training input's
+      shuffle seed in `tfrecord_input_fn_builder`).
 
   Returns:
     A `tf.estimator.tpu.RunConfig`.
@@ -90,11 +93,17 @@ def make_run_config(output_dir, save_checkpoints_steps, iterations_per_loop,
       model_dir=output_dir,
       save_checkpoints_steps=save_checkpoints_steps,
       keep_checkpoint_max=keep_checkpoint_max,
+      tf_random_seed=tf_random_seed,
       tpu_config=tpu_config)
 
 
 def run_config_from_flags(flag_values, output_dir):
   """`make_run_config` from a script's parsed flags (call it in `main`).
+
+  With `--distribution_strategy` other than none, a `tf.estimator.RunConfig`
+  whose `train_distribute` is the strategy instead (see
+  `distribute_utils.strategy_from_flags`); evaluation and prediction then
+  run on one device.
 
   Args:
     flag_values: the parsed `absl.flags.FLAGS`, holding the TPU flags and,
@@ -103,6 +112,19 @@ def run_config_from_flags(flag_values, output_dir):
       `--deterministic` change the session config and the seed).
     output_dir: str or None (a temporary directory), the model directory.
   """
+  training = training_options.options_from_flags(flag_values)
+  strategy = distribute_utils.strategy_from_flags(flag_values)
+  seed = getattr(flag_values, "random_seed", None)
+  if strategy is not None:
+    # Runs a plain Estimator (`make_estimator`); TF_CONFIG is read here.
+    return training_options.configure_run_config(tf.estimator.RunConfig(
+        model_dir=output_dir,
+        save_checkpoints_steps=getattr(flag_values, "save_checkpoints_steps",
+                                       None),
+        keep_checkpoint_max=5, tf_random_seed=seed,
+        train_distribute=strategy,
+        session_config=distribute_utils.session_config(flag_values)),
+                                                   training)
   run_config = make_run_config(
       output_dir,
       save_checkpoints_steps=getattr(flag_values, "save_checkpoints_steps",
@@ -110,14 +132,28 @@ def run_config_from_flags(flag_values, output_dir):
       iterations_per_loop=getattr(flag_values, "iterations_per_loop", 1),
       use_tpu=flag_values.use_tpu, tpu_name=flag_values.tpu_name,
       tpu_zone=flag_values.tpu_zone, gcp_project=flag_values.gcp_project,
-      master=flag_values.master, num_tpu_cores=flag_values.num_tpu_cores)
-  return training_options.configure_run_config(
-      run_config, training_options.options_from_flags(flag_values))
+      master=flag_values.master, num_tpu_cores=flag_values.num_tpu_cores,
+      tf_random_seed=seed)
+  return training_options.configure_run_config(run_config, training)
 
 
 def make_estimator(model_fn, run_config, use_tpu, train_batch_size=None,
                    eval_batch_size=None, predict_batch_size=None):
-  """Wraps `model_fn` in a `TPUEstimator` (CPU/GPU when `use_tpu` is False)."""
+  """Wraps `model_fn` in a `TPUEstimator` (CPU/GPU when `use_tpu` is False).
+
+  When `run_config.train_distribute` holds a strategy, a
+  `distribute_utils.DistributedEstimator` instead (same model_fn and
+  input_fns, global batch sizes).
+
+  Raises:
+    ValueError: under a strategy, a `train_batch_size` that is not a
+      multiple of the replica count.
+  """
+  if getattr(run_config, "train_distribute", None) is not None:
+    return distribute_utils.make_distributed_estimator(
+        model_fn, run_config, train_batch_size=train_batch_size,
+        eval_batch_size=eval_batch_size,
+        predict_batch_size=predict_batch_size)
   return tf.estimator.tpu.TPUEstimator(
       use_tpu=use_tpu,
       model_fn=model_fn,
@@ -306,24 +342,45 @@ def tfrecord_input_fn_builder(input_files, name_to_features, is_training,
     num_cpu_threads: int, parallel readers and parsers when training.
     shuffle_buffer: int, records in the shuffle buffer when training.
 
+  Under a multi-worker `tf.distribute` strategy (an `input_context` with
+  several input pipelines), each worker trains on its own share: whole files
+  when there are at least as many files as workers, else every N-th record;
+  so no example is read twice per epoch across workers. A
+  `config.tf_random_seed` seeds the shuffles (plus the worker's index).
+
   Returns:
-    A function `input_fn(params)` -> `tf.data.Dataset` of batched feature
-    dicts; the batch size is `params["batch_size"]`.
+    A function `input_fn(params, config=None, input_context=None)` ->
+    `tf.data.Dataset` of batched feature dicts; the batch size is
+    `params["batch_size"]`.
   """
   input_files = list(input_files)
 
-  def input_fn(params):
+  def input_fn(params, config=None, input_context=None):
     batch_size = params["batch_size"]
+    # One worker of several (tf.distribute): its own share, its own seed.
+    num_shards, index = distribute_utils.input_shard(input_context)
+    seed = getattr(config, "tf_random_seed", None)
+    if seed is not None:
+      seed += index
     if is_training:
-      files = tf.data.Dataset.from_tensor_slices(tf.constant(input_files))
-      files = files.repeat().shuffle(buffer_size=len(input_files))
-      cycle_length = min(num_cpu_threads, len(input_files))
-      d = files.interleave(
-          tf.data.TFRecordDataset,
-          cycle_length=cycle_length,
-          num_parallel_calls=cycle_length,
-          deterministic=False)
-      d = d.shuffle(buffer_size=shuffle_buffer)
+      if num_shards > 1 and len(input_files) < num_shards:
+        # Fewer files than workers: every worker reads all files in order
+        # and keeps every num_shards-th record.
+        d = tf.data.TFRecordDataset(input_files).shard(num_shards, index)
+        d = d.repeat()
+      else:
+        files = tf.data.Dataset.from_tensor_slices(tf.constant(input_files))
+        if num_shards > 1:
+          files = files.shard(num_shards, index)
+        num_files = len(input_files[index::num_shards])
+        files = files.repeat().shuffle(buffer_size=num_files, seed=seed)
+        cycle_length = min(num_cpu_threads, num_files)
+        d = files.interleave(
+            tf.data.TFRecordDataset,
+            cycle_length=cycle_length,
+            num_parallel_calls=cycle_length,
+            deterministic=seed is not None)
+      d = d.shuffle(buffer_size=shuffle_buffer, seed=seed)
     else:
       d = tf.data.TFRecordDataset(input_files)
     d = d.map(lambda record: decode_record(record, name_to_features),

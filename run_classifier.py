@@ -65,7 +65,7 @@ def define_flags():
   startup.define_flags("data_dir", startup.MODEL_FLAGS, "max_seq_length",
                        "do_eval", "eval_batch_size", startup.FINE_TUNING_FLAGS,
                        "export_dir", "label_column", startup.TRAINING_FLAGS,
-                       startup.TPU_FLAGS)
+                       startup.TPU_FLAGS, startup.DISTRIBUTE_FLAGS)
   # The `tsv` task (a user's own files); column numbers are 0-based and may
   # be negative (counted from the end, as in Python).
   flags.DEFINE_integer("text_a_column", 0,

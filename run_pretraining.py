@@ -49,7 +49,7 @@ def define_flags():
       "max_predictions_per_seq", "do_train", "do_eval", "train_batch_size",
       "eval_batch_size", "learning_rate", "num_train_steps",
       "num_warmup_steps", "save_checkpoints_steps", "iterations_per_loop",
-      startup.TRAINING_FLAGS, startup.TPU_FLAGS)
+      startup.TRAINING_FLAGS, startup.TPU_FLAGS, startup.DISTRIBUTE_FLAGS)
   flags.DEFINE_integer("max_eval_steps", 100,
                        "Evaluate on at most this many batches.")
 
@@ -302,8 +302,8 @@ def input_fn_builder(input_files, max_seq_length, max_predictions_per_seq,
       is_training=is_training, drop_remainder=fixed_batches,
       num_cpu_threads=num_cpu_threads)
 
-  def input_fn(params):
-    dataset = base_input_fn(params)
+  def input_fn(params, config=None, input_context=None):
+    dataset = base_input_fn(params, config, input_context)
     if not is_training and use_tpu:
       dataset = dataset.repeat()
     return dataset

@@ -74,7 +74,7 @@ def define_flags():
   startup.define_flags(startup.MODEL_FLAGS, "max_seq_length", "doc_stride",
                        startup.FINE_TUNING_FLAGS, "export_dir",
                        startup.TRAINING_FLAGS, startup.TPU_FLAGS,
-                       max_seq_length=384)
+                       startup.DISTRIBUTE_FLAGS, max_seq_length=384)
   flags.DEFINE_integer("n_best_size", 20,
                        "How many candidate answers per question go to "
                        "nbest_predictions.json.")

@@ -149,6 +149,32 @@ SHARED_FLAGS = collections.OrderedDict([
     ("master", (_S, None, "Address of the TensorFlow master.")),
     ("num_tpu_cores", (_I, 8,
                        "TPU cores to use; with --use_tpu only.")),
+    # tf.distribute (several GPUs or machines); not with --use_tpu.
+    ("distribution_strategy", (_S, "none",
+                               "none: one device (the reference's path). "
+                               "mirrored: data-parallel over --num_gpus GPUs "
+                               "of this machine (or --num_cpu_devices CPU "
+                               "replicas). multi_worker_mirrored: over the "
+                               "machines that the TF_CONFIG environment "
+                               "variable lists, --num_gpus GPUs each. Batch "
+                               "sizes stay global (all replicas together); "
+                               "--train_batch_size must be a multiple of the "
+                               "replica count.")),
+    ("num_gpus", (_I, 1,
+                  "GPUs per machine for --distribution_strategy (0: the "
+                  "CPU); ignored with none.")),
+    ("num_cpu_devices", (_I, 0,
+                         "With --distribution_strategy=mirrored and "
+                         "--num_gpus=0: split the CPU into this many "
+                         "replicas (0: no split). For testing.")),
+    ("worker_timeout_secs", (_I, 300,
+                             "With multi_worker_mirrored: seconds to wait "
+                             "for every other TF_CONFIG task to be "
+                             "reachable before failing.")),
+    ("random_seed", (_I, None,
+                     "Seed of the graph's random operations and of the "
+                     "training input's shuffling (each worker adds its "
+                     "index); default unseeded, a new order every run.")),
 ])
 
 TPU_FLAGS = ("use_tpu", "tpu_name", "tpu_zone", "gcp_project", "master",
@@ -157,6 +183,8 @@ MODEL_FLAGS = ("bert_config_file", "vocab_file", "init_checkpoint",
                "do_lower_case", "output_dir")
 TRAINING_FLAGS = ("precision", "gradient_accumulation_steps", "optimizer",
                   "poly_power", "use_xla", "deterministic")
+DISTRIBUTE_FLAGS = ("distribution_strategy", "num_gpus", "num_cpu_devices",
+                    "worker_timeout_secs", "random_seed")
 FINE_TUNING_FLAGS = ("do_train", "do_predict", "train_batch_size",
                      "predict_batch_size", "learning_rate", "num_train_epochs",
                      "warmup_proportion", "save_checkpoints_steps",
@@ -240,6 +268,10 @@ def _parse_flags(argv):
 def run_main(main):
   """Runs `main` through `absl.app.run`, reporting bad input in one line.
 
+  Before `main`, `distribute_utils.setup_from_flags` checks the
+  `DISTRIBUTE_FLAGS` (where the script has them) and splits the CPU for
+  `--num_cpu_devices`.
+
   A flag that does not parse, a missing required flag, or a `ValueError`,
   `OSError` or TensorFlow `NotFoundError` / `InvalidArgumentError` /
   `FailedPreconditionError` / `PermissionDeniedError` / `AlreadyExistsError`
@@ -249,6 +281,8 @@ def run_main(main):
 
   def _guarded(argv):
     try:
+      import distribute_utils  # pylint: disable=g-import-not-at-top
+      distribute_utils.setup_from_flags(flags.FLAGS)
       return main(argv)
     except _user_errors() as e:  # pylint: disable=catching-non-exception
       if os.environ.get("BERT_DEBUG"):

@@ -1,0 +1,455 @@
+"""Data-parallel training on `tf.distribute`: one machine or several.
+
+The scripts train through a plain `tf.estimator.Estimator` whose
+`RunConfig(train_distribute=strategy)` holds a `MirroredStrategy` (several
+GPUs, or logical CPUs, of one machine) or a `MultiWorkerMirroredStrategy`
+(several machines, described by the `TF_CONFIG` environment variable). TPUs
+keep the `TPUEstimator`. Public names:
+
+* `setup_from_flags(flag_values)`: the start-up part (logical CPU devices,
+  flag and `TF_CONFIG` checks), run by `startup.run_main` before `main`;
+* `strategy_from_flags(flag_values)`: the strategy, or None;
+* `DistributedEstimator`: the `Estimator` that runs a `TPUEstimator`
+  model_fn under a strategy, with global batch sizes;
+* `is_chief()`: whether this process writes the outputs;
+* `parse_tf_config(text)`, `check_global_batch(...)`, `peer_addresses()`,
+  `start_peer_watchdog(...)`, `input_shard(input_context)`: the pieces.
+
+Batch sizes stay global, as on TPU: `--train_batch_size` examples per step
+over all replicas. An `Estimator` under a strategy gives every replica its
+own batch of `params["batch_size"]` examples, so that is set to the global
+size divided by the replica count.
+"""
+
+import inspect
+import json
+import os
+import socket
+import sys
+import threading
+import time
+
+from absl import logging
+
+STRATEGIES = ("none", "mirrored", "multi_worker_mirrored")
+# Set by `setup_from_flags` from --worker_timeout_secs.
+_SETTINGS = {"worker_timeout_secs": 300}
+
+
+# ----------------------------------------------------------------------------
+# Checks
+# ----------------------------------------------------------------------------
+
+
+def parse_tf_config(text):
+  """Reads and checks a `TF_CONFIG` JSON string.
+
+  Expected: `{"cluster": {"worker": ["host:port", ...], ("chief": [...])},
+  "task": {"type": "worker", "index": 0}}`.
+
+  Returns:
+    dict, the parsed JSON.
+
+  Raises:
+    ValueError: naming the key at fault (`TF_CONFIG: task.index ...`).
+  """
+  if not text:
+    raise ValueError("TF_CONFIG is not set: --distribution_strategy="
+                     "multi_worker_mirrored needs it to name the cluster and "
+                     "this task (see README)")
+  try:
+    config = json.loads(text)
+  except ValueError as e:
+    raise ValueError("TF_CONFIG is not valid JSON (%s)" % e) from None
+  if not isinstance(config, dict):
+    raise ValueError("TF_CONFIG: expected a JSON object with keys 'cluster' "
+                     "and 'task'")
+  cluster = config.get("cluster")
+  if not isinstance(cluster, dict) or not cluster:
+    raise ValueError("TF_CONFIG: key 'cluster' missing or empty; expected "
+                     "{\"worker\": [\"host:port\", ...]}")
+  for job, addresses in cluster.items():
+    if job not in ("chief", "worker"):
+      raise ValueError("TF_CONFIG: cluster.%s: only 'chief' and 'worker' "
+                       "jobs are supported" % job)
+    if not isinstance(addresses, list) or not addresses:
+      raise ValueError("TF_CONFIG: cluster.%s: expected a non-empty list of "
+                       "\"host:port\" strings" % job)
+    for i, address in enumerate(addresses):
+      host, _, port = str(address).rpartition(":")
+      if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError("TF_CONFIG: cluster.%s[%d]=%r: expected "
+                         "\"host:port\"" % (job, i, address))
+  task = config.get("task")
+  if not isinstance(task, dict):
+    raise ValueError("TF_CONFIG: key 'task' missing; expected {\"type\": "
+                     "\"worker\", \"index\": 0}")
+  task_type = task.get("type")
+  if task_type not in cluster:
+    raise ValueError("TF_CONFIG: task.type=%r is not a job of cluster (%s)" %
+                     (task_type, ", ".join(sorted(cluster))))
+  index = task.get("index")
+  if (not isinstance(index, int) or isinstance(index, bool) or
+      not 0 <= index < len(cluster[task_type])):
+    raise ValueError("TF_CONFIG: task.index=%r: expected an integer from 0 "
+                     "to %d (cluster.%s has %d addresses)" %
+                     (index, len(cluster[task_type]) - 1, task_type,
+                      len(cluster[task_type])))
+  return config
+
+
+def _tf_config():
+  text = os.environ.get("TF_CONFIG", "")
+  return parse_tf_config(text) if text else None
+
+
+def is_chief():
+  """Whether this process writes checkpoints, summaries and result files.
+
+  True without `TF_CONFIG` (one process), for the `chief` task, and for
+  worker 0 of a cluster with no `chief` job (as `MultiWorkerMirroredStrategy`
+  decides).
+  """
+  config = _tf_config()
+  if config is None:
+    return True
+  task = config["task"]
+  if "chief" in config["cluster"]:
+    return task["type"] == "chief"
+  return task["type"] == "worker" and task["index"] == 0
+
+
+def peer_addresses(config):
+  """[(label, "host:port")] of every task but this one, from a TF_CONFIG."""
+  me = (config["task"]["type"], config["task"]["index"])
+  peers = []
+  for job in ("chief", "worker"):
+    for i, address in enumerate(config["cluster"].get(job, [])):
+      if (job, i) != me:
+        peers.append(("cluster.%s[%d]" % (job, i), address))
+  return peers
+
+
+def check_global_batch(batch_size, num_replicas, flag_name):
+  """Per-replica batch size of a global batch.
+
+  Raises:
+    ValueError: when `batch_size` is not a positive multiple of
+      `num_replicas`.
+  """
+  if batch_size % num_replicas or batch_size < num_replicas:
+    raise ValueError(
+        "--%s=%d is the global batch (all replicas together) and must be a "
+        "multiple of the %d replicas" % (flag_name, batch_size, num_replicas))
+  return batch_size // num_replicas
+
+
+def _check_flags(flag_values, num_visible_gpus):
+  """Problems with the distribution flags, as one ValueError."""
+  name = flag_values.distribution_strategy
+  if name not in STRATEGIES:
+    raise ValueError("--distribution_strategy=%s: expected one of %s" %
+                     (name, ", ".join(STRATEGIES)))
+  if flag_values.use_tpu:
+    given = [f for f in ("num_gpus", "num_cpu_devices")
+             if flag_values[f].present]
+    if name != "none" or given:
+      raise ValueError(
+          "--use_tpu runs on the TPUEstimator: --%s cannot be combined with "
+          "it" % ("distribution_strategy=" + name if name != "none"
+                  else given[0]))
+    return
+  if flag_values.num_gpus < 0 or flag_values.num_cpu_devices < 0:
+    raise ValueError("--num_gpus and --num_cpu_devices must be >= 0")
+  if name == "none":
+    return
+  if flag_values.num_gpus > num_visible_gpus:
+    raise ValueError(
+        "--num_gpus=%d but %d GPU%s visible to TensorFlow (check "
+        "CUDA_VISIBLE_DEVICES and the CUDA install, or use --num_gpus=0 for "
+        "the CPU)" % (flag_values.num_gpus, num_visible_gpus,
+                      " is" if num_visible_gpus == 1 else "s are"))
+  if flag_values.num_gpus and flag_values.num_cpu_devices:
+    raise ValueError("--num_cpu_devices splits the CPU for replicas on the "
+                     "CPU; use it with --num_gpus=0")
+  if name == "multi_worker_mirrored":
+    if flag_values.num_cpu_devices > 1:
+      raise ValueError("--num_cpu_devices > 1 is for --distribution_strategy="
+                       "mirrored; a multi-worker CPU task has one replica")
+    parse_tf_config(os.environ.get("TF_CONFIG", ""))
+
+
+# ----------------------------------------------------------------------------
+# Start-up
+# ----------------------------------------------------------------------------
+
+
+def setup_from_flags(flag_values):
+  """Checks the distribution flags and prepares the runtime (before `main`).
+
+  Splits the CPU into `--num_cpu_devices` logical devices, which must happen
+  before TensorFlow creates any device. For multi-worker training: turns off
+  eager execution (the estimator's multi-worker path builds its graphs in
+  TF1 style, and a strategy made eagerly fails there), and on every task
+  but the chief turns off `--do_eval` and `--do_predict` when training, so
+  that the chief alone writes result files.
+
+  Raises:
+    ValueError: one line naming the flag or the `TF_CONFIG` key at fault.
+  """
+  if "distribution_strategy" not in flag_values:
+    return
+  import tensorflow as tf2  # pylint: disable=g-import-not-at-top
+  gpus = tf2.config.list_physical_devices("GPU")
+  _check_flags(flag_values, len(gpus))
+  if "worker_timeout_secs" in flag_values:
+    if flag_values.worker_timeout_secs < 1:
+      raise ValueError("--worker_timeout_secs=%d: expected at least 1" %
+                       flag_values.worker_timeout_secs)
+    _SETTINGS["worker_timeout_secs"] = flag_values.worker_timeout_secs
+  if flag_values.num_cpu_devices > 1:
+    cpu = tf2.config.list_physical_devices("CPU")[0]
+    tf2.config.set_logical_device_configuration(
+        cpu, [tf2.config.LogicalDeviceConfiguration()] *
+        flag_values.num_cpu_devices)
+  if flag_values.distribution_strategy == "multi_worker_mirrored":
+    tf2.compat.v1.disable_eager_execution()
+    if not is_chief() and getattr(flag_values, "do_train", False):
+      # Only the chief writes results; the other workers help it train.
+      for name in ("do_eval", "do_predict"):
+        if getattr(flag_values, name, False):
+          logging.info("Not the chief: --%s is left to the chief", name)
+          setattr(flag_values, name, False)
+
+
+def session_config(flag_values):
+  """The `ConfigProto` of the estimator's sessions under a strategy.
+
+  Replicas block in input and all-reduce ops: with TensorFlow's default of
+  as many inter-op threads as cores, two CPU replicas on a 2-core machine
+  wait on each other forever (measured), so at least 8 threads are used.
+  The session also needs the `--num_cpu_devices` split itself.
+  """
+  import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
+  return tf.ConfigProto(
+      allow_soft_placement=True,
+      inter_op_parallelism_threads=max(8, 2 * (os.cpu_count() or 1)),
+      device_count={"CPU": max(1, flag_values.num_cpu_devices)})
+
+
+def strategy_from_flags(flag_values):
+  """The `tf.distribute` strategy the flags ask for, or None (no strategy).
+
+  mirrored: `MirroredStrategy` over GPUs 0..num_gpus-1, or over the
+  `--num_cpu_devices` logical CPUs (one CPU when 0 or 1) with
+  `--num_gpus=0`. multi_worker_mirrored: `MultiWorkerMirroredStrategy` over
+  the `TF_CONFIG` cluster, each task using its `--num_gpus` GPUs (or its
+  CPU).
+  """
+  name = getattr(flag_values, "distribution_strategy", "none")
+  if name == "none" or flag_values.use_tpu:
+    return None
+  import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
+  num_gpus = flag_values.num_gpus
+  if name == "mirrored":
+    if num_gpus:
+      devices = ["/gpu:%d" % i for i in range(num_gpus)]
+    else:
+      devices = ["/cpu:%d" % i
+                 for i in range(max(1, flag_values.num_cpu_devices))]
+    return tf.distribute.MirroredStrategy(devices)
+  resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+  # Each task's local devices: its GPUs, or its CPU.
+  resolver.num_accelerators = lambda *a, **k: {"GPU": num_gpus}
+  return tf.distribute.experimental.MultiWorkerMirroredStrategy(
+      cluster_resolver=resolver)
+
+
+# ----------------------------------------------------------------------------
+# Reaching the other workers
+# ----------------------------------------------------------------------------
+
+
+def _reachable(address, timeout):
+  host, _, port = address.rpartition(":")
+  try:
+    socket.create_connection((host, int(port)), timeout=timeout).close()
+    return True
+  except OSError:
+    return False
+
+
+def start_peer_watchdog(timeout_secs):
+  """Ends the process if a peer in `TF_CONFIG` is not reachable in time.
+
+  TensorFlow waits for missing workers without a limit (and holds the Python
+  lock while it does, at places), so a background thread polls every other
+  task's address by TCP; when one still refuses after `timeout_secs`, it
+  prints `error: ...` naming the address and ends the process with status 1.
+
+  Returns:
+    The thread (daemon), or None without `TF_CONFIG` or peers.
+  """
+  config = _tf_config()
+  if config is None or not peer_addresses(config):
+    return None
+  peers = peer_addresses(config)
+
+  def watch():
+    deadline = time.time() + timeout_secs
+    waiting = list(peers)
+    while waiting:
+      waiting = [(label, address) for label, address in waiting
+                 if not _reachable(address, 1.0)]
+      if waiting and time.time() > deadline:
+        label, address = waiting[0]
+        sys.stderr.write(
+            "error: --distribution_strategy=multi_worker_mirrored: worker "
+            "%s (TF_CONFIG %s) not reachable within %ds; start every task "
+            "of the cluster, and check the address and firewall\n" %
+            (address, label, timeout_secs))
+        sys.stderr.flush()
+        os._exit(1)  # pylint: disable=protected-access
+      if waiting:
+        time.sleep(1.0)
+    logging.info("All %d other tasks of the cluster are reachable",
+                 len(peers))
+
+  thread = threading.Thread(target=watch, name="peer_watchdog", daemon=True)
+  thread.start()
+  return thread
+
+
+# ----------------------------------------------------------------------------
+# Input
+# ----------------------------------------------------------------------------
+
+
+def input_shard(input_context):
+  """(num_shards, shard_index) of this worker's input pipeline; (1, 0) alone."""
+  if input_context is None:
+    return 1, 0
+  return input_context.num_input_pipelines, input_context.input_pipeline_id
+
+
+# ----------------------------------------------------------------------------
+# Estimator
+# ----------------------------------------------------------------------------
+
+
+def _with_batch_size(input_fn, batch_size):
+  """`input_fn` called with `params["batch_size"] = batch_size`.
+
+  Passes `config` and `input_context` on where `input_fn` takes them.
+  """
+  names = inspect.signature(input_fn).parameters
+
+  def wrapped(params, config, input_context=None):
+    kwargs = {"params": dict(params, batch_size=batch_size)}
+    if "config" in names:
+      kwargs["config"] = config
+    if "input_context" in names:
+      kwargs["input_context"] = input_context
+    return input_fn(**kwargs)
+
+  return wrapped
+
+
+class DistributedEstimator(object):
+  """Runs a TPUEstimator-style model_fn in a `tf.estimator.Estimator`.
+
+  The `model_fn` may return a `TPUEstimatorSpec` (converted with
+  `as_estimator_spec()`). Every input_fn gets `params["batch_size"]`, as
+  TPUEstimator gives it: for training the global `train_batch_size` divided
+  by the replica count (each replica reads its own batch); for evaluation
+  and prediction, which run on one device, the global sizes. Multi-worker
+  training goes through `tf.estimator.train_and_evaluate` (TensorFlow
+  refuses a plain `train` there), with `start_peer_watchdog` running.
+
+  `train`, `evaluate` and `predict` take the `tf.estimator.Estimator`
+  arguments; `estimator` is the wrapped `Estimator`.
+
+  Args:
+    model_fn: the script's `model_fn(features, labels, mode, params)`.
+    config: a `tf.estimator.RunConfig` with `train_distribute` set.
+    train_batch_size, eval_batch_size, predict_batch_size: int or None,
+      global batch sizes.
+
+  Raises:
+    ValueError: a global batch that is not a multiple of the replica count.
+  """
+
+  def __init__(self, model_fn, config, train_batch_size=None,
+               eval_batch_size=None, predict_batch_size=None):
+    import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
+    strategy = config.train_distribute
+    replicas = strategy.num_replicas_in_sync
+    keys = tf.estimator.ModeKeys
+    self._batch_sizes = {
+        keys.TRAIN: (check_global_batch(train_batch_size, replicas,
+                                        "train_batch_size")
+                     if train_batch_size else None),
+        keys.EVAL: eval_batch_size,
+        keys.PREDICT: predict_batch_size,
+    }
+    logging.info("Training on %d replicas (%s), %s examples per replica "
+                 "per step", replicas, type(strategy).__name__,
+                 self._batch_sizes[keys.TRAIN])
+    batch_sizes = self._batch_sizes
+
+    def estimator_model_fn(features, labels, mode, params):
+      spec = model_fn(features=features, labels=labels, mode=mode,
+                      params=dict(params, batch_size=batch_sizes[mode]))
+      if hasattr(spec, "as_estimator_spec"):
+        spec = spec.as_estimator_spec()
+      return spec
+
+    self.estimator = tf.estimator.Estimator(
+        model_fn=estimator_model_fn, config=config, params={})
+
+  @property
+  def config(self):
+    return self.estimator.config
+
+  @property
+  def model_dir(self):
+    return self.estimator.model_dir
+
+  def train(self, input_fn, hooks=None, steps=None, max_steps=None,
+            saving_listeners=None):
+    """`Estimator.train`; multi-worker: through `train_and_evaluate`."""
+    import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
+    input_fn = _with_batch_size(input_fn,
+                                self._batch_sizes[tf.estimator.ModeKeys.TRAIN])
+    if not getattr(self.config, "_distribute_coordinator_mode", None):
+      self.estimator.train(input_fn, hooks=hooks, steps=steps,
+                           max_steps=max_steps,
+                           saving_listeners=saving_listeners)
+      return self
+    if steps is not None or saving_listeners:
+      raise ValueError("multi-worker training takes max_steps only")
+    start_peer_watchdog(_SETTINGS["worker_timeout_secs"])
+    tf.estimator.train_and_evaluate(
+        self.estimator,
+        tf.estimator.TrainSpec(input_fn, max_steps=max_steps, hooks=hooks),
+        # There is no evaluator task: the workers only train.
+        tf.estimator.EvalSpec(input_fn, steps=1))
+    return self
+
+  def evaluate(self, input_fn, **kwargs):
+    """`Estimator.evaluate` on one device, global `eval_batch_size`."""
+    import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
+    return self.estimator.evaluate(_with_batch_size(
+        input_fn, self._batch_sizes[tf.estimator.ModeKeys.EVAL]), **kwargs)
+
+  def predict(self, input_fn, **kwargs):
+    """`Estimator.predict` on one device, global `predict_batch_size`."""
+    import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
+    return self.estimator.predict(_with_batch_size(
+        input_fn, self._batch_sizes[tf.estimator.ModeKeys.PREDICT]),
+                                  **kwargs)
+
+
+def make_distributed_estimator(model_fn, run_config, **kwargs):
+  """A `DistributedEstimator` (see its docstring); kwargs: its arguments."""
+  return DistributedEstimator(model_fn, run_config, **kwargs)
