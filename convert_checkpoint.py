@@ -36,6 +36,8 @@ Hugging Face `gelu` is the exact erf form (this project's `gelu_exact`),
 `gelu`). Every output folder is written under a temporary name and renamed
 when complete.
 """
+import tf_quiet  # pylint: disable=unused-import  # First: before TensorFlow.
+
 import contextlib
 import json
 import math

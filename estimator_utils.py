@@ -20,6 +20,7 @@ import tensorflow.compat.v1 as tf
 
 import modeling
 import optimization
+import reliability
 
 
 # ----------------------------------------------------------------------------
@@ -196,16 +197,23 @@ def train_spec(total_loss, learning_rate, num_train_steps, num_warmup_steps,
 class ProgressHook(tf.estimator.SessionRunHook):
   """Logs the global step, examples/sec and the estimated time left.
 
+  A line at the first step of a run (a fresh start or a resume), every
+  `every_n_steps` steps or `every_n_secs` seconds, whichever comes first,
+  and at `total_steps`.
+
   Args:
     batch_size: int, examples per step.
     total_steps: int or None, the step at which the run ends (for the ETA).
-    every_n_steps: int, how often to log.
+    every_n_steps: int, how often to log, in steps.
+    every_n_secs: float, how often to log at least, in seconds.
   """
 
-  def __init__(self, batch_size, total_steps=None, every_n_steps=100):
+  def __init__(self, batch_size, total_steps=None, every_n_steps=100,
+               every_n_secs=60.0):
     self._batch_size = batch_size
     self._total_steps = total_steps
     self._every_n_steps = max(1, int(every_n_steps))
+    self._every_n_secs = every_n_secs
     self._global_step = None
     self._last_time = None
     self._last_step = None
@@ -224,11 +232,19 @@ class ProgressHook(tf.estimator.SessionRunHook):
     del run_context
     self._calls += 1
     now = time.time()
-    step = run_values.results if self._global_step is not None else self._calls
+    # The global step read with the train op is the value before it.
+    step = (run_values.results + 1 if self._global_step is not None
+            else self._calls)
     if self._last_time is None:
+      logging.info("step %d: first step of this run%s", step,
+                   " (resumed)" if step > 1 else "")
       self._last_time, self._last_step = now, step
       return
-    if step - self._last_step < self._every_n_steps:
+    final = self._total_steps is not None and step >= self._total_steps
+    if (step - self._last_step < self._every_n_steps and not final
+        and now - self._last_time < self._every_n_secs):
+      return
+    if step == self._last_step:
       return
     elapsed = max(now - self._last_time, 1e-9)
     steps_per_sec = (step - self._last_step) / elapsed
@@ -295,6 +311,8 @@ def tfrecord_input_fn_builder(input_files, name_to_features, is_training,
     dicts; the batch size is `params["batch_size"]`.
   """
   input_files = list(input_files)
+  # A DataLossError then names the damaged file (startup.run_main).
+  reliability.register_record_files(input_files)
 
   def input_fn(params):
     batch_size = params["batch_size"]

@@ -19,6 +19,8 @@ Example:
     --max_seq_length=128 --batch_size=8
 """
 
+import tf_quiet  # pylint: disable=unused-import  # First: before TensorFlow.
+
 import collections
 import json
 import re

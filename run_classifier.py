@@ -16,6 +16,8 @@ Usage (see README.md):
     --init_checkpoint=$BERT_DIR --output_dir=/tmp/mrpc
 """
 
+import tf_quiet  # pylint: disable=unused-import  # First: before TensorFlow.
+
 import collections
 import functools
 import os
@@ -41,6 +43,7 @@ import feature_utils
 import glue_metrics
 import io_utils
 import modeling
+import reliability
 import startup
 import tokenization
 
@@ -578,6 +581,8 @@ def main(_):
                                         ("test", FLAGS.do_predict)) if wanted]
   examples = _read_examples(processor, FLAGS.data_dir, splits)
   tf.io.gfile.makedirs(output_dir)
+  if FLAGS.do_train:
+    reliability.start_training(output_dir)
 
   # 3. The estimator.
   num_train_steps, num_warmup_steps = None, None
@@ -617,7 +622,11 @@ def main(_):
         # 100 steps.
         hooks=[estimator_utils.ProgressHook(
             FLAGS.train_batch_size, total_steps=num_train_steps,
-            every_n_steps=min(100, max(1, num_train_steps // 10)))])
+            every_n_steps=min(100, max(1, num_train_steps // 10)))] +
+        reliability.training_hooks(
+            output_dir, num_train_steps, FLAGS.save_checkpoints_steps,
+            FLAGS.save_checkpoints_secs, FLAGS.use_tpu))
+    reliability.exit_if_preempted(output_dir)
   if FLAGS.do_eval:
     logging.info("***** Running evaluation *****")
     eval_file = os.path.join(output_dir, "eval.tf_record")

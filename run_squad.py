@@ -24,6 +24,8 @@ Example (SQuAD 1.1):
     --doc_stride=128 --output_dir=/tmp/squad_base/
 """
 
+import tf_quiet  # pylint: disable=unused-import  # First: before TensorFlow.
+
 import collections
 import os
 import random
@@ -34,6 +36,7 @@ import tensorflow.compat.v1 as tf
 
 import estimator_utils
 import modeling
+import reliability
 # The reference's public names of this module live in squad_data and
 # squad_predictions; code written for it (`run_squad.read_squad_examples`)
 # keeps working.
@@ -336,6 +339,8 @@ def main(_):
         len(train_examples), FLAGS.train_batch_size, FLAGS.num_train_epochs,
         FLAGS.warmup_proportion)
   tf.io.gfile.makedirs(out)
+  if FLAGS.do_train:
+    reliability.start_training(out)
 
   # 3. The estimator.
   model_fn = model_fn_builder(
@@ -362,7 +367,11 @@ def main(_):
                                   is_training=True, drop_remainder=True),
         max_steps=num_train_steps,
         hooks=[estimator_utils.ProgressHook(FLAGS.train_batch_size,
-                                            num_train_steps)])
+                                            num_train_steps)] +
+        reliability.training_hooks(
+            out, num_train_steps, FLAGS.save_checkpoints_steps,
+            FLAGS.save_checkpoints_secs, FLAGS.use_tpu))
+    reliability.exit_if_preempted(out)
   if FLAGS.do_predict:
     examples = read_squad_examples(
         FLAGS.predict_file, is_training=False,

@@ -195,6 +195,12 @@ def _training_answer(qa, doc_tokens, char_to_word_offset,
   """(answer text, start word, end word, is_impossible), or None if skipped."""
   is_impossible = bool(version_2_with_negative and qa.get("is_impossible"))
   if is_impossible:
+    if qa.get("answers"):
+      # The reference trains such a question as impossible; so does this,
+      # but says so (the data contradicts itself).
+      logging.warning("%s: %s id %r is marked is_impossible but has %d "
+                      "answer(s); trained as impossible, answers ignored",
+                      input_file, where, qa.get("id"), len(qa["answers"]))
     return "", -1, -1, True
   answers = _field(qa, "answers", list, input_file, where)
   if len(answers) != 1:
