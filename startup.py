@@ -219,7 +219,9 @@ def run_main(main):
       # Deprecation notices of tf.compat.v1 APIs (a dozen lines before the
       # first line of the project's own log); BERT_DEBUG=1 shows them.
       from tensorflow.python.util import deprecation  # pylint: disable=g-import-not-at-top
+      from tensorflow.python.util import module_wrapper  # pylint: disable=g-import-not-at-top
       deprecation._PRINT_DEPRECATION_WARNINGS = False  # pylint: disable=protected-access
+      module_wrapper._PER_MODULE_WARNING_LIMIT = 0  # pylint: disable=protected-access
     try:
       return main(argv)
     except Exception as e:  # pylint: disable=broad-except

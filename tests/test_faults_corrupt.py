@@ -104,6 +104,7 @@ def test_truncated_tfrecord_during_training_is_one_line(tmp_path):
   line = fh.last_line(result.stderr)
   assert line.startswith("error: %s: truncated record at byte" % bad), line
   assert good not in line and "Traceback" not in result.stderr
+  assert "deprecated" not in result.stderr
 
 
 # ---------------------------------------------------------------------------
@@ -330,3 +331,69 @@ def test_several_problems_are_reported_together(tmp_path):
   assert "--vocab_file: %s is a directory" % tmp_path in message
   assert "--init_checkpoint: no TensorFlow checkpoint" in message
   assert "\n" not in message
+
+
+# ---------------------------------------------------------------------------
+# Flags that do not parse, and a quiet console.
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, args, expected", [
+    ("create_pretraining_data.py", ["--max_seq_length=abc"],
+     "error: flag --max_seq_length=abc: invalid literal for int() with base "
+     "10: 'abc'"),
+    ("run_pretraining.py", ["--num_train_steps=1.5"],
+     "error: flag --num_train_steps=1.5:"),
+    ("run_classifier.py", ["--data_dir=x", "--vocab_file=x",
+                           "--bert_config_file=x", "--output_dir=x"],
+     "error: flag --task_name=None: Flag --task_name must have a value other "
+     "than None."),
+    ("run_squad.py", ["--do_train=maybe"], "error: flag --do_train=maybe:"),
+    ("extract_features.py", ["--batch_size="], "error: flag --batch_size=:"),
+    ("convert_checkpoint.py", ["--direction=sideways", "--input=a",
+                               "--output=b"],
+     "error: flag --direction=sideways: value should be one of "
+     "<hf_to_tf|tf_to_hf>"),
+    ("convert_checkpoint.py", ["--direction=hf_to_tf", "--output=b"],
+     "error: flag --input=None: Flag --input must have a value other than "
+     "None."),
+])
+def test_flag_parsing_errors_are_one_line(name, args, expected):
+  result = fh.run(name, args, timeout=120)
+  assert result.returncode == 1
+  lines = result.stderr.strip().splitlines()
+  assert len(lines) == 1, result.stderr  # TensorFlow's start-up noise too.
+  assert lines[0].startswith(expected), lines[0]
+
+
+@pytest.mark.slow
+def test_console_is_quiet_before_an_error_and_bert_debug_brings_it_back(
+    tmp_path):
+  # check_record_lengths reads with a deprecated TensorFlow API.
+  data = fh.write_records(str(tmp_path / "data.tfrecord"), 2)
+  args = fh.pretraining_flags(data, str(tmp_path / "out"),
+                              max_predictions_per_seq=7)
+  quiet = fh.run("run_pretraining.py", args, timeout=120)
+  assert quiet.returncode == 1
+  lines = quiet.stderr.strip().splitlines()
+  assert len(lines) == 1, quiet.stderr
+  assert "--max_predictions_per_seq=7" in lines[0]
+  loud = fh.run("run_pretraining.py", args, timeout=120, BERT_DEBUG="1")
+  assert loud.returncode == 1
+  assert "Traceback" in loud.stderr and "deprecated" in loud.stderr
+
+
+def test_tf_quiet_keeps_a_level_the_user_set():
+  code = "import tf_quiet, os; print(os.environ['TF_CPP_MIN_LOG_LEVEL'])"
+  for extra, expected in [({}, "3"), ({"TF_CPP_MIN_LOG_LEVEL": "1"}, "1")]:
+    out = fh.subprocess.run([fh.sys.executable, "-c", code],
+                            cwd=fh.REPO_ROOT, env=fh.env(**extra),
+                            capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == expected
+  debug = fh.subprocess.run(
+      [fh.sys.executable, "-c",
+       "import tf_quiet, os; print(os.environ.get('TF_CPP_MIN_LOG_LEVEL'))"],
+      cwd=fh.REPO_ROOT, env=fh.env(BERT_DEBUG="1"), capture_output=True,
+      text=True, check=True)
+  assert debug.stdout.strip() == "None"
