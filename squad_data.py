@@ -123,10 +123,12 @@ def load_squad_data(input_file):
   if not tf.io.gfile.exists(input_file):
     raise FileNotFoundError("%s: no such file (expected a SQuAD JSON file)" %
                             input_file)
-  with tf.io.gfile.GFile(input_file, "r") as f:
-    text = f.read()
+  with tf.io.gfile.GFile(input_file, "rb") as f:
+    data = f.read()
   try:
-    parsed = json.loads(text)
+    # json.loads reads UTF-8 (and UTF-16/32) bytes as the text reader did;
+    # bytes that are none of these are a one-line error naming the file.
+    parsed = json.loads(data)
   except ValueError as e:
     raise ValueError("%s: not valid JSON (%s)" % (input_file, e)) from e
   return _field(parsed, "data", list, input_file, "the top level")

@@ -7,6 +7,7 @@ limit, and an output-folder watcher.
 import json
 import os
 import random
+import re
 import resource
 import signal
 import subprocess
@@ -265,3 +266,39 @@ class FolderWatcher(object):
           if error:
             self.errors.append(error)
       time.sleep(self.interval)
+
+
+class Lines(object):
+  """Collects a process's stderr lines in a thread; waits for a pattern."""
+
+  def __init__(self, proc):
+    self.proc = proc
+    self.lines = []
+    self._cond = threading.Condition()
+    self._thread = threading.Thread(target=self._read, daemon=True)
+    self._thread.start()
+
+  def _read(self):
+    for line in self.proc.stderr:
+      with self._cond:
+        self.lines.append(line.rstrip("\n"))
+        self._cond.notify_all()
+    with self._cond:
+      self.lines.append(None)
+      self._cond.notify_all()
+
+  def wait_for(self, pattern, timeout=240):
+    deadline = time.time() + timeout
+    with self._cond:
+      while True:
+        for line in self.lines:
+          if line is not None and re.search(pattern, line):
+            return line
+        if None in self.lines or time.time() > deadline:
+          raise AssertionError("no line matching %r in:\n%s" % (
+              pattern, "\n".join(l for l in self.lines[-30:] if l)))
+        self._cond.wait(1.0)
+
+  def text(self):
+    self._thread.join(timeout=60)
+    return "\n".join(l for l in self.lines if l is not None)

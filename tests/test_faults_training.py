@@ -7,7 +7,6 @@ import os
 import re
 import signal
 import subprocess
-import threading
 import time
 
 import pytest
@@ -15,42 +14,6 @@ import tensorflow.compat.v1 as tf
 
 import fault_helpers as fh
 import reliability
-
-
-class _Lines(object):
-  """Collects a process's stderr lines in a thread; waits for a pattern."""
-
-  def __init__(self, proc):
-    self.proc = proc
-    self.lines = []
-    self._cond = threading.Condition()
-    self._thread = threading.Thread(target=self._read, daemon=True)
-    self._thread.start()
-
-  def _read(self):
-    for line in self.proc.stderr:
-      with self._cond:
-        self.lines.append(line.rstrip("\n"))
-        self._cond.notify_all()
-    with self._cond:
-      self.lines.append(None)
-      self._cond.notify_all()
-
-  def wait_for(self, pattern, timeout=240):
-    deadline = time.time() + timeout
-    with self._cond:
-      while True:
-        for line in self.lines:
-          if line is not None and re.search(pattern, line):
-            return line
-        if None in self.lines or time.time() > deadline:
-          raise AssertionError("no line matching %r in:\n%s" % (
-              pattern, "\n".join(l for l in self.lines[-30:] if l)))
-        self._cond.wait(1.0)
-
-  def text(self):
-    self._thread.join(timeout=60)
-    return "\n".join(l for l in self.lines if l is not None)
 
 
 def _steps_of(output_dir):
@@ -77,7 +40,7 @@ def test_sigterm_saves_the_current_step_and_rerun_resumes(tmp_path, data):
   output_dir = str(tmp_path / "out")
   proc = fh.start("run_pretraining.py", fh.pretraining_flags(
       data, output_dir, num_train_steps=1000000, do_eval=True))
-  lines = _Lines(proc)
+  lines = fh.Lines(proc)
   lines.wait_for(r"step 1: first step of this run")
   time.sleep(2.0)
   sent = time.time()
@@ -113,7 +76,7 @@ def test_second_run_in_a_live_runs_folder_is_refused(tmp_path, data):
   output_dir = str(tmp_path / "out")
   first = fh.start("run_pretraining.py", fh.pretraining_flags(
       data, output_dir, num_train_steps=1000000))
-  lines = _Lines(first)
+  lines = fh.Lines(first)
   try:
     lines.wait_for(r"step 1: first step of this run")
     second = fh.run("run_pretraining.py", fh.pretraining_flags(
