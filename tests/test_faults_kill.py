@@ -26,9 +26,12 @@ _KILLS = 3
 
 
 def _final_name(path):
-  name = os.path.basename(path)
-  return not (name.startswith(".") or ".tmp-" in name or "_temp" in path
-              or name.startswith("events.out"))
+  """Whether `path` is an output's final name (not a temporary one, nor in
+  a temporary folder; event files are not outputs)."""
+  parts = os.path.normpath(path).split(os.sep)
+  return not (any(p.startswith(".") or ".tmp-" in p or p.endswith("_temp")
+                  for p in parts[-3:])
+              or parts[-1].startswith("events.out"))
 
 
 def _files(folder):
@@ -97,7 +100,7 @@ def _kill_then_finish(name, args, folder, seed, reference_seconds,
       result = fh.run(name, args, timeout=600)
       finished = (result.returncode, result.stderr)
   assert finished[0] == 0, finished[1][-3000:]
-  assert not watcher.errors, watcher.errors[:3]
+  assert watcher.seen and not watcher.errors, watcher.errors[:3]
   leftovers = [p for p in _all_paths(folder) if ".tmp-" in p]
   assert not leftovers, leftovers
   return finished, watcher
