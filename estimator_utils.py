@@ -199,7 +199,7 @@ class ProgressHook(tf.estimator.SessionRunHook):
 
   A line at the first step of a run (a fresh start or a resume), every
   `every_n_steps` steps or `every_n_secs` seconds, whichever comes first,
-  and at `total_steps`.
+  and at `total_steps`. In prediction (no train op) it counts batches.
 
   Args:
     batch_size: int, examples per step.
@@ -218,9 +218,13 @@ class ProgressHook(tf.estimator.SessionRunHook):
     self._last_time = None
     self._last_step = None
     self._calls = 0
+    self._unit = "step"
 
   def begin(self):
-    self._global_step = tf.train.get_global_step()
+    # Prediction does not advance the global step: count calls instead.
+    training = bool(tf.get_collection(tf.GraphKeys.TRAIN_OP))
+    self._global_step = tf.train.get_global_step() if training else None
+    self._unit = "step" if training else "batch"
 
   def before_run(self, run_context):
     del run_context
@@ -236,8 +240,8 @@ class ProgressHook(tf.estimator.SessionRunHook):
     step = (run_values.results + 1 if self._global_step is not None
             else self._calls)
     if self._last_time is None:
-      logging.info("step %d: first step of this run%s", step,
-                   " (resumed)" if step > 1 else "")
+      logging.info("%s %d: first %s of this run%s", self._unit, step,
+                   self._unit, " (resumed)" if step > 1 else "")
       self._last_time, self._last_step = now, step
       return
     final = self._total_steps is not None and step >= self._total_steps
@@ -248,8 +252,8 @@ class ProgressHook(tf.estimator.SessionRunHook):
       return
     elapsed = max(now - self._last_time, 1e-9)
     steps_per_sec = (step - self._last_step) / elapsed
-    message = "step %d: %.2f examples/sec" % (
-        step, steps_per_sec * self._batch_size)
+    message = "%s %d: %.2f examples/sec" % (
+        self._unit, step, steps_per_sec * self._batch_size)
     if self._total_steps and steps_per_sec > 0:
       left = max(self._total_steps - step, 0) / steps_per_sec
       message += ", ETA %s" % _format_seconds(left)
