@@ -199,7 +199,8 @@ class ProgressHook(tf.estimator.SessionRunHook):
 
   A line at the first step of a run (a fresh start or a resume), every
   `every_n_steps` steps or `every_n_secs` seconds, whichever comes first,
-  and at `total_steps`. In prediction (no train op) it counts batches.
+  and at `total_steps`. In prediction, where the global step does not
+  advance, it counts batches.
 
   Args:
     batch_size: int, examples per step.
@@ -218,13 +219,11 @@ class ProgressHook(tf.estimator.SessionRunHook):
     self._last_time = None
     self._last_step = None
     self._calls = 0
-    self._unit = "step"
+    self._unit = None  # "step" (training) or "batch" (prediction).
+    self._first = None  # (global step before the first call, its time).
 
   def begin(self):
-    # Prediction does not advance the global step: count calls instead.
-    training = bool(tf.get_collection(tf.GraphKeys.TRAIN_OP))
-    self._global_step = tf.train.get_global_step() if training else None
-    self._unit = "step" if training else "batch"
+    self._global_step = tf.train.get_global_step()
 
   def before_run(self, run_context):
     del run_context
@@ -232,18 +231,34 @@ class ProgressHook(tf.estimator.SessionRunHook):
       return None
     return tf.train.SessionRunArgs(self._global_step)
 
+  def _first_line(self, step):
+    logging.info("%s %d: first %s of this run%s", self._unit, step,
+                 self._unit,
+                 " (resumed)" if self._unit == "step" and step > 1 else "")
+
   def after_run(self, run_context, run_values):
     del run_context
     self._calls += 1
     now = time.time()
+    raw = run_values.results if self._global_step is not None else None
+    if self._unit is None:
+      # Training advances the global step; prediction does not (then the
+      # hook counts batches). Which one shows at the second call (or at the
+      # end, for a run of one call).
+      if raw is None:
+        self._unit = "batch"
+        self._first_line(1)
+        self._last_time, self._last_step = now, 1
+        return
+      if self._first is None:
+        self._first = (raw, now)
+        return
+      self._unit = "step" if raw != self._first[0] else "batch"
+      first_step = self._first[0] + 1 if self._unit == "step" else 1
+      self._first_line(first_step)
+      self._last_time, self._last_step = self._first[1], first_step
     # The global step read with the train op is the value before it.
-    step = (run_values.results + 1 if self._global_step is not None
-            else self._calls)
-    if self._last_time is None:
-      logging.info("%s %d: first %s of this run%s", self._unit, step,
-                   self._unit, " (resumed)" if step > 1 else "")
-      self._last_time, self._last_step = now, step
-      return
+    step = raw + 1 if self._unit == "step" else self._calls
     final = self._total_steps is not None and step >= self._total_steps
     if (step - self._last_step < self._every_n_steps and not final
         and now - self._last_time < self._every_n_secs):
@@ -259,6 +274,12 @@ class ProgressHook(tf.estimator.SessionRunHook):
       message += ", ETA %s" % _format_seconds(left)
     logging.info(message)
     self._last_time, self._last_step = now, step
+
+  def end(self, session):
+    if self._unit is None and self._first is not None:
+      if session.run(self._global_step) != self._first[0]:
+        self._unit = "step"
+        self._first_line(self._first[0] + 1)
 
 
 def _format_seconds(seconds):

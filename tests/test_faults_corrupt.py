@@ -360,7 +360,7 @@ def test_several_problems_are_reported_together(tmp_path):
      "None."),
 ])
 def test_flag_parsing_errors_are_one_line(name, args, expected):
-  result = fh.run(name, args, timeout=120)
+  result = fh.run(name, args, timeout=300)
   assert result.returncode == 1
   lines = result.stderr.strip().splitlines()
   assert len(lines) == 1, result.stderr  # TensorFlow's start-up noise too.
@@ -374,12 +374,12 @@ def test_console_is_quiet_before_an_error_and_bert_debug_brings_it_back(
   data = fh.write_records(str(tmp_path / "data.tfrecord"), 2)
   args = fh.pretraining_flags(data, str(tmp_path / "out"),
                               max_predictions_per_seq=7)
-  quiet = fh.run("run_pretraining.py", args, timeout=120)
+  quiet = fh.run("run_pretraining.py", args, timeout=300)
   assert quiet.returncode == 1
   lines = quiet.stderr.strip().splitlines()
   assert len(lines) == 1, quiet.stderr
   assert "--max_predictions_per_seq=7" in lines[0]
-  loud = fh.run("run_pretraining.py", args, timeout=120, BERT_DEBUG="1")
+  loud = fh.run("run_pretraining.py", args, timeout=300, BERT_DEBUG="1")
   assert loud.returncode == 1
   assert "Traceback" in loud.stderr and "deprecated" in loud.stderr
 

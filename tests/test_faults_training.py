@@ -117,27 +117,75 @@ def test_lock_is_released_when_its_process_dies(tmp_path):
 def test_timed_checkpoints_progress_and_summaries(tmp_path, data):
   output_dir = str(tmp_path / "out")
   result = fh.run("run_pretraining.py", fh.pretraining_flags(
-      data, output_dir, num_train_steps=150, save_checkpoints_steps=1000,
+      data, output_dir, num_train_steps=600, save_checkpoints_steps=1000,
       save_checkpoints_secs=1))
   assert result.returncode == 0, result.stderr[-3000:]
   err = result.stderr
-  assert ("--num_train_steps=150 is below --save_checkpoints_steps=1000: "
+  assert ("--num_train_steps=600 is below --save_checkpoints_steps=1000: "
           "checkpoints are written every --save_checkpoints_secs=1 seconds "
           "and at the end only") in err
   steps = _steps_of(output_dir)
-  # By steps alone: 0 and 150. By time: some in between too.
-  assert steps[-1] == 150 and any(0 < s < 150 for s in steps), steps
+  # By steps alone: 0 and 600. By time (600 steps take over a second even
+  # on a fast machine): some in between too.
+  assert steps[-1] == 600 and any(0 < s < 600 for s in steps), steps
   assert "timed checkpoint" in err
   assert "step 1: first step of this run" in err
-  assert re.search(r"step 150: [\d.]+ examples/sec", err), err[-3000:]
+  assert re.search(r"step 600: [\d.]+ examples/sec", err), err[-3000:]
   # The Estimator alone wrote summaries at steps 1 and 101.
-  assert {1, 101, 150} <= _scalar_steps(output_dir, "loss")
+  assert {1, 101, 600} <= _scalar_steps(output_dir, "loss")
 
   again = fh.run("run_pretraining.py", fh.pretraining_flags(
-      data, output_dir, num_train_steps=155, save_checkpoints_steps=1000,
+      data, output_dir, num_train_steps=605, save_checkpoints_steps=1000,
       save_checkpoints_secs=0))
   assert again.returncode == 0, again.stderr[-3000:]
-  assert "step 151: first step of this run (resumed)" in again.stderr
-  assert re.search(r"step 155: [\d.]+ examples/sec", again.stderr)
-  assert {151, 155} <= _scalar_steps(output_dir, "loss")
+  assert "step 601: first step of this run (resumed)" in again.stderr
+  assert re.search(r"step 605: [\d.]+ examples/sec", again.stderr)
+  assert {601, 605} <= _scalar_steps(output_dir, "loss")
   assert "timed checkpoint" not in again.stderr
+
+
+class _Values(object):
+
+  def __init__(self, results):
+    self.results = results
+
+
+class _Session(object):
+
+  def __init__(self, value):
+    self.value = value
+
+  def run(self, fetches):
+    del fetches
+    return self.value
+
+
+def _progress_lines(monkeypatch, global_steps, total_steps, end_value=None):
+  """ProgressHook's log lines for a run whose step reads `global_steps`."""
+  import estimator_utils  # pylint: disable=g-import-not-at-top
+  lines = []
+  monkeypatch.setattr(estimator_utils.logging, "info",
+                      lambda message, *args: lines.append(message % args))
+  with tf.Graph().as_default():
+    tf.train.get_or_create_global_step()
+    hook = estimator_utils.ProgressHook(4, total_steps=total_steps,
+                                        every_n_steps=100, every_n_secs=1e9)
+    hook.begin()
+    for value in global_steps:
+      hook.after_run(None, _Values(value))
+    hook.end(_Session(end_value if end_value is not None
+                      else global_steps[-1] + 1))
+  return [line.split(":")[0] for line in lines]
+
+
+def test_progress_at_the_first_and_final_step(monkeypatch):
+  assert _progress_lines(monkeypatch, list(range(10)), 10) == [
+      "step 1", "step 10"]
+  # A resumed run says so at its first step.
+  lines = _progress_lines(monkeypatch, list(range(5, 10)), 10)
+  assert lines == ["step 6", "step 10"]
+  # A run of one step (the last one left).
+  assert _progress_lines(monkeypatch, [9], 10) == ["step 10"]
+  # Prediction: the global step stays; batches are counted.
+  assert _progress_lines(monkeypatch, [7] * 6, 6, end_value=7) == [
+      "batch 1", "batch 6"]
