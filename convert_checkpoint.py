@@ -45,6 +45,8 @@ Public names: `hf_to_tf`, `tf_to_hf` (the two directions), `tensor_table`,
 `bert_config_to_hf_config`, `read_hf_weights`, `read_tf_checkpoint`,
 `write_tf_checkpoint`, `resolve_tf_checkpoint`.
 """
+import tf_quiet  # pylint: disable=unused-import  # First: before TensorFlow.
+
 import contextlib
 import json
 import math

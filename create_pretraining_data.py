@@ -26,6 +26,8 @@ when ten draws in a row pick the current document as the "random" one, drawing
 continues until another document comes up.
 """
 
+import tf_quiet  # pylint: disable=unused-import  # First: before TensorFlow.
+
 import collections
 import contextlib
 import random

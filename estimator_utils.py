@@ -21,6 +21,7 @@ import tensorflow.compat.v1 as tf
 import distribute_utils
 import modeling
 import optimization
+import reliability
 import training_options
 
 
@@ -248,20 +249,30 @@ def train_spec(total_loss, learning_rate, num_train_steps, num_warmup_steps,
 class ProgressHook(tf.estimator.SessionRunHook):
   """Logs the global step, examples/sec and the estimated time left.
 
+  A line at the first step of a run (a fresh start or a resume), every
+  `every_n_steps` steps or `every_n_secs` seconds, whichever comes first,
+  and at `total_steps`. In prediction, where the global step does not
+  advance, it counts batches.
+
   Args:
     batch_size: int, examples per step.
     total_steps: int or None, the step at which the run ends (for the ETA).
-    every_n_steps: int, how often to log.
+    every_n_steps: int, how often to log, in steps.
+    every_n_secs: float, how often to log at least, in seconds.
   """
 
-  def __init__(self, batch_size, total_steps=None, every_n_steps=100):
+  def __init__(self, batch_size, total_steps=None, every_n_steps=100,
+               every_n_secs=60.0):
     self._batch_size = batch_size
     self._total_steps = total_steps
     self._every_n_steps = max(1, int(every_n_steps))
+    self._every_n_secs = every_n_secs
     self._global_step = None
     self._last_time = None
     self._last_step = None
     self._calls = 0
+    self._unit = None  # "step" (training) or "batch" (prediction).
+    self._first = None  # (global step before the first call, its time).
 
   def begin(self):
     self._global_step = tf.train.get_global_step()
@@ -272,25 +283,55 @@ class ProgressHook(tf.estimator.SessionRunHook):
       return None
     return tf.train.SessionRunArgs(self._global_step)
 
+  def _first_line(self, step):
+    logging.info("%s %d: first %s of this run%s", self._unit, step,
+                 self._unit,
+                 " (resumed)" if self._unit == "step" and step > 1 else "")
+
   def after_run(self, run_context, run_values):
     del run_context
     self._calls += 1
     now = time.time()
-    step = run_values.results if self._global_step is not None else self._calls
-    if self._last_time is None:
-      self._last_time, self._last_step = now, step
+    raw = run_values.results if self._global_step is not None else None
+    if self._unit is None:
+      # Training advances the global step; prediction does not (then the
+      # hook counts batches). Which one shows at the second call (or at the
+      # end, for a run of one call).
+      if raw is None:
+        self._unit = "batch"
+        self._first_line(1)
+        self._last_time, self._last_step = now, 1
+        return
+      if self._first is None:
+        self._first = (raw, now)
+        return
+      self._unit = "step" if raw != self._first[0] else "batch"
+      first_step = self._first[0] + 1 if self._unit == "step" else 1
+      self._first_line(first_step)
+      self._last_time, self._last_step = self._first[1], first_step
+    # The global step read with the train op is the value before it.
+    step = raw + 1 if self._unit == "step" else self._calls
+    final = self._total_steps is not None and step >= self._total_steps
+    if (step - self._last_step < self._every_n_steps and not final
+        and now - self._last_time < self._every_n_secs):
       return
-    if step - self._last_step < self._every_n_steps:
+    if step == self._last_step:
       return
     elapsed = max(now - self._last_time, 1e-9)
     steps_per_sec = (step - self._last_step) / elapsed
-    message = "step %d: %.2f examples/sec" % (
-        step, steps_per_sec * self._batch_size)
+    message = "%s %d: %.2f examples/sec" % (
+        self._unit, step, steps_per_sec * self._batch_size)
     if self._total_steps and steps_per_sec > 0:
       left = max(self._total_steps - step, 0) / steps_per_sec
       message += ", ETA %s" % _format_seconds(left)
     logging.info(message)
     self._last_time, self._last_step = now, step
+
+  def end(self, session):
+    if self._unit is None and self._first is not None:
+      if session.run(self._global_step) != self._first[0]:
+        self._unit = "step"
+        self._first_line(self._first[0] + 1)
 
 
 def _format_seconds(seconds):
@@ -354,6 +395,8 @@ def tfrecord_input_fn_builder(input_files, name_to_features, is_training,
     `params["batch_size"]`.
   """
   input_files = list(input_files)
+  # A DataLossError then names the damaged file (startup.run_main).
+  reliability.register_record_files(input_files)
 
   def input_fn(params, config=None, input_context=None):
     batch_size = params["batch_size"]

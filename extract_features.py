@@ -25,6 +25,8 @@ Public names: `InputExample`, `InputFeatures`, `iter_examples`,
 `format_output_line`.
 """
 
+import tf_quiet  # pylint: disable=unused-import  # First: before TensorFlow.
+
 import collections
 import json
 import re

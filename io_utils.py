@@ -3,7 +3,7 @@
 Public names:
 
 * reading text: `iter_raw_lines`, `decode_line`, `read_lines` — one rule for
-  line ends and invalid UTF-8, see `read_lines`;
+  line ends and invalid UTF-8, see `read_lines`; `check_text_file`;
 * writing: `atomic_path`, `atomic_write` — outputs appear under their final
   name only when complete; `write_eval_results`;
 * paths: `expand_file_patterns`, `check_output_file`;
@@ -15,6 +15,7 @@ Paths may be local or on any `tf.io.gfile` file system (`gs://...`).
 """
 
 import contextlib
+import errno
 import gc
 import glob
 import os
@@ -122,7 +123,34 @@ def decode_line(raw, strict=False, where=None):
     raise ValueError("%s: not valid UTF-8 (%s)" % (where or "input", e)) from None
 
 
-def read_lines(path, start=0, end=None, strict=False):
+_BINARY_MAGIC = ((b"\x1f\x8b", "gzip"), (b"BZh", "bzip2"),
+                 (b"\xfd7zXZ\x00", "xz"), (b"PK\x03\x04", "zip"))
+_SNIFF_BYTES = 8192
+
+
+def check_text_file(path):
+  """Refuses a compressed or binary file given where text is expected.
+
+  A file starting with gzip, bzip2, xz or zip magic bytes, or whose first
+  8 KiB are at least 10% NUL bytes (a TFRecord, UTF-16 text, an archive), is
+  not a UTF-8 text file. A few NUL bytes in text are let through (the
+  reference reads them, and the tokenizer drops them).
+
+  Raises:
+    ValueError: naming the file and what it looks like.
+  """
+  with _open_bytes(path) as reader:
+    head = reader.read(_SNIFF_BYTES)
+  for magic, kind in _BINARY_MAGIC:
+    if head.startswith(magic) and (kind != "bzip2" or head[3:4].isdigit()):
+      raise ValueError("%s is a %s file, not UTF-8 text; decompress it first" %
+                       (path, kind))
+  if head and head.count(b"\x00") * 10 >= len(head):
+    raise ValueError("%s is a binary file (%d NUL bytes in its first %d), not "
+                     "UTF-8 text" % (path, head.count(b"\x00"), len(head)))
+
+
+def read_lines(path, start=0, end=None, strict=False, refuse_binary=True):
   """Yields `(line_number, text)` for each line of a text file.
 
   The project's one rule for text files. It reproduces what the reference's
@@ -135,10 +163,15 @@ def read_lines(path, start=0, end=None, strict=False):
   * a last line with no `\\n` that decodes to nothing is not a line (the
     reference's loop stops at the first empty read).
 
+  Beyond the reference: a compressed or binary file is refused
+  (`check_text_file`), and the invalid UTF-8 bytes dropped are counted in
+  one warning per call (a Latin-1 file), which changes no line read.
+
   Args:
     path: str, the file.
     start, end: byte range, as `iter_raw_lines`.
     strict: bool, refuse invalid UTF-8.
+    refuse_binary: bool, refuse compressed or binary files.
 
   Yields:
     (int, str): the 1-based line number within the range, and the line
@@ -146,16 +179,32 @@ def read_lines(path, start=0, end=None, strict=False):
 
   Raises:
     FileNotFoundError: `path` does not exist.
-    ValueError: with `strict`, a line that is not valid UTF-8.
+    ValueError: with `strict`, a line that is not valid UTF-8; with
+      `refuse_binary`, a compressed or binary file.
   """
   if not _exists(path):
     raise FileNotFoundError("%s: no such file" % path)
   if _isdir(path):
     raise ValueError("%s is a directory; expected a text file" % path)
-  for number, (raw, ended) in enumerate(_raw_lines(path, start, end), 1):
-    text = decode_line(raw, strict, "%s:%d" % (path, number))
-    if text or ended:
-      yield number, text
+  if refuse_binary:
+    check_text_file(path)
+  dropped_bytes = dropped_lines = 0
+  try:
+    for number, (raw, ended) in enumerate(_raw_lines(path, start, end), 1):
+      text = decode_line(raw, strict, "%s:%d" % (path, number))
+      if not raw.isascii():
+        lost = len(raw) - raw.count(b"\r") - len(text.encode("utf-8"))
+        if lost:
+          dropped_bytes += lost
+          dropped_lines += 1
+      if text or ended:
+        yield number, text
+  finally:
+    if dropped_bytes:
+      logging.warning(
+          "%s: dropped %d bytes that are not UTF-8, on %d lines (the "
+          "reference's rule; a Latin-1 file? convert it with iconv -f latin1 "
+          "-t utf-8)", path, dropped_bytes, dropped_lines)
 
 
 # ----------------------------------------------------------------------------
@@ -194,7 +243,9 @@ def atomic_path(path):
   folder) at the yielded name; on success it is renamed over `path` (an
   existing file is replaced, an existing empty folder too), on any error it
   is removed. A run killed half-way leaves no partial output under `path`,
-  and the next run removes the temporary name it left.
+  and the next run removes the temporary name it left. A write that fails
+  on a full disk or a file-size limit is re-raised as one `OSError` naming
+  `path`.
 
   Args:
     path: str, the final name.
@@ -223,9 +274,23 @@ def atomic_path(path):
       _gfile().rename(temp, path, overwrite=True)
     else:
       os.replace(temp, path)
-  except BaseException:
+  except BaseException as e:
     _remove(temp)
+    if _disk_full(e):
+      raise OSError(errno.ENOSPC, "%s: write failed: the disk is full or the "
+                    "file-size limit was reached (%s); free space and rerun" %
+                    (path, " ".join(str(e).split()))) from None
     raise
+
+
+def _disk_full(error):
+  """Whether `error` (an OSError, or TensorFlow's error for one) says a
+  write hit a full disk or a file-size limit (EFBIG, ENOSPC, EDQUOT)."""
+  if isinstance(error, OSError):
+    return error.errno in (errno.EFBIG, errno.ENOSPC, errno.EDQUOT)
+  text = str(error)
+  return ("File too large" in text or "No space left on device" in text or
+          "Disk quota exceeded" in text)
 
 
 @contextlib.contextmanager

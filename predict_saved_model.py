@@ -19,6 +19,8 @@ Usage:
     --input_file=$GLUE_DIR/MRPC/test.tsv --output_dir=/tmp/mrpc_served
 """
 
+import tf_quiet  # pylint: disable=unused-import  # First: before TensorFlow.
+
 import os
 import time
 

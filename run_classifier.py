@@ -23,6 +23,8 @@ Public names: `InputFeatures`, `convert_single_example`,
 `MnliProcessor`, `MrpcProcessor`, `ColaProcessor`, `get_processor`.
 """
 
+import tf_quiet  # pylint: disable=unused-import  # First: before TensorFlow.
+
 import collections
 import functools
 import os
@@ -49,6 +51,7 @@ import feature_utils
 import glue_metrics
 import io_utils
 import modeling
+import reliability
 import startup
 import tokenization
 import training_options
@@ -620,6 +623,8 @@ def main(_):
                                         ("test", FLAGS.do_predict)) if wanted]
   examples = _read_examples(processor, FLAGS.data_dir, splits)
   tf.io.gfile.makedirs(output_dir)
+  if FLAGS.do_train:
+    reliability.start_training(output_dir)
 
   # 3. The estimator. Steps count updates, of --train_batch_size times
   # --gradient_accumulation_steps examples each.
@@ -663,7 +668,11 @@ def main(_):
         # 100 steps.
         hooks=[estimator_utils.ProgressHook(
             update_size, total_steps=num_train_steps,
-            every_n_steps=min(100, max(1, num_train_steps // 10)))])
+            every_n_steps=min(100, max(1, num_train_steps // 10)))] +
+        reliability.training_hooks(
+            output_dir, num_train_steps, FLAGS.save_checkpoints_steps,
+            FLAGS.save_checkpoints_secs, FLAGS.use_tpu))
+    reliability.exit_if_preempted(output_dir)
   if FLAGS.do_eval:
     logging.info("***** Running evaluation *****")
     eval_file = os.path.join(output_dir, "eval.tf_record")

@@ -22,6 +22,8 @@ Usage (see README.md):
     --init_checkpoint=$BERT_DIR/bert_model.ckpt --output_dir=/tmp/ner
 """
 
+import tf_quiet  # pylint: disable=unused-import  # First: before TensorFlow.
+
 import math
 import os
 
@@ -34,6 +36,7 @@ import export_utils
 import io_utils
 import modeling
 import ner_data
+import reliability
 import startup
 import training_options
 
@@ -330,6 +333,8 @@ def main(_):
   files, label_list = _read_inputs(FLAGS)
   types = ner_data.entity_types(label_list)
   tf.io.gfile.makedirs(FLAGS.output_dir)
+  if FLAGS.do_train:
+    reliability.start_training(FLAGS.output_dir)
   # On TPU every batch is whole; the dev features are both evaluated and
   # predicted, so they fill whole batches of both sizes.
   pad_eval = (math.lcm(FLAGS.eval_batch_size, FLAGS.predict_batch_size)
@@ -374,7 +379,11 @@ def main(_):
         max_steps=num_train_steps,
         hooks=[estimator_utils.ProgressHook(
             update_size, total_steps=num_train_steps,
-            every_n_steps=min(100, max(1, num_train_steps // 10)))])
+            every_n_steps=min(100, max(1, num_train_steps // 10)))] +
+        reliability.training_hooks(
+            FLAGS.output_dir, num_train_steps, FLAGS.save_checkpoints_steps,
+            FLAGS.save_checkpoints_secs, FLAGS.use_tpu))
+    reliability.exit_if_preempted(FLAGS.output_dir)
   if FLAGS.do_eval:
     path, sentences = files["dev"]
     features = _features(FLAGS, sentences, label_list, tokenizer, path,

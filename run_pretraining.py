@@ -23,6 +23,8 @@ Public names: `gather_indexes`, `get_masked_lm_output`,
 `check_record_lengths`, `check_inputs`.
 """
 
+import tf_quiet  # pylint: disable=unused-import  # First: before TensorFlow.
+
 import os
 
 from absl import flags
@@ -32,6 +34,7 @@ import tensorflow.compat.v1 as tf
 import estimator_utils
 import io_utils
 import modeling
+import reliability
 import startup
 import training_options
 
@@ -48,8 +51,9 @@ def define_flags():
       "bert_config_file", "output_dir", "init_checkpoint", "max_seq_length",
       "max_predictions_per_seq", "do_train", "do_eval", "train_batch_size",
       "eval_batch_size", "learning_rate", "num_train_steps",
-      "num_warmup_steps", "save_checkpoints_steps", "iterations_per_loop",
-      startup.TRAINING_FLAGS, startup.TPU_FLAGS, startup.DISTRIBUTE_FLAGS)
+      "num_warmup_steps", "save_checkpoints_steps", "save_checkpoints_secs",
+      "iterations_per_loop", startup.TRAINING_FLAGS, startup.TPU_FLAGS,
+      startup.DISTRIBUTE_FLAGS)
   flags.DEFINE_integer("max_eval_steps", 100,
                        "Evaluate on at most this many batches.")
 
@@ -416,6 +420,8 @@ def main(_):
   training = training_options.options_from_flags(FLAGS)
   update_size = FLAGS.train_batch_size * training.gradient_accumulation_steps
   tf.io.gfile.makedirs(FLAGS.output_dir)
+  if FLAGS.do_train:
+    reliability.start_training(FLAGS.output_dir)
   logging.info("*** Input files (%d) ***", len(input_files))
   for path in input_files:
     logging.info("  %s", path)
@@ -447,7 +453,12 @@ def main(_):
         max_steps=FLAGS.num_train_steps,
         hooks=[estimator_utils.ProgressHook(
             update_size, total_steps=FLAGS.num_train_steps,
-            every_n_steps=min(100, FLAGS.iterations_per_loop))])
+            every_n_steps=min(100, FLAGS.iterations_per_loop))] +
+        reliability.training_hooks(
+            FLAGS.output_dir, FLAGS.num_train_steps,
+            FLAGS.save_checkpoints_steps, FLAGS.save_checkpoints_secs,
+            FLAGS.use_tpu))
+    reliability.exit_if_preempted(FLAGS.output_dir)
 
   if FLAGS.do_eval:
     logging.info("***** Running evaluation *****")

@@ -30,6 +30,8 @@ Public names: `create_model`, `model_fn_builder`, `input_fn_builder`,
 `write_predictions`, `get_final_text`, `score_predictions`.
 """
 
+import tf_quiet  # pylint: disable=unused-import  # First: before TensorFlow.
+
 import collections
 import os
 import random
@@ -41,6 +43,7 @@ import tensorflow.compat.v1 as tf
 import estimator_utils
 import export_utils
 import modeling
+import reliability
 # The reference's public names of this module live in squad_data and
 # squad_predictions; code written for it (`run_squad.read_squad_examples`)
 # keeps working.
@@ -371,6 +374,8 @@ def main(_):
         len(train_examples), update_size, FLAGS.num_train_epochs,
         FLAGS.warmup_proportion)
   tf.io.gfile.makedirs(out)
+  if FLAGS.do_train:
+    reliability.start_training(out)
 
   # 3. The estimator.
   model_fn = model_fn_builder(
@@ -397,7 +402,11 @@ def main(_):
         input_fn=input_fn_builder(train_file, FLAGS.max_seq_length,
                                   is_training=True, drop_remainder=True),
         max_steps=num_train_steps,
-        hooks=[estimator_utils.ProgressHook(update_size, num_train_steps)])
+        hooks=[estimator_utils.ProgressHook(update_size, num_train_steps)] +
+        reliability.training_hooks(
+            out, num_train_steps, FLAGS.save_checkpoints_steps,
+            FLAGS.save_checkpoints_secs, FLAGS.use_tpu))
+    reliability.exit_if_preempted(out)
   if FLAGS.do_predict:
     examples = read_squad_examples(
         FLAGS.predict_file, is_training=False,

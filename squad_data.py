@@ -124,10 +124,12 @@ def load_squad_data(input_file):
   if not tf.io.gfile.exists(input_file):
     raise FileNotFoundError("%s: no such file (expected a SQuAD JSON file)" %
                             input_file)
-  with tf.io.gfile.GFile(input_file, "r") as f:
-    text = f.read()
+  with tf.io.gfile.GFile(input_file, "rb") as f:
+    data = f.read()
   try:
-    parsed = json.loads(text)
+    # json.loads reads UTF-8 (and UTF-16/32) bytes as the text reader did;
+    # bytes that are none of these are a one-line error naming the file.
+    parsed = json.loads(data)
   except ValueError as e:
     raise ValueError("%s: not valid JSON (%s)" % (input_file, e)) from e
   return _field(parsed, "data", list, input_file, "the top level")
@@ -196,6 +198,12 @@ def _training_answer(qa, doc_tokens, char_to_word_offset,
   """(answer text, start word, end word, is_impossible), or None if skipped."""
   is_impossible = bool(version_2_with_negative and qa.get("is_impossible"))
   if is_impossible:
+    if qa.get("answers"):
+      # The reference trains such a question as impossible; so does this,
+      # but says so (the data contradicts itself).
+      logging.warning("%s: %s id %r is marked is_impossible but has %d "
+                      "answer(s); trained as impossible, answers ignored",
+                      input_file, where, qa.get("id"), len(qa["answers"]))
     return "", -1, -1, True
   answers = _field(qa, "answers", list, input_file, where)
   if len(answers) != 1:

@@ -101,6 +101,10 @@ SHARED_FLAGS = collections.OrderedDict([
                           "0 to its peak.")),
     ("save_checkpoints_steps", (_I, 1000,
                                 "Write a checkpoint every this many steps.")),
+    ("save_checkpoints_secs", (_I, 600,
+                               "Also write a checkpoint every this many "
+                               "seconds of training (0: by steps only), so "
+                               "a killed run loses little work.")),
     ("iterations_per_loop", (_I, 1000,
                              "Steps the TPU runs per call from the host "
                              "(ignored off TPU).")),
@@ -188,7 +192,7 @@ DISTRIBUTE_FLAGS = ("distribution_strategy", "num_gpus", "num_cpu_devices",
 FINE_TUNING_FLAGS = ("do_train", "do_predict", "train_batch_size",
                      "predict_batch_size", "learning_rate", "num_train_epochs",
                      "warmup_proportion", "save_checkpoints_steps",
-                     "iterations_per_loop")
+                     "save_checkpoints_secs", "iterations_per_loop")
 
 
 def define_flags(*names, **defaults):
@@ -229,7 +233,15 @@ def _user_errors():
   import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
   return (ValueError, OSError, tf.errors.NotFoundError,
           tf.errors.InvalidArgumentError, tf.errors.FailedPreconditionError,
-          tf.errors.PermissionDeniedError, tf.errors.AlreadyExistsError)
+          tf.errors.PermissionDeniedError, tf.errors.AlreadyExistsError,
+          tf.errors.DataLossError)
+
+
+def _is_user_error(error):
+  """Bad input, or a write that hit a full disk (TensorFlow reports EFBIG
+  as `OutOfRangeError`, ENOSPC as `ResourceExhaustedError`)."""
+  import reliability  # pylint: disable=g-import-not-at-top
+  return isinstance(error, _user_errors()) or reliability.is_disk_full(error)
 
 
 def _one_line(error):
@@ -238,6 +250,16 @@ def _one_line(error):
   TensorFlow's graph-execution errors carry the Python stack of the failing
   op; only the lines that say what went wrong are kept.
   """
+  import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
+  import reliability  # pylint: disable=g-import-not-at-top
+  if reliability.is_disk_full(error):
+    return reliability.disk_full_message(_one_line_text(error))
+  if isinstance(error, tf.errors.DataLossError):
+    return reliability.explain_data_loss(error)
+  return _one_line_text(error)
+
+
+def _one_line_text(error):
   import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
   message = str(getattr(error, "message", None) or error)
   if isinstance(error, tf.errors.OpError):
@@ -275,19 +297,30 @@ def run_main(main):
   A flag that does not parse, a missing required flag, or a `ValueError`,
   `OSError` or TensorFlow `NotFoundError` / `InvalidArgumentError` /
   `FailedPreconditionError` / `PermissionDeniedError` / `AlreadyExistsError`
-  escaping `main` is printed as `error: <message>` on stderr, and the process
-  exits with status 1. `BERT_DEBUG=1` gives the full traceback instead.
+  / `DataLossError` (with the damaged TFRecord file named) escaping `main`,
+  or any write that hit a full disk or a file-size limit, is printed as
+  `error: <message>` on stderr, and the process exits with status 1.
+  `BERT_DEBUG=1` gives the full traceback (and TensorFlow's deprecation
+  notices) instead.
   """
 
   def _guarded(argv):
+    if not os.environ.get("BERT_DEBUG"):
+      # Deprecation notices of tf.compat.v1 APIs (a dozen lines before the
+      # first line of the project's own log); BERT_DEBUG=1 shows them.
+      from tensorflow.python.util import deprecation  # pylint: disable=g-import-not-at-top
+      from tensorflow.python.util import module_wrapper  # pylint: disable=g-import-not-at-top
+      deprecation._PRINT_DEPRECATION_WARNINGS = False  # pylint: disable=protected-access
+      module_wrapper._PER_MODULE_WARNING_LIMIT = 0  # pylint: disable=protected-access
     try:
       import distribute_utils  # pylint: disable=g-import-not-at-top
       distribute_utils.setup_from_flags(flags.FLAGS)
       return main(argv)
-    except _user_errors() as e:  # pylint: disable=catching-non-exception
-      if os.environ.get("BERT_DEBUG"):
+    except Exception as e:  # pylint: disable=broad-except
+      if os.environ.get("BERT_DEBUG") or not _is_user_error(e):
         raise
       _fail(_one_line(e))
+
 
   app.run(_guarded, flags_parser=_parse_flags)
 
@@ -298,10 +331,15 @@ def run_main(main):
 
 
 def load_bert_config(path, flag_name="bert_config_file"):
-  """Reads a `BertConfig` from JSON, with a one-line error for a bad path.
+  """Reads a `BertConfig` from JSON, with a one-line error for a bad file.
+
+  Beyond `BertConfig.from_json_file` (which, like the reference, takes any
+  keys), the values are checked by `reliability.check_bert_config_json`.
 
   Raises:
-    ValueError: when `path` is empty, missing, or not a valid config.
+    ValueError: when `path` is empty, missing, not JSON, or a config with a
+      missing size, a value of the wrong type or range, or a hidden_size
+      that num_attention_heads does not divide (every bad key named).
   """
   if not path:
     raise ValueError("--%s is required: the JSON config of the BERT model"
@@ -309,11 +347,17 @@ def load_bert_config(path, flag_name="bert_config_file"):
   if not os.path.exists(path) and "://" not in path:
     raise ValueError("--%s: %s does not exist (expected the model's "
                      "bert_config.json)" % (flag_name, path))
+  import reliability  # pylint: disable=g-import-not-at-top
   try:
-    return modeling.BertConfig.from_json_file(path)
+    config = modeling.BertConfig.from_json_file(path)
+    reliability.check_bert_config_json(reliability.read_json(path), path,
+                                       flag_name)
   except (ValueError, OSError) as e:
+    if str(e).startswith("--%s: " % flag_name):
+      raise
     raise ValueError("--%s: %s is not a valid BERT config JSON (%s)" %
                      (flag_name, path, e)) from e
+  return config
 
 
 def check_max_seq_length(max_seq_length, bert_config,
@@ -379,6 +423,19 @@ def resolve_init_checkpoint(path, flag_name="init_checkpoint"):
                    (flag_name, path))
 
 
+def _check_checkpoint(checkpoint, bert_config):
+  """A whole checkpoint whose `bert/` shapes fit the config (see
+  `reliability.check_checkpoint`); logs the variables it lacks."""
+  import reliability  # pylint: disable=g-import-not-at-top
+  from absl import logging  # pylint: disable=g-import-not-at-top
+  missing = reliability.check_checkpoint(checkpoint, "init_checkpoint",
+                                         bert_config)
+  if missing:
+    logging.warning("--init_checkpoint: %s lacks %d of the model's variables "
+                    "(such as %s); they start from random values",
+                    checkpoint, len(missing), missing[0])
+
+
 Model = collections.namedtuple(
     "Model", ["bert_config", "init_checkpoint", "tokenizer"])
 
@@ -389,7 +446,8 @@ def prepare_model(bert_config_file, max_seq_length=None, init_checkpoint=None,
   """The start-up checks every script runs, in one fixed order.
 
   1. the config (`--bert_config_file`); 2. the sequence length against the
-  model's position embeddings; 3. the checkpoint (`resolve_init_checkpoint`);
+  model's position embeddings; 3. the checkpoint (`resolve_init_checkpoint`;
+  then that it is whole and its `bert/` shapes fit the config);
   4. the casing against a released checkpoint's name (the reference's
   `validate_case_matches_checkpoint`); 5. the vocabulary's size against the
   model's; 6. the output folder. Every problem found is reported together,
@@ -431,6 +489,8 @@ def prepare_model(bert_config_file, max_seq_length=None, init_checkpoint=None,
   checkpoint = None
   if init_checkpoint:
     checkpoint = attempt(resolve_init_checkpoint, init_checkpoint)
+    if checkpoint is not None:
+      attempt(_check_checkpoint, checkpoint, bert_config)
   elif need_checkpoint:
     problems.append("--init_checkpoint is required")
   if init_checkpoint and do_lower_case is not None:

@@ -32,6 +32,8 @@ import collections
 import re
 import unicodedata
 
+from absl import logging
+
 import io_utils
 
 # Bound on every per-instance cache (entries); a full cache is simply cleared.
@@ -141,7 +143,8 @@ def load_vocab(vocab_file):
   at `\\n` only, `\\r` and invalid UTF-8 are dropped) and `str.strip()`-ed
   (so a line holding only U+2028 is the empty token ""). A token seen twice
   keeps its first position in the mapping and takes the later id (reference
-  behaviour).
+  behaviour), with one warning naming the first such token and both of its
+  lines.
 
   Args:
     vocab_file: str, path of the vocab file.
@@ -154,8 +157,18 @@ def load_vocab(vocab_file):
     ValueError: the file holds no tokens.
   """
   vocab = collections.OrderedDict()
+  duplicates = []
   for index, (_, line) in enumerate(io_utils.read_lines(vocab_file)):
-    vocab[line.strip()] = index
+    token = line.strip()
+    if token in vocab:
+      duplicates.append((token, vocab[token], index))
+    vocab[token] = index
+  if duplicates:
+    token, first, later = duplicates[0]
+    logging.warning("%s: %d tokens appear twice, such as %r on lines %d and "
+                    "%d; each takes the id of its last line (as in the "
+                    "reference)", vocab_file, len(duplicates), token,
+                    first + 1, later + 1)
   if not vocab:
     raise ValueError("Vocabulary file is empty: %s (expected one token per "
                      "line)" % vocab_file)

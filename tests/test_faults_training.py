@@ -1,0 +1,191 @@
+"""Training under faults: preemption (SIGTERM), two runs in one folder, and
+losing little (timed checkpoints, progress and summaries at the first,
+last and every-so-often step).
+"""
+
+import os
+import re
+import signal
+import subprocess
+import time
+
+import pytest
+import tensorflow.compat.v1 as tf
+
+import fault_helpers as fh
+import reliability
+
+
+def _steps_of(output_dir):
+  state = tf.train.get_checkpoint_state(output_dir)
+  return [int(p.rsplit("-", 1)[1]) for p in state.all_model_checkpoint_paths]
+
+
+def _scalar_steps(output_dir, tag):
+  steps = set()
+  for path in tf.io.gfile.glob(os.path.join(output_dir, "events.out.*")):
+    for event in tf.train.summary_iterator(path):
+      if any(value.tag == tag for value in event.summary.value):
+        steps.add(event.step)
+  return steps
+
+
+@pytest.fixture
+def data(tmp_path):
+  return fh.write_records(str(tmp_path / "data.tfrecord"), 16)
+
+
+@pytest.mark.slow
+def test_sigterm_saves_the_current_step_and_rerun_resumes(tmp_path, data):
+  output_dir = str(tmp_path / "out")
+  proc = fh.start("run_pretraining.py", fh.pretraining_flags(
+      data, output_dir, num_train_steps=1000000, do_eval=True))
+  lines = fh.Lines(proc)
+  lines.wait_for(r"step 1: first step of this run")
+  time.sleep(2.0)
+  sent = time.time()
+  proc.send_signal(signal.SIGTERM)
+  assert proc.wait(timeout=60) == reliability.PREEMPTED_EXIT_STATUS
+  took = time.time() - sent
+  text = lines.text()
+  received = re.search(r"SIGTERM received: saving a checkpoint at step (\d+), "
+                       "then stopping", text)
+  assert received, text[-3000:]
+  step = int(received.group(1))
+  assert step > 1
+  latest = tf.train.latest_checkpoint(output_dir)
+  assert latest.endswith("model.ckpt-%d" % step)
+  assert tf.train.load_variable(latest, "global_step") == step
+  assert re.search(r"Stopped by SIGTERM at step %d; checkpoint \S+"
+                   r"model\.ckpt-%d saved; rerun the same command" %
+                   (step, step), text)
+  assert "Running evaluation" not in text  # Stopped, not evaluated.
+  assert took < 30, took
+
+  again = fh.run("run_pretraining.py", fh.pretraining_flags(
+      data, output_dir, num_train_steps=step + 3))
+  assert again.returncode == 0, again.stderr[-3000:]
+  assert "step %d: first step of this run (resumed)" % (step + 1) in (
+      again.stderr)
+  assert tf.train.latest_checkpoint(output_dir).endswith(
+      "model.ckpt-%d" % (step + 3))
+
+
+@pytest.mark.slow
+def test_second_run_in_a_live_runs_folder_is_refused(tmp_path, data):
+  output_dir = str(tmp_path / "out")
+  first = fh.start("run_pretraining.py", fh.pretraining_flags(
+      data, output_dir, num_train_steps=1000000))
+  lines = fh.Lines(first)
+  try:
+    lines.wait_for(r"step 1: first step of this run")
+    second = fh.run("run_pretraining.py", fh.pretraining_flags(
+        data, output_dir, num_train_steps=3))
+    assert second.returncode == 1
+    assert fh.last_line(second.stderr) == (
+        "error: --output_dir: %s is in use by another training run (pid %d); "
+        "wait for it to finish or use another folder" % (output_dir,
+                                                         first.pid))
+    # Evaluation only is not a training run: allowed beside it.
+  finally:
+    first.kill()  # SIGKILL: the lock must not outlive the process.
+    first.wait()
+  third = fh.run("run_pretraining.py", fh.pretraining_flags(
+      data, output_dir, num_train_steps=3))
+  assert third.returncode == 0, third.stderr[-3000:]
+
+
+def test_lock_is_released_when_its_process_dies(tmp_path):
+  folder = str(tmp_path / "out")
+  code = ("import sys; sys.path.insert(0, %r); import reliability; "
+          "reliability.lock_output_dir(%r); print('locked', flush=True); "
+          "import time; time.sleep(60)" % (fh.script(""), folder))
+  holder = subprocess.Popen([fh.sys.executable, "-c", code],
+                            stdout=subprocess.PIPE, text=True)
+  try:
+    assert holder.stdout.readline().strip() == "locked"
+    with pytest.raises(ValueError, match=r"in use by another training run "
+                       r"\(pid %d\)" % holder.pid):
+      reliability.lock_output_dir(folder)
+  finally:
+    holder.kill()
+    holder.wait()
+  reliability.lock_output_dir(folder)  # Free again.
+
+
+@pytest.mark.slow
+def test_timed_checkpoints_progress_and_summaries(tmp_path, data):
+  output_dir = str(tmp_path / "out")
+  result = fh.run("run_pretraining.py", fh.pretraining_flags(
+      data, output_dir, num_train_steps=600, save_checkpoints_steps=1000,
+      save_checkpoints_secs=1))
+  assert result.returncode == 0, result.stderr[-3000:]
+  err = result.stderr
+  assert ("--num_train_steps=600 is below --save_checkpoints_steps=1000: "
+          "checkpoints are written every --save_checkpoints_secs=1 seconds "
+          "and at the end only") in err
+  steps = _steps_of(output_dir)
+  # By steps alone: 0 and 600. By time (600 steps take over a second even
+  # on a fast machine): some in between too.
+  assert steps[-1] == 600 and any(0 < s < 600 for s in steps), steps
+  assert "timed checkpoint" in err
+  assert "step 1: first step of this run" in err
+  assert re.search(r"step 600: [\d.]+ examples/sec", err), err[-3000:]
+  # The Estimator alone wrote summaries at steps 1 and 101.
+  assert {1, 101, 600} <= _scalar_steps(output_dir, "loss")
+
+  again = fh.run("run_pretraining.py", fh.pretraining_flags(
+      data, output_dir, num_train_steps=605, save_checkpoints_steps=1000,
+      save_checkpoints_secs=0))
+  assert again.returncode == 0, again.stderr[-3000:]
+  assert "step 601: first step of this run (resumed)" in again.stderr
+  assert re.search(r"step 605: [\d.]+ examples/sec", again.stderr)
+  assert {601, 605} <= _scalar_steps(output_dir, "loss")
+  assert "timed checkpoint" not in again.stderr
+
+
+class _Values(object):
+
+  def __init__(self, results):
+    self.results = results
+
+
+class _Session(object):
+
+  def __init__(self, value):
+    self.value = value
+
+  def run(self, fetches):
+    del fetches
+    return self.value
+
+
+def _progress_lines(monkeypatch, global_steps, total_steps, end_value=None):
+  """ProgressHook's log lines for a run whose step reads `global_steps`."""
+  import estimator_utils  # pylint: disable=g-import-not-at-top
+  lines = []
+  monkeypatch.setattr(estimator_utils.logging, "info",
+                      lambda message, *args: lines.append(message % args))
+  with tf.Graph().as_default():
+    tf.train.get_or_create_global_step()
+    hook = estimator_utils.ProgressHook(4, total_steps=total_steps,
+                                        every_n_steps=100, every_n_secs=1e9)
+    hook.begin()
+    for value in global_steps:
+      hook.after_run(None, _Values(value))
+    hook.end(_Session(end_value if end_value is not None
+                      else global_steps[-1] + 1))
+  return [line.split(":")[0] for line in lines]
+
+
+def test_progress_at_the_first_and_final_step(monkeypatch):
+  assert _progress_lines(monkeypatch, list(range(10)), 10) == [
+      "step 1", "step 10"]
+  # A resumed run says so at its first step.
+  lines = _progress_lines(monkeypatch, list(range(5, 10)), 10)
+  assert lines == ["step 6", "step 10"]
+  # A run of one step (the last one left).
+  assert _progress_lines(monkeypatch, [9], 10) == ["step 10"]
+  # Prediction: the global step stays; batches are counted.
+  assert _progress_lines(monkeypatch, [7] * 6, 6, end_value=7) == [
+      "batch 1", "batch 6"]
