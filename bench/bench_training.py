@@ -8,10 +8,12 @@ random tokens, BERT-Base shape and sequence length 128 by default:
   * inference rows: fp32 and bf16 encoder forward (sequence output).
 One timed "step" is one session run of `--batch_size` sequences (with
 accumulation 4, every 4th run also applies the update; rows run 4 steps per
-repetition so that each repetition holds whole updates). Rows run
-interleaved, in a rotating order, after untimed warm-up runs; the table
-gives sequences/s (median, min-max) and each row's ratio to the fp32 (adamw,
-accumulation 1) row of its kind.
+repetition so that each repetition holds whole updates). Each row is timed
+interleaved with the baseline of its kind (fp32, adamw, accumulation 1),
+in alternating order, after untimed warm-up runs; only those two graphs are
+alive at a time (ten BERT-Base training graphs with their optimizer state
+would need about 20 GB). The table gives sequences/s (median, min-max) and
+each row's ratio to the baseline medians timed with it.
 
 It also prints the CPU's bfloat16 features (lscpu flags amx_bf16,
 avx512_bf16), the speed-up target that applies to it (AMX: bf16 training
@@ -49,6 +51,7 @@ import modeling
 import optimization
 import run_pretraining
 import startup
+import training_options
 # pylint: enable=g-import-not-at-top,wrong-import-position
 
 FLAGS = flags.FLAGS
@@ -64,6 +67,12 @@ def define_flags():
   flags.DEFINE_integer("warmup_steps", 2, "Untimed runs per row first.")
   flags.DEFINE_integer("threads", 0, "Intra-op threads (0: all cores).")
   flags.DEFINE_list("precisions", ["fp32", "bf16"], "Precisions to time.")
+  flags.DEFINE_list("optimizers", ["adamw", "lamb"], "Optimizers to time.")
+  flags.DEFINE_list("accumulations", ["1", "4"],
+                    "Gradient accumulation steps to time.")
+  flags.DEFINE_bool("xla", False,
+                    "Also time fp32 adamw accumulation-1 training and fp32 "
+                    "inference with XLA auto-clustering (same process).")
 
 
 _DTYPES = {"fp32": tf.float32, "bf16": tf.bfloat16}
@@ -100,17 +109,20 @@ def _graph(config, batch, kind, precision, accumulation=1, optimizer="adamw"):
   return graph, fetch, inputs
 
 
-def runner(config, batch, threads, **row):
+def runner(config, batch, threads, xla=False, **row):
   """A function running one step of a row (graph built and initialized)."""
   graph, fetch, inputs = _graph(config, batch, **row)
   with graph.as_default():
     init = tf.global_variables_initializer()
-  sess = tf.Session(graph=graph, config=tf.ConfigProto(
-      intra_op_parallelism_threads=threads,
-      inter_op_parallelism_threads=threads))
+  session_config = tf.ConfigProto(intra_op_parallelism_threads=threads,
+                                  inter_op_parallelism_threads=threads)
+  if xla:  # As --use_xla sets it (training_options.configure_run_config).
+    session_config.graph_options.optimizer_options.global_jit_level = (
+        tf.OptimizerOptions.ON_1)
+  sess = tf.Session(graph=graph, config=session_config)
   sess.run(init)
   feed = {inputs[k]: v for k, v in batch.items()}
-  return lambda: sess.run(fetch, feed_dict=feed)
+  return (lambda: sess.run(fetch, feed_dict=feed)), sess
 
 
 def matmul_kernels(config, batch, precision, threads):
@@ -172,38 +184,83 @@ def _onednn_state():
 
 
 def _rows():
-  rows = []
+  """The timed rows; the fp32 adamw accumulation-1 baseline always first."""
+  rows = [dict(kind="train", precision="fp32", accumulation=1,
+               optimizer="adamw")]
   for precision in FLAGS.precisions:
-    for accumulation in (1, 4):
-      for optimizer in ("adamw", "lamb"):
-        rows.append(dict(kind="train", precision=precision,
-                         accumulation=accumulation, optimizer=optimizer))
-  for precision in FLAGS.precisions:
+    for accumulation in [int(a) for a in FLAGS.accumulations]:
+      for optimizer in FLAGS.optimizers:
+        row = dict(kind="train", precision=precision,
+                   accumulation=accumulation, optimizer=optimizer)
+        if row not in rows:
+          rows.append(row)
+  if FLAGS.xla:
+    rows.append(dict(rows[0], xla=True))
+  for precision in ["fp32"] + [p for p in FLAGS.precisions if p != "fp32"]:
     rows.append(dict(kind="inference", precision=precision))
+  if FLAGS.xla:
+    rows.append(dict(kind="inference", precision="fp32", xla=True))
   return rows
 
 
 def _label(row):
+  xla = " xla" if row.get("xla") else ""
   if row["kind"] == "inference":
-    return "inference %s" % row["precision"]
-  return "train %s accum %d %s" % (row["precision"], row["accumulation"],
-                                   row["optimizer"])
+    return "inference %s%s" % (row["precision"], xla)
+  return "train %s accum %d %s%s" % (row["precision"], row["accumulation"],
+                                     row["optimizer"], xla)
 
 
-def _table(rows, timings, batch_size):
-  base = {kind: statistics.median(w for w, _ in timings[
-      _label(dict(kind=kind, precision="fp32", accumulation=1,
-                  optimizer="adamw"))]) for kind in ("train", "inference")}
+def _baseline(row):
+  return dict(kind=row["kind"], precision="fp32", accumulation=1,
+              optimizer="adamw") if row["kind"] == "train" else dict(
+                  kind="inference", precision="fp32")
+
+
+def time_rows(rows, config, batch, threads):
+  """{label: (row timings, baseline timings taken with it)}."""
+  results = {}
+  baselines = {}
+  for row in rows:
+    base = _baseline(row)
+    if _label(base) not in baselines:
+      baselines[_label(base)] = runner(config, batch, threads, **base)
+    if row == base:
+      continue
+    start = time.time()
+    step, sess = runner(config, batch, threads, **row)
+    pair = {"base": baselines[_label(base)][0], "row": step}
+    timings = bench_encoder.time_interleaved(
+        pair, FLAGS.repetitions, _STEPS_PER_REPETITION, FLAGS.warmup_steps)
+    sess.close()
+    results[_label(row)] = (timings["row"], timings["base"])
+    print("  timed %s (%.0f s)" % (_label(row), time.time() - start),
+          flush=True)
+  for label, (_, sess) in baselines.items():
+    del label
+    sess.close()
+  return results
+
+
+def _table(rows, results, batch_size):
   lines = ["| row | sequences/s median (min-max) | ms/run | cores used | "
            "ratio to fp32 adamw accum 1 |", "|---|---|---|---|---|"]
   for row in rows:
-    pairs = timings[_label(row)]
+    if row == _baseline(row):
+      # The baseline's runs from every pair it was timed in.
+      pairs = [p for label, (_, base) in results.items()
+               if label.startswith(row["kind"]) for p in base]
+      ratio = 1.0
+    else:
+      pairs, base = results[_label(row)]
+      ratio = (statistics.median(w for w, _ in base) /
+               statistics.median(w for w, _ in pairs))
     walls = [w for w, _ in pairs]
     med = statistics.median(walls)
     lines.append("| %s | %.2f (%.2f-%.2f) | %.0f | %.1f | %.2fx |" % (
         _label(row), batch_size / med, batch_size / max(walls),
         batch_size / min(walls), med * 1e3,
-        statistics.median(c / w for w, c in pairs), base[row["kind"]] / med))
+        statistics.median(c / w for w, c in pairs), ratio))
   return "\n".join(lines)
 
 
@@ -213,6 +270,8 @@ def main(_):
   if "fp32" not in FLAGS.precisions:
     raise ValueError("--precisions must include fp32 (the baseline)")
   threads = FLAGS.threads or os.cpu_count()
+  if FLAGS.xla:
+    training_options.enable_xla_cpu_clustering()  # Before any session.
   config = modeling.BertConfig(
       vocab_size=30522, hidden_size=768,
       num_hidden_layers=FLAGS.num_hidden_layers, num_attention_heads=12,
@@ -231,16 +290,13 @@ def main(_):
         precision, matmul_kernels(config, batch, precision, threads)))
   rows = _rows()
   start = time.time()
-  runners = {_label(row): runner(config, batch, threads, **row)
-             for row in rows}
-  print("Built %d graphs in %.0f s" % (len(rows), time.time() - start))
-  timings = bench_encoder.time_interleaved(
-      runners, FLAGS.repetitions, _STEPS_PER_REPETITION, FLAGS.warmup_steps)
+  results = time_rows(rows, config, batch, threads)
+  print("Timed %d rows in %.0f s" % (len(rows), time.time() - start))
   print("\nBERT L=%d H=768, batch %d x seq %d, %d threads, %d repetitions x "
         "%d runs, TF %s.\n" % (config.num_hidden_layers, FLAGS.batch_size,
                                FLAGS.seq_length, threads, FLAGS.repetitions,
                                _STEPS_PER_REPETITION, tf.__version__))
-  print(_table(rows, timings, FLAGS.batch_size))
+  print(_table(rows, results, FLAGS.batch_size))
 
 
 if __name__ == "__main__":
