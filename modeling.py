@@ -29,6 +29,15 @@ building blocks follow the dtype of their input tensor.
 Shape legend used in comments:
   B = batch size, F = "from" sequence length, T = "to" sequence length,
   N = number of attention heads, H = size per head, W = hidden width.
+
+Public names (the reference's, plus `compute_dtype`, `gelu_exact` and
+`variable_name`): `BertConfig`, `BertModel`, `gelu`, `gelu_exact`,
+`get_activation`, `get_assignment_map_from_checkpoint`, `variable_name`,
+`dropout`, `layer_norm`, `layer_norm_and_dropout`, `create_initializer`,
+`dense_layer`, `embedding_lookup`, `embedding_postprocessor`,
+`create_attention_mask_from_input_mask`, `attention_layer`,
+`transformer_model`, `get_shape_list`, `reshape_to_matrix`,
+`reshape_from_matrix`, `assert_rank`.
 """
 
 import collections
@@ -430,7 +439,7 @@ def get_assignment_map_from_checkpoint(tvars, init_checkpoint):
   """
   name_to_variable = collections.OrderedDict()
   for var in tvars:
-    name_to_variable[_strip_output_suffix(var.name)] = var
+    name_to_variable[variable_name(var.name)] = var
 
   assignment_map = collections.OrderedDict()
   initialized_variable_names = {}
@@ -443,8 +452,9 @@ def get_assignment_map_from_checkpoint(tvars, init_checkpoint):
   return assignment_map, initialized_variable_names
 
 
-def _strip_output_suffix(name):
-  """'bert/x/kernel:0' -> 'bert/x/kernel'."""
+def variable_name(name):
+  """A variable's name without its output suffix: 'bert/x/kernel:0' ->
+  'bert/x/kernel' (the name checkpoints use)."""
   match = re.match(r"^(.*):\d+$", name)
   return match.group(1) if match else name
 

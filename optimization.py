@@ -20,12 +20,19 @@ correction plus decoupled weight decay, Loshchilov and Hutter 2017,
 Both optimizers update mirrored variables correctly under a `tf.distribute`
 strategy: `create_optimizer` averages the gradients across replicas before
 clipping, and every replica applies the same update to its copy.
+
+Public names: `create_optimizer`, `learning_rate_schedule`,
+`OptimizerOptions`, `make_optimizer`, `AdamWeightDecayOptimizer`,
+`LAMBOptimizer`, and the graph collections `LEARNING_RATE_COLLECTION`,
+`LOSS_SCALE_COLLECTION`, `SKIPPED_UPDATES_COLLECTION`.
 """
 
 import dataclasses
 import re
 
 import tensorflow.compat.v1 as tf
+
+import modeling
 
 # Graph collection holding the learning-rate tensor that `create_optimizer`
 # builds (one float32 scalar per call), for logging and tests.
@@ -342,7 +349,7 @@ def _conditional_train_op(loss, tvars, optimizer, global_step, learning_rate,
     micro_steps = _root_variable("gradient_accumulation/micro_steps", [],
                                  tf.int64, tf.zeros_initializer())
     accumulators = [
-        _root_variable(_variable_name(v.name) + "/gradient_accumulator",
+        _root_variable(modeling.variable_name(v.name) + "/gradient_accumulator",
                        v.shape.as_list(), tf.float32, tf.zeros_initializer())
         for v in variables]
 
@@ -511,7 +518,7 @@ class AdamWeightDecayOptimizer(tf.train.Optimizer):
     assignments = []
     shared = self._shared_variables()
     for grad, param in pairs:
-      param_name = _variable_name(param.name)
+      param_name = modeling.variable_name(param.name)
       slots = self._create_moments(param, param_name)
       assignments.extend(self._apply_one(grad, param, param_name,
                                          *(slots + shared)))
@@ -535,7 +542,7 @@ class AdamWeightDecayOptimizer(tf.train.Optimizer):
     updates = []
     shared = self._shared_variables()
     for grad, param in pairs:
-      param_name = _variable_name(param.name)
+      param_name = modeling.variable_name(param.name)
       slots = self._create_moments(param, param_name)
 
       # Runs once per replica on its copies (MirroredVariable components).
@@ -583,7 +590,7 @@ class AdamWeightDecayOptimizer(tf.train.Optimizer):
 
   def get_slot(self, var, name):
     """The first (`adam_m`) or second (`adam_v`) moment of `var`, or None."""
-    moments = self._moments.get(_variable_name(var.name))
+    moments = self._moments.get(modeling.variable_name(var.name))
     if moments is None or name not in self._SLOT_NAMES:
       return None
     return moments[self._SLOT_NAMES.index(name)]
@@ -677,9 +684,3 @@ class LAMBOptimizer(AdamWeightDecayOptimizer):
   def get_slot_names(self):
     """["lamb_m", "lamb_v"]."""
     return list(self._SLOT_NAMES)
-
-
-def _variable_name(name):
-  """'bert/x/kernel:0' -> 'bert/x/kernel'."""
-  match = re.match(r"^(.*):\d+$", name)
-  return match.group(1) if match else name
