@@ -207,19 +207,13 @@ def _flag_problems(flag_values):
   if flag_values.max_seq_length < 3:
     problems.append("--max_seq_length: got %d, expected at least 3" %
                     flag_values.max_seq_length)
-  for name in ("doc_stride", "train_batch_size", "eval_batch_size",
-               "predict_batch_size"):
-    if flag_values[name].value < 1:
-      problems.append("--%s: got %d, expected at least 1" %
-                      (name, flag_values[name].value))
+  problems += startup.positive_flag_problems(
+      flag_values, ("doc_stride", "train_batch_size", "eval_batch_size",
+                    "predict_batch_size"))
   if not tf.io.gfile.isdir(flag_values.data_dir):
     problems.append("--data_dir: %s is not a directory" %
                     flag_values.data_dir)
-  try:
-    training_options.options_from_flags(flag_values)
-  except ValueError as e:
-    problems.append(str(e))
-  return problems
+  return problems + startup.training_flag_problems(flag_values)
 
 
 def _read_inputs(flag_values):

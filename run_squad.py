@@ -242,16 +242,10 @@ def _flag_problems(flag_values):
                        flag_values.max_query_length)
   except ValueError as e:
     problems.append("--" + str(e))
-  for name in ("n_best_size", "max_answer_length", "train_batch_size",
-               "predict_batch_size"):
-    if flag_values[name].value < 1:
-      problems.append("--%s=%d: expected at least 1" %
-                      (name, flag_values[name].value))
-  try:
-    training_options.options_from_flags(flag_values)
-  except ValueError as e:
-    problems.append(str(e))
-  return problems
+  problems += startup.positive_flag_problems(
+      flag_values, ("n_best_size", "max_answer_length", "train_batch_size",
+                    "predict_batch_size"))
+  return problems + startup.training_flag_problems(flag_values)
 
 
 def validate_flags_or_throw(bert_config, flag_values=None):

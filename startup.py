@@ -11,7 +11,9 @@ Public names:
 * `prepare_model(...)`: the start-up checks, in one fixed order, returning
   the config, checkpoint and tokenizer a script works with;
 * `load_bert_config`, `check_max_seq_length`, `load_tokenizer`,
-  `check_vocab_size`: the single checks `prepare_model` is made of.
+  `check_vocab_size`: the single checks `prepare_model` is made of;
+  `positive_flag_problems`, `training_flag_problems`: checks the scripts
+  add to it.
 """
 
 import collections
@@ -328,6 +330,22 @@ def run_main(main):
 # ----------------------------------------------------------------------------
 # Start-up checks
 # ----------------------------------------------------------------------------
+
+
+def positive_flag_problems(flag_values, names):
+  """`--name=N: expected at least 1` for each named flag below 1."""
+  return ["--%s=%d: expected at least 1" % (name, flag_values[name].value)
+          for name in names if flag_values[name].value < 1]
+
+
+def training_flag_problems(flag_values):
+  """The training flags' problems (`training_options.options_from_flags`)."""
+  import training_options  # pylint: disable=g-import-not-at-top
+  try:
+    training_options.options_from_flags(flag_values)
+  except ValueError as e:
+    return [str(e)]
+  return []
 
 
 def load_bert_config(path, flag_name="bert_config_file"):
