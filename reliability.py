@@ -229,11 +229,16 @@ def start_training(output_dir):
   """Before training into `output_dir`: `lock_output_dir`, then
   `check_resume_checkpoint`.
 
+  The workers of one multi-worker run share `output_dir`; only the chief
+  (`distribute_utils.is_chief`), which alone writes there, takes the lock.
+
   Raises:
     ValueError: another live run trains there, or its latest checkpoint is
       truncated.
   """
-  lock_output_dir(output_dir)
+  import distribute_utils  # pylint: disable=g-import-not-at-top
+  if distribute_utils.is_chief():
+    lock_output_dir(output_dir)
   check_resume_checkpoint(output_dir)
 
 
