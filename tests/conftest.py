@@ -136,3 +136,16 @@ def tiny_model_flags(folder=("conformance", "modeling"), checkpoint=True,
   if do_lower_case is not None:
     flags.append("--do_lower_case=%s" % do_lower_case)
   return flags
+
+
+def write_corpus(tmp_path):
+  """A pre-training corpus of three files; a document spans the first two (no blank line between)."""
+  files = []
+  texts = ["alpha one\nalpha two\n\nbeta one\nbeta two\n",
+           "beta three\n\ngamma one\n\n\ndelta one\ndelta two\n",
+           "\nepsilon one\n\nzeta one\nzeta two\n\n"]
+  for k, text in enumerate(texts):
+    path = tmp_path / ("corpus%d.txt" % k)
+    path.write_text(text, encoding="utf-8")
+    files.append(str(path))
+  return files

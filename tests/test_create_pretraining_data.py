@@ -22,6 +22,7 @@ from conftest import REPO_ROOT
 from conftest import script_command
 from conftest import script_env
 from conftest import shared_path
+from conftest import write_corpus
 from conftest import skip_or_fail
 import create_pretraining_data as cpd
 import estimator_utils
@@ -223,21 +224,8 @@ def test_lines_are_decoded_like_the_reference(tmp_path):
                        [["second", "doc", "here"]]]
 
 
-def _write_corpus(tmp_path):
-  """Three files; a document spans the first two (no blank line between)."""
-  files = []
-  texts = ["alpha one\nalpha two\n\nbeta one\nbeta two\n",
-           "beta three\n\ngamma one\n\n\ndelta one\ndelta two\n",
-           "\nepsilon one\n\nzeta one\nzeta two\n\n"]
-  for k, text in enumerate(texts):
-    path = tmp_path / ("corpus%d.txt" % k)
-    path.write_text(text, encoding="utf-8")
-    files.append(str(path))
-  return files
-
-
 def test_workers_write_parts_with_their_own_seeds(tmp_path):
-  files = _write_corpus(tmp_path)
+  files = write_corpus(tmp_path)
   tokenizer = _tokenizer("vocab.txt")
   options = {"max_seq_length": 16, "dupe_factor": 3, "short_seq_prob": 0.1,
              "masked_lm_prob": 0.15, "max_predictions_per_seq": 3,

@@ -12,6 +12,7 @@ import tensorflow.compat.v1 as tf
 
 from conftest import skip_or_fail
 from conftest import shared_path
+from conftest import write_corpus
 import create_pretraining_data as cpd
 import pretraining_data_utils as pdu
 import tokenization
@@ -104,21 +105,8 @@ def test_inlined_shuffle_draws_like_random_shuffle():
   assert CountingRandom.calls == 1
 
 
-def _write_corpus(tmp_path):
-  """Three files; a document spans the first two (no blank line between)."""
-  files = []
-  texts = ["alpha one\nalpha two\n\nbeta one\nbeta two\n",
-           "beta three\n\ngamma one\n\n\ndelta one\ndelta two\n",
-           "\nepsilon one\n\nzeta one\nzeta two\n\n"]
-  for k, text in enumerate(texts):
-    path = tmp_path / ("corpus%d.txt" % k)
-    path.write_text(text, encoding="utf-8")
-    files.append(str(path))
-  return files
-
-
 def test_split_corpus_cuts_at_document_boundaries(tmp_path):
-  files = _write_corpus(tmp_path)
+  files = write_corpus(tmp_path)
   tokenizer = _tokenizer()
   whole = cpd._read_documents([(p, 0, None) for p in files], tokenizer)
   assert len(whole) == 6
@@ -184,7 +172,7 @@ def _write_part(part_index, num_parts, ranges, output_files, failure):
 
 
 def test_run_parts_writes_each_part_and_reports_usage(tmp_path):
-  files = _write_corpus(tmp_path)
+  files = write_corpus(tmp_path)
   out = str(tmp_path / "out" / "o")
   results = pdu.run_parts(files, 3, [out], _write_part, None)
   written = []
@@ -199,7 +187,7 @@ def test_run_parts_writes_each_part_and_reports_usage(tmp_path):
 
 
 def test_run_parts_failing_part_leaves_no_outputs(tmp_path):
-  files = _write_corpus(tmp_path)
+  files = write_corpus(tmp_path)
   with pytest.raises(ValueError, match="part 1 refused"):
     pdu.run_parts(files, 2, [str(tmp_path / "o")], _write_part,
                   (1, "raise"))
@@ -210,7 +198,7 @@ def test_run_parts_failing_part_leaves_no_outputs(tmp_path):
 def test_run_parts_reports_a_worker_that_dies(tmp_path):
   if "fork" not in pdu.multiprocessing.get_all_start_methods():
     skip_or_fail("a dying worker is only simulated with fork")
-  files = _write_corpus(tmp_path)
+  files = write_corpus(tmp_path)
   with pytest.raises(ChildProcessError, match="part-1 exited with code 3"):
     pdu.run_parts(files, 2, [str(tmp_path / "o")], _write_part,
                   (1, "die"))
