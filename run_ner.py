@@ -198,22 +198,8 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate,
 
 
 def _flag_problems(flag_values):
-  """This script's own flag problems, as a list of messages."""
-  problems = []
-  if not (flag_values.do_train or flag_values.do_eval or
-          flag_values.do_predict or flag_values.export_dir):
-    problems.append("At least one of --do_train, --do_eval or --do_predict "
-                    "must be set. (--export_dir alone exports only.)")
-  if flag_values.max_seq_length < 3:
-    problems.append("--max_seq_length: got %d, expected at least 3" %
-                    flag_values.max_seq_length)
-  problems += startup.positive_flag_problems(
-      flag_values, ("doc_stride", "train_batch_size", "eval_batch_size",
-                    "predict_batch_size"))
-  if not tf.io.gfile.isdir(flag_values.data_dir):
-    problems.append("--data_dir: %s is not a directory" %
-                    flag_values.data_dir)
-  return problems + startup.training_flag_problems(flag_values)
+  """This script's flag problems (the model's are `startup.prepare_model`'s)."""
+  return startup.fine_tuning_flag_problems(flag_values, ("doc_stride",))
 
 
 def _read_inputs(flag_values):

@@ -12,8 +12,8 @@ Public names:
   the config, checkpoint and tokenizer a script works with;
 * `load_bert_config`, `check_max_seq_length`, `load_tokenizer`,
   `check_vocab_size`: the single checks `prepare_model` is made of;
-  `positive_flag_problems`, `training_flag_problems`: checks the scripts
-  add to it.
+  `positive_flag_problems`, `training_flag_problems`,
+  `fine_tuning_flag_problems`: checks the scripts add to it.
 """
 
 import collections
@@ -336,6 +336,37 @@ def positive_flag_problems(flag_values, names):
   """`--name=N: expected at least 1` for each named flag below 1."""
   return ["--%s=%d: expected at least 1" % (name, flag_values[name].value)
           for name in names if flag_values[name].value < 1]
+
+
+def fine_tuning_flag_problems(flag_values, positive_flags=()):
+  """The flag problems of a fine-tuning script with train/eval/predict steps
+  over files in `--data_dir` (run_classifier.py, run_ner.py).
+
+  Args:
+    flag_values: parsed flags with `do_train`, `do_eval`, `do_predict`,
+      `export_dir`, `max_seq_length`, the batch sizes, `data_dir` and the
+      training flags.
+    positive_flags: more integer flags that must be at least 1.
+
+  Returns:
+    list of one-line messages.
+  """
+  import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
+  problems = []
+  if not (flag_values.do_train or flag_values.do_eval or
+          flag_values.do_predict or flag_values.export_dir):
+    problems.append("At least one of --do_train, --do_eval or --do_predict "
+                    "must be set. (--export_dir alone exports only.)")
+  if flag_values.max_seq_length < 3:
+    problems.append("--max_seq_length: got %d, expected at least 3" %
+                    flag_values.max_seq_length)
+  problems += positive_flag_problems(
+      flag_values, tuple(positive_flags) + (
+          "train_batch_size", "eval_batch_size", "predict_batch_size"))
+  if not tf.io.gfile.isdir(flag_values.data_dir):
+    problems.append("--data_dir: %s is not a directory" %
+                    flag_values.data_dir)
+  return problems + training_flag_problems(flag_values)
 
 
 def training_flag_problems(flag_values):
