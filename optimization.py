@@ -19,7 +19,9 @@ correction plus decoupled weight decay, Loshchilov and Hutter 2017,
 
 Both optimizers update mirrored variables correctly under a `tf.distribute`
 strategy: `create_optimizer` averages the gradients across replicas before
-clipping, and every replica applies the same update to its copy.
+clipping, and every replica applies the same update to its copy. Gradient
+accumulation and loss scaling work there too (accumulation is local to each
+replica, with one all-reduce per update).
 
 Public names: `create_optimizer`, `learning_rate_schedule`,
 `OptimizerOptions`, `make_optimizer`, `AdamWeightDecayOptimizer`,
@@ -222,10 +224,13 @@ def create_optimizer(loss, init_lr, num_train_steps, num_warmup_steps,
   Returns:
     An Operation that runs one (micro-)step.
 
+  Under a `tf.distribute` strategy (called in replica context) the same
+  rules hold for the global batch, with every replica's copy of every
+  variable given the same update; see `_distributed_conditional_train_op`
+  for how accumulation and loss scaling run there.
+
   Raises:
-    ValueError: if `loss` depends on no trainable variable, or if
-      accumulation or loss scaling is asked for under a `tf.distribute`
-      strategy (not supported yet).
+    ValueError: if `loss` depends on no trainable variable.
   """
   options = options or OptimizerOptions()
   global_step = tf.train.get_or_create_global_step()
@@ -247,10 +252,8 @@ def create_optimizer(loss, init_lr, num_train_steps, num_warmup_steps,
   tvars = tf.trainable_variables()
   if options.gradient_accumulation_steps > 1 or options.uses_loss_scaling:
     if tf.distribute.has_strategy():
-      raise ValueError(
-          "gradient accumulation and fp16 loss scaling are not supported "
-          "under a tf.distribute strategy yet; use "
-          "--gradient_accumulation_steps=1 and --precision=fp32 or bf16")
+      return _distributed_conditional_train_op(
+          loss, tvars, optimizer, global_step, learning_rate, options)
     return _conditional_train_op(loss, tvars, optimizer, global_step,
                                  learning_rate, options, use_tpu)
 
@@ -310,28 +313,51 @@ def _apply(optimizer, grads_and_vars, global_step):
   return optimizer.apply_gradients(grads_and_vars, global_step=global_step)
 
 
-def _root_variable(name, shape, dtype, initializer):
-  """A non-trainable global variable named `name` in the root scope."""
-  with tf.variable_scope(tf.VariableScope(reuse=False, name=""),
+def _root_variable(name, shape, dtype, initializer, **kwargs):
+  """A non-trainable variable named `name` in the root scope.
+
+  A global (checkpointed) variable unless `kwargs` (passed on to
+  `tf.get_variable`) say otherwise. The current scope's reuse setting is
+  kept: under a strategy, replicas after the first reuse the first one's
+  variables.
+  """
+  reuse = tf.get_variable_scope().reuse
+  with tf.variable_scope(tf.VariableScope(reuse=reuse, name=""),
                          auxiliary_name_scope=False):
     return tf.get_variable(name, shape=shape, dtype=dtype, trainable=False,
-                           initializer=initializer)
+                           initializer=initializer, **kwargs)
+
+
+def _make_loss_scale(options):
+  """The dynamic loss scale of an fp16 run, or None."""
+  if not options.uses_loss_scaling:
+    return None
+  return _DynamicLossScale(options.initial_loss_scale,
+                           options.loss_scale_growth_steps)
+
+
+def _scaled_gradients(loss, tvars, loss_scale):
+  """(gradients, variables), through the loss scale when there is one."""
+  if loss_scale is None:
+    return _gradients(loss, tvars)
+  grads, variables = _gradients(loss * loss_scale.value, tvars)
+  return [tf.convert_to_tensor(g) / loss_scale.value for g in grads], variables
+
+
+def _all_finite(grads):
+  """bool scalar Tensor: no inf or NaN in any of `grads`."""
+  return tf.reduce_all([tf.reduce_all(tf.is_finite(g)) for g in grads])
 
 
 def _conditional_train_op(loss, tvars, optimizer, global_step, learning_rate,
                           options, use_tpu):
   """The train op with gradient accumulation and/or fp16 loss scaling."""
   num_micro = options.gradient_accumulation_steps
-  loss_scale = None
-  if options.uses_loss_scaling:
-    loss_scale = _DynamicLossScale(options.initial_loss_scale,
-                                   options.loss_scale_growth_steps, use_tpu)
-    grads, variables = _gradients(loss * loss_scale.value, tvars)
-    grads = [tf.convert_to_tensor(g) / loss_scale.value for g in grads]
-    finite = tf.reduce_all([tf.reduce_all(tf.is_finite(g)) for g in grads])
-  else:
-    grads, variables = _gradients(loss, tvars)
-    finite = tf.constant(True)
+  loss_scale = _make_loss_scale(options)
+  if loss_scale is not None and not use_tpu:
+    loss_scale.add_summaries()
+  grads, variables = _scaled_gradients(loss, tvars, loss_scale)
+  finite = _all_finite(grads) if loss_scale else tf.constant(True)
 
   def update(mean_grads):
     apply_op = _apply(optimizer, _clip(mean_grads, variables,
@@ -380,6 +406,118 @@ def _conditional_train_op(loss, tvars, optimizer, global_step, learning_rate,
   return tf.group(*ops, name="train_op")
 
 
+def _distributed_conditional_train_op(loss, tvars, optimizer, global_step,
+                                      learning_rate, options):
+  """Accumulation and/or fp16 loss scaling under a `tf.distribute` strategy.
+
+  Called in replica context, once per replica. Each replica takes the
+  gradient of its share of the batch; the rest runs once, in cross-replica
+  context (`merge_call`), so that no collective operation sits in a branch
+  that only some replicas take:
+
+  * fp16: each replica counts whether its gradient has an inf or NaN, and the
+    counts are summed over all replicas (one scalar all-reduce per
+    micro-batch). Every replica then skips, or takes, the micro-batch.
+  * Accumulation: each replica adds its own gradient to its own float32
+    accumulators (`<var>/gradient_accumulator`, per-replica local variables,
+    `tf.VariableSynchronization.ON_READ`), with no communication. On every
+    N-th micro-batch the accumulators are all-reduced once (mean over
+    replicas, divided by N), clipped to the global norm, and applied to
+    every replica's copy of every variable; then they are zeroed.
+
+  The accumulators and the micro-batch counter are local variables, not
+  checkpointed: step-based checkpoints fall on update boundaries anyway, and
+  a run restarted from a checkpoint taken inside an update (a preemption)
+  starts that update again from its first micro-batch.
+
+  Returns:
+    The train Operation (a grouped op on every replica).
+  """
+  num_micro = options.gradient_accumulation_steps
+  loss_scale = _make_loss_scale(options)
+  grads, variables = _scaled_gradients(loss, tvars, loss_scale)
+  overflow = (tf.cast(tf.logical_not(_all_finite(grads)), tf.float32)
+              if loss_scale else tf.zeros([]))
+
+  def step(strategy, grads, overflow):
+    local = strategy.experimental_local_results
+    if loss_scale is not None:
+      loss_scale.add_summaries()
+      finite = tf.equal(
+          strategy.reduce(tf.distribute.ReduceOp.SUM, overflow, axis=None),
+          0.0)
+    else:
+      finite = tf.constant(True)
+
+    def update(mean_grads):
+      # Cross-replica context: `apply_gradients` updates every copy.
+      apply_op = optimizer.apply_gradients(
+          _clip(mean_grads, variables, options.clip_norm),
+          aggregate_gradients=False)
+      with tf.control_dependencies([apply_op, learning_rate]):
+        return global_step.assign_add(1, read_value=False)
+
+    if num_micro == 1:
+      def apply_now():
+        mean = strategy.extended.batch_reduce_to(
+            tf.distribute.ReduceOp.MEAN, list(zip(grads, variables)))
+        with tf.control_dependencies([update(mean)]):
+          return tf.constant(True)
+
+      train_op = tf.cond(finite, apply_now, lambda: tf.constant(False))
+    else:
+      local_vars = dict(collections=[tf.GraphKeys.LOCAL_VARIABLES])
+      micro_steps = _root_variable("gradient_accumulation/micro_steps", [],
+                                   tf.int64, tf.zeros_initializer(),
+                                   **local_vars)
+      accumulators = [
+          _root_variable(
+              modeling.variable_name(v.name) + "/gradient_accumulator",
+              v.shape.as_list(), tf.float32, tf.zeros_initializer(),
+              synchronization=tf.VariableSynchronization.ON_READ,
+              aggregation=tf.VariableAggregation.SUM, **local_vars)
+          for v in variables]
+
+      def accumulate():
+        adds = []
+        for acc, grad in zip(accumulators, grads):
+          for acc_copy, grad_copy in zip(local(acc), local(grad)):
+            with tf.device(acc_copy.device):
+              adds.append(acc_copy.assign_add(
+                  tf.convert_to_tensor(grad_copy), read_value=False))
+        with tf.control_dependencies(adds):
+          return micro_steps.assign_add(1, read_value=False)
+
+      with tf.control_dependencies([tf.cond(finite, accumulate, tf.no_op)]):
+        count = micro_steps.read_value()
+      is_update = tf.logical_and(finite, tf.equal(count % num_micro, 0))
+
+      def apply_accumulated():
+        summed = strategy.extended.batch_reduce_to(
+            tf.distribute.ReduceOp.MEAN, list(zip(accumulators, variables)))
+        increment = update([tf.convert_to_tensor(g) / float(num_micro)
+                            for g in summed])
+        zeroed = []
+        with tf.control_dependencies([increment]):
+          for acc in accumulators:
+            for acc_copy in local(acc):
+              with tf.device(acc_copy.device):
+                zeroed.append(acc_copy.assign(tf.zeros_like(acc_copy),
+                                              read_value=False))
+        with tf.control_dependencies(zeroed):
+          return tf.constant(True)
+
+      train_op = tf.cond(is_update, apply_accumulated,
+                         lambda: tf.constant(False))
+    ops = [train_op]
+    if loss_scale is not None:
+      with tf.control_dependencies([train_op]):
+        ops.append(loss_scale.update(finite))
+    return tf.group(*ops, name="train_op")
+
+  return tf.distribute.get_replica_context().merge_call(
+      step, args=(grads, overflow))
+
 class _DynamicLossScale(object):
   """fp16 dynamic loss scale: halve on non-finite gradients, grow when stable.
 
@@ -389,9 +527,11 @@ class _DynamicLossScale(object):
   non-finite). The scale and the skip count are written as summaries
   (`loss_scale`, `skipped_updates`) off TPU and put in the graph collections
   `LOSS_SCALE_COLLECTION` and `SKIPPED_UPDATES_COLLECTION` (for logging).
+  Under a strategy the variables are mirrored and `update` runs in
+  cross-replica context, so every replica keeps the same scale.
   """
 
-  def __init__(self, initial_scale, growth_steps, use_tpu):
+  def __init__(self, initial_scale, growth_steps):
     self._growth_steps = growth_steps
     self.scale = _root_variable("loss_scale", [], tf.float32,
                                 tf.constant_initializer(initial_scale))
@@ -402,13 +542,15 @@ class _DynamicLossScale(object):
     self.value = self.scale.read_value()
     tf.add_to_collection(LOSS_SCALE_COLLECTION, self.scale)
     tf.add_to_collection(SKIPPED_UPDATES_COLLECTION, self.skipped)
-    if not use_tpu:
-      # Raw summary ops: tf.summary.scalar would derive the tag from a name
-      # scope, which the variable `loss_scale` already holds ("loss_scale_1").
-      for tag, value in (("loss_scale", self.value),
-                         ("skipped_updates", self.skipped.read_value())):
-        tf.add_to_collection(tf.GraphKeys.SUMMARIES, tf.raw_ops.ScalarSummary(
-            tags=tag, values=tf.cast(value, tf.float32)))
+
+  def add_summaries(self):
+    """TensorBoard scalars `loss_scale` and `skipped_updates` (once a graph)."""
+    # Raw summary ops: tf.summary.scalar would derive the tag from a name
+    # scope, which the variable `loss_scale` already holds ("loss_scale_1").
+    for tag, value in (("loss_scale", self.value),
+                       ("skipped_updates", self.skipped.read_value())):
+      tf.add_to_collection(tf.GraphKeys.SUMMARIES, tf.raw_ops.ScalarSummary(
+          tags=tag, values=tf.cast(value, tf.float32)))
 
   def update(self, finite):
     """The op that adjusts the scale after a gradient; `finite`: bool Tensor."""
@@ -452,10 +594,11 @@ class AdamWeightDecayOptimizer(tf.train.Optimizer):
   Slot variables are named `<var>/adam_m` and `<var>/adam_v` (the names in
   the released pre-training checkpoints), in the root variable scope.
 
-  Under a `tf.distribute` strategy (replica context), `apply_gradients`
-  hands the update to the cross-replica context (`merge_call`): gradients
-  are averaged across replicas (unless the caller already did) and every
-  replica's copy of each variable and slot gets the same update.
+  Under a `tf.distribute` strategy, `apply_gradients` runs the update in
+  cross-replica context (through `merge_call` when called in replica
+  context): gradients are averaged across replicas (unless the caller
+  already did) and every replica's copy of each variable and slot gets the
+  same update.
   """
 
   _SLOT_NAMES = ("adam_m", "adam_v")
@@ -511,8 +654,10 @@ class AdamWeightDecayOptimizer(tf.train.Optimizer):
     pairs = [(g, p) for g, p in grads_and_vars
              if g is not None and p is not None]
     name = name or self.get_name()
-    if (tf.distribute.has_strategy() and
-        not tf.distribute.in_cross_replica_context()):
+    if tf.distribute.has_strategy():
+      if tf.distribute.in_cross_replica_context():
+        return self._apply_cross_replica(tf.distribute.get_strategy(), pairs,
+                                         aggregate_gradients, name)
       return tf.distribute.get_replica_context().merge_call(
           self._apply_cross_replica, args=(pairs, aggregate_gradients, name))
     assignments = []

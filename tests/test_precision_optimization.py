@@ -417,6 +417,10 @@ def test_fp16_inf_micro_batch_does_not_advance_accumulation():
 # tf.distribute: two logical CPU devices in a fresh process.
 # ---------------------------------------------------------------------------
 
+# argv: optimizer, accumulation steps N, precision, output .npz. Trains
+# 3 updates of N micro-batches of 4 examples on one device, and the same on
+# two replicas (2 examples each). With fp16 a last micro-batch has an inf
+# loss on replica 1 only.
 _DISTRIBUTED_SCRIPT = textwrap.dedent("""
     import sys
     import numpy as np
@@ -428,96 +432,117 @@ _DISTRIBUTED_SCRIPT = textwrap.dedent("""
     import modeling
     import optimization
 
-    optimizer_name, out_path = sys.argv[1], sys.argv[2]
+    optimizer_name, num_micro = sys.argv[1], int(sys.argv[2])
+    precision, out_path = sys.argv[3], sys.argv[4]
     rng = np.random.RandomState(0)
-    IDS = rng.randint(1, 99, size=(4, 8)).astype(np.int32)
-    TARGETS = rng.randn(4, 32).astype(np.float32)
+    IDS = rng.randint(1, 99, size=(4 * num_micro, 8)).astype(np.int32)
+    TARGETS = rng.randn(4 * num_micro, 32).astype(np.float32)
     CONFIG = modeling.BertConfig(vocab_size=99, hidden_size=32,
                                  num_hidden_layers=2, num_attention_heads=4,
                                  intermediate_size=37, type_vocab_size=2)
 
-    def build(ids, targets):
+    def build(rows, factor=1.0):
       tf.set_random_seed(3)
-      model = modeling.BertModel(CONFIG, is_training=False, input_ids=ids)
-      loss = 20.0 * tf.reduce_mean(tf.reduce_sum(
+      model = modeling.BertModel(CONFIG, is_training=False,
+                                 input_ids=tf.gather(tf.constant(IDS), rows))
+      targets = tf.gather(tf.constant(TARGETS), rows)
+      loss = 20.0 * factor * tf.reduce_mean(tf.reduce_sum(
           tf.square(model.get_pooled_output() - targets), axis=-1))
       return optimization.create_optimizer(
           loss, 0.02, 10, 2, False,
-          optimization.OptimizerOptions(optimizer=optimizer_name))
+          optimization.OptimizerOptions(
+              optimizer=optimizer_name, precision=precision,
+              gradient_accumulation_steps=num_micro))
 
-    def values(sess):
+    def values(sess, collection=tf.GraphKeys.GLOBAL_VARIABLES):
       out = {}
-      for v in tf.global_variables():
+      for v in tf.get_collection(collection):
         copies = getattr(v, "values", (v,))
         for i, copy in enumerate(copies):
-          out["%s@%d" % (v.op.name if not hasattr(v, "values")
-                         else copies[0].op.name, i)] = sess.run(copy)
+          out["%s@%d" % (copies[0].op.name, i)] = sess.run(copy)
       return out
 
+    def train(sess, train_op, micro):
+      for _ in range(3):
+        for k in range(num_micro):
+          sess.run(train_op, {micro: k})
+
     results = {}
-    with tf.Graph().as_default():  # One device, the global batch of 4.
-      tf.set_random_seed(3)
-      build(tf.constant(IDS), tf.constant(TARGETS))
+    with tf.Graph().as_default():  # One device, micro-batches of 4.
+      micro = tf.placeholder(tf.int32, [])
+      build(tf.range(4) + 4 * micro)
       train_op = tf.get_default_graph().get_operation_by_name("train_op")
       with tf.Session() as sess:
         sess.run(tf.global_variables_initializer())
         init = values(sess)
         results.update({"init/" + k: v for k, v in init.items()})
-        for _ in range(4):
-          sess.run(train_op)
+        train(sess, train_op, micro)
         results.update({"single/" + k: v for k, v in values(sess).items()})
     with tf.Graph().as_default():  # Two replicas, 2 examples each.
+      micro = tf.placeholder(tf.int32, [])
+      factor = tf.placeholder_with_default(1.0, [])
       strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
       with strategy.scope():
         def replica_fn():
           replica = tf.distribute.get_replica_context().replica_id_in_sync_group
-          rows = tf.range(2) + 2 * replica
-          return build(tf.gather(tf.constant(IDS), rows),
-                       tf.gather(tf.constant(TARGETS), rows))
+          return build(tf.range(2) + 2 * replica + 4 * micro,
+                       tf.where(tf.equal(replica, 1), factor, 1.0))
         train_op = strategy.group(
             strategy.extended.call_for_each_replica(replica_fn))
       with tf.Session() as sess:
-        sess.run(tf.global_variables_initializer())
+        sess.run([tf.global_variables_initializer(),
+                  tf.local_variables_initializer()])
         # Same initial values as the single-device graph (same seeds).
         for k, v in values(sess).items():
           base = k.rsplit("@", 1)[0] + "@0"
           np.testing.assert_array_equal(v, init[base], err_msg=k)
-        for _ in range(4):
-          sess.run(train_op)
+        train(sess, train_op, micro)
         results.update({"mirrored/" + k: v for k, v in values(sess).items()})
+        if precision == "fp16":
+          sess.run(train_op, {micro: 0, factor: np.inf})
+          after = values(sess)
+          after.update(values(sess, tf.GraphKeys.LOCAL_VARIABLES))
+          results.update({"overflow/" + k: v for k, v in after.items()})
     np.savez(out_path, **results)
     """)
 
 
-def _run_distributed(optimizer, tmp_path):
-  out = tmp_path / ("%s.npz" % optimizer)
+def _run_distributed(tmp_path, optimizer, num_micro=1, precision="fp32"):
+  """{phase: {variable name: {replica: value}}}, phases as in the script."""
+  out = tmp_path / "results.npz"
   env = dict(os.environ, PYTHONPATH=REPO_ROOT, TF_CPP_MIN_LOG_LEVEL="2")
   proc = subprocess.run(
-      [sys.executable, "-c", _DISTRIBUTED_SCRIPT, optimizer, str(out)],
+      [sys.executable, "-c", _DISTRIBUTED_SCRIPT, optimizer, str(num_micro),
+       precision, str(out)],
       capture_output=True, text=True, env=env, cwd=REPO_ROOT, timeout=300)
   assert proc.returncode == 0, proc.stderr[-3000:]
   data = np.load(out)
-  return {k: data[k] for k in data.files}
+  phases = {}
+  for key in data.files:
+    phase, rest = key.split("/", 1)
+    name, replica = rest.rsplit("@", 1)
+    phases.setdefault(phase, {}).setdefault(name, {})[int(replica)] = data[key]
+  return phases
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("optimizer", ["adamw", "lamb"])
-def test_mirrored_replicas_stay_identical_and_match_one_device(optimizer,
-                                                               tmp_path):
-  results = _run_distributed(optimizer, tmp_path)
-  single = {k[len("single/"):-2]: v for k, v in results.items()
-            if k.startswith("single/")}
-  init = {k[len("init/"):-2]: v for k, v in results.items()
-          if k.startswith("init/")}
-  mirrored = [k for k in results if k.startswith("mirrored/")]
-  replicas = {}
-  for key in mirrored:
-    name, replica = key[len("mirrored/"):].rsplit("@", 1)
-    replicas.setdefault(name, {})[int(replica)] = results[key]
-  assert set(replicas) == set(single)
+@pytest.mark.parametrize("optimizer,num_micro,precision", [
+    ("adamw", 1, "fp32"), ("lamb", 1, "fp32"), ("adamw", 2, "fp32"),
+    ("lamb", 2, "fp16")])
+def test_mirrored_replicas_stay_identical_and_match_one_device(
+    optimizer, num_micro, precision, tmp_path):
+  phases = _run_distributed(tmp_path, optimizer, num_micro, precision)
+  single = {name: copies[0] for name, copies in phases["single"].items()}
+  init = {name: copies[0] for name, copies in phases["init"].items()}
+  replicas = phases["mirrored"]
+  # One device checkpoints the accumulation state; under a strategy it is in
+  # per-replica local variables.
+  local = {name for name in single if "gradient_accumulat" in name}
+  assert bool(local) == (num_micro > 1)
+  assert set(replicas) == set(single) - local
   slot = "lamb_m" if optimizer == "lamb" else "adam_m"
   assert "bert/pooler/dense/kernel/" + slot in replicas
-  assert single["global_step"] == 4
+  assert single["global_step"] == 3
   kernel = "bert/pooler/dense/kernel"
   assert np.abs(single[kernel] - init[kernel]).max() > 1e-4  # It trained.
   for name, copies in replicas.items():
@@ -525,7 +550,7 @@ def test_mirrored_replicas_stay_identical_and_match_one_device(optimizer,
     np.testing.assert_array_equal(copies[0], copies[1], err_msg=name)
     if name.startswith("bert/") and "/" + slot[:-1] not in name:
       # Two half-batch gradients averaged vs one: float32 sums in another
-      # order. Compare to how far 4 updates moved the variable.
+      # order. Compare to how far 3 updates moved the variable.
       # (The key biases have a zero gradient, softmax being shift-invariant,
       # and barely move.)
       moved = np.abs(single[name] - init[name]).max()
@@ -534,19 +559,19 @@ def test_mirrored_replicas_stay_identical_and_match_one_device(optimizer,
     else:
       np.testing.assert_allclose(copies[0], single[name], rtol=1e-3,
                                  atol=1e-6, err_msg=name)
-
-
-def test_accumulation_under_a_strategy_is_refused():
-  with tf.Graph().as_default():
-    strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
-    with strategy.scope():
-      weight = tf.get_variable("w", initializer=1.0)
-
-      def replica_fn():
-        return optimization.create_optimizer(
-            weight * weight, 0.1, 10, 0, False,
-            Options(gradient_accumulation_steps=2))
-
-      with pytest.raises(ValueError, match="not supported under a "
-                         "tf.distribute strategy"):
-        strategy.extended.call_for_each_replica(replica_fn)
+  if precision == "fp16":
+    # 6 finite micro-batches, then one whose loss is inf on replica 1 only:
+    # both replicas skip it, and both halve the scale.
+    after = phases["overflow"]
+    assert single["loss_scale/good_steps"] == 3 * num_micro
+    for name, copies in after.items():
+      assert sorted(copies) == [0, 1], name
+      np.testing.assert_array_equal(copies[0], copies[1], err_msg=name)
+    assert after["loss_scale"][0] == replicas["loss_scale"][0] / 2
+    assert after["loss_scale/skipped_updates"][0] == 1
+    assert after["loss_scale/good_steps"][0] == 0
+    assert after["gradient_accumulation/micro_steps"][0] == 3 * num_micro
+    for name, copies in replicas.items():
+      if not name.startswith("loss_scale"):
+        np.testing.assert_array_equal(after[name][0], copies[0],
+                                      err_msg=name)
