@@ -251,9 +251,6 @@ def create_optimizer(loss, init_lr, num_train_steps, num_warmup_steps,
 
   tvars = tf.trainable_variables()
   if options.gradient_accumulation_steps > 1 or options.uses_loss_scaling:
-    if tf.distribute.has_strategy():
-      return _distributed_conditional_train_op(
-          loss, tvars, optimizer, global_step, learning_rate, options)
     return _conditional_train_op(loss, tvars, optimizer, global_step,
                                  learning_rate, options, use_tpu)
 
@@ -351,13 +348,25 @@ def _all_finite(grads):
 
 def _conditional_train_op(loss, tvars, optimizer, global_step, learning_rate,
                           options, use_tpu):
-  """The train op with gradient accumulation and/or fp16 loss scaling."""
-  num_micro = options.gradient_accumulation_steps
+  """The train op with gradient accumulation and/or fp16 loss scaling.
+
+  On one device (or TPU) everything below runs in the replica's own graph.
+  Under a `tf.distribute` strategy (called in replica context, once per
+  replica) each replica takes the gradient of its share of the batch, and
+  the rest runs once, in cross-replica context (`merge_call`), so that
+  every collective operation sits in a branch that all replicas take
+  together:
+
+  * fp16: whether a replica's gradient has an inf or NaN is summed over all
+    replicas (one scalar all-reduce per micro-batch), so every replica skips
+    or takes the same micro-batches and keeps the same loss scale.
+  * Accumulation: each replica adds its own gradient to its own accumulators
+    (see `_Accumulators`), with no communication; every N-th micro-batch
+    the sums are all-reduced once (mean over replicas), divided by N,
+    clipped, and applied to every replica's copy of every variable.
+  """
   loss_scale = _make_loss_scale(options)
-  if loss_scale is not None and not use_tpu:
-    loss_scale.add_summaries()
   grads, variables = _scaled_gradients(loss, tvars, loss_scale)
-  finite = _all_finite(grads) if loss_scale else tf.constant(True)
 
   def update(mean_grads):
     apply_op = _apply(optimizer, _clip(mean_grads, variables,
@@ -365,35 +374,67 @@ def _conditional_train_op(loss, tvars, optimizer, global_step, learning_rate,
     with tf.control_dependencies([apply_op, learning_rate]):
       return tf.assign_add(global_step, 1)
 
+  if not tf.distribute.has_strategy():
+    if loss_scale is not None and not use_tpu:
+      loss_scale.add_summaries()
+    finite = _all_finite(grads) if loss_scale else tf.constant(True)
+    return _gated_train_op(None, grads, variables, finite, update,
+                           options.gradient_accumulation_steps, loss_scale)
+
+  overflow = (tf.cast(tf.logical_not(_all_finite(grads)), tf.float32)
+              if loss_scale else tf.zeros([]))
+
+  def cross_replica_step(strategy, grads, overflow):
+    if loss_scale is None:
+      finite = tf.constant(True)
+    else:
+      loss_scale.add_summaries()
+      finite = tf.equal(
+          strategy.reduce(tf.distribute.ReduceOp.SUM, overflow, axis=None),
+          0.0)
+    return _gated_train_op(strategy, grads, variables, finite, update,
+                           options.gradient_accumulation_steps, loss_scale)
+
+  return tf.distribute.get_replica_context().merge_call(
+      cross_replica_step, args=(grads, overflow))
+
+
+def _gated_train_op(strategy, grads, variables, finite, update, num_micro,
+                    loss_scale):
+  """Skips non-finite gradients, accumulates, updates every `num_micro`-th.
+
+  `strategy` is None on one device; otherwise this runs in cross-replica
+  context and `grads` are per-replica values. `update(mean_grads)` applies
+  one update and returns the global-step increment.
+  """
+
+  def mean_over_replicas(values):
+    if strategy is None:
+      return list(values)
+    return [tf.convert_to_tensor(g) for g in strategy.extended.batch_reduce_to(
+        tf.distribute.ReduceOp.MEAN, list(zip(values, variables)))]
+
   if num_micro == 1:
     def apply_now():
-      with tf.control_dependencies([update(grads)]):
+      with tf.control_dependencies([update(mean_over_replicas(grads))]):
         return tf.constant(True)
 
     train_op = tf.cond(finite, apply_now, lambda: tf.constant(False))
   else:
-    micro_steps = _root_variable("gradient_accumulation/micro_steps", [],
-                                 tf.int64, tf.zeros_initializer())
-    accumulators = [
-        _root_variable(modeling.variable_name(v.name) + "/gradient_accumulator",
-                       v.shape.as_list(), tf.float32, tf.zeros_initializer())
-        for v in variables]
+    accumulators = _Accumulators(variables, strategy)
 
     def accumulate():
-      adds = [a.assign_add(tf.convert_to_tensor(g), read_value=False)
-              for a, g in zip(accumulators, grads)]
-      with tf.control_dependencies(adds):
-        return tf.identity(micro_steps.assign_add(1))
+      with tf.control_dependencies(accumulators.add(grads)):
+        return tf.identity(accumulators.micro_steps.assign_add(1))
 
-    count = tf.cond(finite, accumulate, micro_steps.read_value)
+    count = tf.cond(finite, accumulate, accumulators.micro_steps.read_value)
     is_update = tf.logical_and(finite, tf.equal(count % num_micro, 0))
 
     def apply_accumulated():
-      mean = [a.read_value() / float(num_micro) for a in accumulators]
-      increment = update(mean)
+      mean = mean_over_replicas(accumulators.sums())
+      increment = update([g / float(num_micro) for g in mean])
       with tf.control_dependencies([increment]):
-        zeroed = [a.assign(tf.zeros_like(a), read_value=False)
-                  for a in accumulators]
+        zeroed = accumulators.zero()
       with tf.control_dependencies(zeroed):
         return tf.constant(True)
 
@@ -406,117 +447,67 @@ def _conditional_train_op(loss, tvars, optimizer, global_step, learning_rate,
   return tf.group(*ops, name="train_op")
 
 
-def _distributed_conditional_train_op(loss, tvars, optimizer, global_step,
-                                      learning_rate, options):
-  """Accumulation and/or fp16 loss scaling under a `tf.distribute` strategy.
+class _Accumulators(object):
+  """Float32 gradient sums, one per variable, and a micro-batch counter.
 
-  Called in replica context, once per replica. Each replica takes the
-  gradient of its share of the batch; the rest runs once, in cross-replica
-  context (`merge_call`), so that no collective operation sits in a branch
-  that only some replicas take:
-
-  * fp16: each replica counts whether its gradient has an inf or NaN, and the
-    counts are summed over all replicas (one scalar all-reduce per
-    micro-batch). Every replica then skips, or takes, the micro-batch.
-  * Accumulation: each replica adds its own gradient to its own float32
-    accumulators (`<var>/gradient_accumulator`, per-replica local variables,
-    `tf.VariableSynchronization.ON_READ`), with no communication. On every
-    N-th micro-batch the accumulators are all-reduced once (mean over
-    replicas, divided by N), clipped to the global norm, and applied to
-    every replica's copy of every variable; then they are zeroed.
-
-  The accumulators and the micro-batch counter are local variables, not
-  checkpointed: step-based checkpoints fall on update boundaries anyway, and
-  a run restarted from a checkpoint taken inside an update (a preemption)
-  starts that update again from its first micro-batch.
-
-  Returns:
-    The train Operation (a grouped op on every replica).
+  Variables: `<var>/gradient_accumulator` (the variable's shape) and
+  `gradient_accumulation/micro_steps` (int64). On one device they are global
+  variables, saved with every checkpoint, so a run restarted from any
+  checkpoint finishes the update it was in exactly. Under a strategy the
+  sums are per-replica local variables (`tf.VariableSynchronization.ON_READ`)
+  and the counter is a mirrored local variable; none is checkpointed (a
+  checkpoint of replica-local values would need every worker to save): step
+  checkpoints fall between updates anyway, and a run restarted from a
+  checkpoint taken inside an update (a preemption) begins that update again.
   """
-  num_micro = options.gradient_accumulation_steps
-  loss_scale = _make_loss_scale(options)
-  grads, variables = _scaled_gradients(loss, tvars, loss_scale)
-  overflow = (tf.cast(tf.logical_not(_all_finite(grads)), tf.float32)
-              if loss_scale else tf.zeros([]))
 
-  def step(strategy, grads, overflow):
-    local = strategy.experimental_local_results
-    if loss_scale is not None:
-      loss_scale.add_summaries()
-      finite = tf.equal(
-          strategy.reduce(tf.distribute.ReduceOp.SUM, overflow, axis=None),
-          0.0)
-    else:
-      finite = tf.constant(True)
+  def __init__(self, variables, strategy):
+    self._strategy = strategy
+    local = ({} if strategy is None else
+             dict(collections=[tf.GraphKeys.LOCAL_VARIABLES]))
+    per_replica = ({} if strategy is None else
+                   dict(synchronization=tf.VariableSynchronization.ON_READ,
+                        aggregation=tf.VariableAggregation.SUM))
+    self.micro_steps = _root_variable("gradient_accumulation/micro_steps", [],
+                                      tf.int64, tf.zeros_initializer(),
+                                      **local)
+    self._sums = [
+        _root_variable(modeling.variable_name(v.name) + "/gradient_accumulator",
+                       v.shape.as_list(), tf.float32, tf.zeros_initializer(),
+                       **local, **per_replica)
+        for v in variables]
 
-    def update(mean_grads):
-      # Cross-replica context: `apply_gradients` updates every copy.
-      apply_op = optimizer.apply_gradients(
-          _clip(mean_grads, variables, options.clip_norm),
-          aggregate_gradients=False)
-      with tf.control_dependencies([apply_op, learning_rate]):
-        return global_step.assign_add(1, read_value=False)
+  def _copies(self, values):
+    """[(sum variable, value)], one pair per variable and local replica."""
+    if self._strategy is None:
+      return list(zip(self._sums, values))
+    local = self._strategy.experimental_local_results
+    return [pair for total, value in zip(self._sums, values)
+            for pair in zip(local(total), local(value))]
 
-    if num_micro == 1:
-      def apply_now():
-        mean = strategy.extended.batch_reduce_to(
-            tf.distribute.ReduceOp.MEAN, list(zip(grads, variables)))
-        with tf.control_dependencies([update(mean)]):
-          return tf.constant(True)
+  def add(self, grads):
+    """Ops adding `grads` (one per variable; per replica) to the sums."""
+    ops = []
+    for total, grad in self._copies(grads):
+      with tf.device(total.device):
+        ops.append(total.assign_add(tf.convert_to_tensor(grad),
+                                    read_value=False))
+    return ops
 
-      train_op = tf.cond(finite, apply_now, lambda: tf.constant(False))
-    else:
-      local_vars = dict(collections=[tf.GraphKeys.LOCAL_VARIABLES])
-      micro_steps = _root_variable("gradient_accumulation/micro_steps", [],
-                                   tf.int64, tf.zeros_initializer(),
-                                   **local_vars)
-      accumulators = [
-          _root_variable(
-              modeling.variable_name(v.name) + "/gradient_accumulator",
-              v.shape.as_list(), tf.float32, tf.zeros_initializer(),
-              synchronization=tf.VariableSynchronization.ON_READ,
-              aggregation=tf.VariableAggregation.SUM, **local_vars)
-          for v in variables]
+  def sums(self):
+    """The sums: Tensors on one device, per-replica variables otherwise."""
+    if self._strategy is None:
+      return [total.read_value() for total in self._sums]
+    return list(self._sums)
 
-      def accumulate():
-        adds = []
-        for acc, grad in zip(accumulators, grads):
-          for acc_copy, grad_copy in zip(local(acc), local(grad)):
-            with tf.device(acc_copy.device):
-              adds.append(acc_copy.assign_add(
-                  tf.convert_to_tensor(grad_copy), read_value=False))
-        with tf.control_dependencies(adds):
-          return micro_steps.assign_add(1, read_value=False)
+  def zero(self):
+    """Ops zeroing every sum."""
+    ops = []
+    for total, _ in self._copies(self._sums):
+      with tf.device(total.device):
+        ops.append(total.assign(tf.zeros_like(total), read_value=False))
+    return ops
 
-      with tf.control_dependencies([tf.cond(finite, accumulate, tf.no_op)]):
-        count = micro_steps.read_value()
-      is_update = tf.logical_and(finite, tf.equal(count % num_micro, 0))
-
-      def apply_accumulated():
-        summed = strategy.extended.batch_reduce_to(
-            tf.distribute.ReduceOp.MEAN, list(zip(accumulators, variables)))
-        increment = update([tf.convert_to_tensor(g) / float(num_micro)
-                            for g in summed])
-        zeroed = []
-        with tf.control_dependencies([increment]):
-          for acc in accumulators:
-            for acc_copy in local(acc):
-              with tf.device(acc_copy.device):
-                zeroed.append(acc_copy.assign(tf.zeros_like(acc_copy),
-                                              read_value=False))
-        with tf.control_dependencies(zeroed):
-          return tf.constant(True)
-
-      train_op = tf.cond(is_update, apply_accumulated,
-                         lambda: tf.constant(False))
-    ops = [train_op]
-    if loss_scale is not None:
-      with tf.control_dependencies([train_op]):
-        ops.append(loss_scale.update(finite))
-    return tf.group(*ops, name="train_op")
-
-  return tf.distribute.get_replica_context().merge_call(
-      step, args=(grads, overflow))
 
 class _DynamicLossScale(object):
   """fp16 dynamic loss scale: halve on non-finite gradients, grow when stable.
