@@ -182,3 +182,41 @@ def test_flag_parsing_errors_are_one_line(tmp_path):
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith("error: ") and want in last, result.stderr
     assert "FATAL" not in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.slow
+def test_use_xla_clusters_cpu_ops_in_main(tmp_path):
+  # `import tensorflow` makes absl list the devices right after the flags
+  # are parsed, and TensorFlow reads TF_XLA_FLAGS only then: run_main must
+  # set it before (setting it in main compiled nothing).
+  script = tmp_path / "script.py"
+  script.write_text(textwrap.dedent("""
+      import sys
+      sys.path.insert(0, %r)
+      import tensorflow.compat.v1 as tf
+      import startup, training_options
+
+      def main(_):
+        run_config = training_options.configure_run_config(
+            tf.estimator.RunConfig(),
+            training_options.options_from_flags(startup.flags.FLAGS))
+        with tf.Graph().as_default():
+          x = tf.random.normal([32, 32])
+          y = tf.nn.relu(tf.matmul(x, x) + 1.0) * 2.0
+          with tf.Session(config=run_config.session_config) as sess:
+            metadata = tf.RunMetadata()
+            sess.run(y, options=tf.RunOptions(output_partition_graphs=True),
+                     run_metadata=metadata)
+        print(" ".join(sorted({node.op for graph in metadata.partition_graphs
+                               for node in graph.node if "Xla" in node.op})))
+
+      startup.define_flags("use_xla")
+      startup.run_main(main)
+  """ % REPO_ROOT))
+  env = script_env(CUDA_VISIBLE_DEVICES="")
+  env.pop("TF_XLA_FLAGS", None)
+  result = subprocess.run([sys.executable, str(script), "--use_xla"],
+                          capture_output=True, text=True, env=env,
+                          timeout=120)
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert {"_XlaCompile", "_XlaRun"} <= set(result.stdout.split())
