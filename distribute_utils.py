@@ -169,6 +169,16 @@ def _check_flags(flag_values, num_visible_gpus):
         "CUDA_VISIBLE_DEVICES and the CUDA install, or use --num_gpus=0 for "
         "the CPU)" % (flag_values.num_gpus, num_visible_gpus,
                       " is" if num_visible_gpus == 1 else "s are"))
+  if getattr(flag_values, "use_xla", False):
+    # Measured on two CPU replicas: XLA clusters each replica's update ops on
+    # their own, rounding differs, and after two steps a third of the word
+    # embeddings differ between the copies (by 3e-8); the checkpoint keeps
+    # one copy. Excluding the optimizer's update from XLA would fix it.
+    raise ValueError(
+        "--use_xla cannot be combined with --distribution_strategy=%s yet: "
+        "XLA compiles each replica's optimizer update separately and the "
+        "replicas' copies of the variables drift apart; use one of the two"
+        % name)
   if flag_values.num_gpus and flag_values.num_cpu_devices:
     raise ValueError("--num_cpu_devices splits the CPU for replicas on the "
                      "CPU; use it with --num_gpus=0")
@@ -177,6 +187,20 @@ def _check_flags(flag_values, num_visible_gpus):
       raise ValueError("--num_cpu_devices > 1 is for --distribution_strategy="
                        "mirrored; a multi-worker CPU task has one replica")
     parse_tf_config(os.environ.get("TF_CONFIG", ""))
+  if (getattr(flag_values, "do_train", True) and
+      "train_batch_size" in flag_values):
+    # Checked again, on the strategy itself, by DistributedEstimator.
+    check_global_batch(flag_values.train_batch_size,
+                       _replica_count(flag_values), "train_batch_size")
+
+
+def _replica_count(flag_values):
+  """Replicas the strategy flags ask for (after `_check_flags`' checks)."""
+  per_machine = flag_values.num_gpus or max(1, flag_values.num_cpu_devices)
+  if flag_values.distribution_strategy == "mirrored":
+    return per_machine
+  cluster = parse_tf_config(os.environ.get("TF_CONFIG", ""))["cluster"]
+  return per_machine * sum(len(tasks) for tasks in cluster.values())
 
 
 # ----------------------------------------------------------------------------
@@ -187,7 +211,9 @@ def _check_flags(flag_values, num_visible_gpus):
 def setup_from_flags(flag_values):
   """Checks the distribution flags and prepares the runtime (before `main`).
 
-  Splits the CPU into `--num_cpu_devices` logical devices, which must happen
+  Refuses a global `--train_batch_size` (when training) that the replica
+  count does not divide, before any work. Splits the CPU into
+  `--num_cpu_devices` logical devices, which must happen
   before TensorFlow creates any device. For multi-worker training: turns off
   eager execution (the estimator's multi-worker path builds its graphs in
   TF1 style, and a strategy made eagerly fails there), and on every task
@@ -362,7 +388,9 @@ class DistributedEstimator(object):
   `as_estimator_spec()`). Every input_fn gets `params["batch_size"]`, as
   TPUEstimator gives it: for training the global `train_batch_size` divided
   by the replica count (each replica reads its own batch); for evaluation
-  and prediction, which run on one device, the global sizes. Multi-worker
+  and prediction, which run on one device, the global sizes. The training
+  loss that the Estimator logs and summarizes is the mean over replicas (as
+  on one device; the Estimator alone would sum them). Multi-worker
   training goes through `tf.estimator.train_and_evaluate` (TensorFlow
   refuses a plain `train` there), with `start_peer_watchdog` running.
 
@@ -402,6 +430,12 @@ class DistributedEstimator(object):
                       params=dict(params, batch_size=batch_sizes[mode]))
       if hasattr(spec, "as_estimator_spec"):
         spec = spec.as_estimator_spec()
+      if mode == keys.TRAIN:
+        # The Estimator logs and summarizes the sum of the replicas' losses;
+        # a share of each makes that the mean, the single-device loss. (The
+        # train op is built already: the gradients are unchanged.)
+        replicas_now = tf.distribute.get_replica_context().num_replicas_in_sync
+        spec = spec._replace(loss=spec.loss / replicas_now)
       return spec
 
     self.estimator = tf.estimator.Estimator(

@@ -69,7 +69,8 @@ def define_flags():
                        "max_seq_length", "doc_stride", "do_eval",
                        "eval_batch_size", startup.FINE_TUNING_FLAGS,
                        "export_dir", startup.TRAINING_FLAGS,
-                       startup.TPU_FLAGS, doc_stride=64)
+                       startup.TPU_FLAGS, startup.DISTRIBUTE_FLAGS,
+                       doc_stride=64)
   for name in ("data_dir", "vocab_file", "bert_config_file", "output_dir"):
     flags.mark_flag_as_required(name)
 

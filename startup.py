@@ -282,19 +282,27 @@ def _fail(message):
 def _parse_flags(argv):
   """absl's flag parsing, with a parsing error as one `error:` line."""
   try:
-    return flags.FLAGS(argv)
+    argv = flags.FLAGS(argv)
   except flags.Error as e:
     if os.environ.get("BERT_DEBUG"):
       raise
     _fail("%s (see --helpfull)" % " ".join(str(e).split()))
+  if getattr(flags.FLAGS, "use_xla", False):
+    # TensorFlow reads TF_XLA_FLAGS once, when it first lists its devices,
+    # and `import tensorflow` registers an absl callback that does so right
+    # after this parsing: later (in main) the variable has no effect.
+    import training_options  # pylint: disable=g-import-not-at-top
+    training_options.enable_xla_cpu_clustering()
+  return argv
 
 
 def run_main(main):
   """Runs `main` through `absl.app.run`, reporting bad input in one line.
 
-  Before `main`, `distribute_utils.setup_from_flags` checks the
-  `DISTRIBUTE_FLAGS` (where the script has them) and splits the CPU for
-  `--num_cpu_devices`.
+  Right after the flags are parsed, `--use_xla` switches on XLA's CPU
+  clustering (`training_options.enable_xla_cpu_clustering`); before `main`,
+  `distribute_utils.setup_from_flags` checks the `DISTRIBUTE_FLAGS` (where
+  the script has them) and splits the CPU for `--num_cpu_devices`.
 
   A flag that does not parse, a missing required flag, or a `ValueError`,
   `OSError` or TensorFlow `NotFoundError` / `InvalidArgumentError` /

@@ -29,8 +29,8 @@ DETERMINISTIC_SEED = 12345
 _PRECISIONS = ["fp32", "bf16", "fp16"]
 _OPTIMIZERS = ["adamw", "lamb"]
 # Without this XLA flag TensorFlow's auto-clustering leaves CPU ops alone
-# (global_jit_level only clusters GPU ops); it is read when the first
-# session optimizes a graph, so it must be set before that.
+# (global_jit_level only clusters GPU ops); it is read when TensorFlow first
+# initializes its devices, so it must be set before that.
 _CPU_JIT_FLAG = "--tf_xla_cpu_global_jit"
 
 
@@ -109,9 +109,11 @@ def configure_run_config(run_config, training):
 
   XLA: the session's `global_jit_level` is set to ON_1 (auto-clustering) and
   `--tf_xla_cpu_global_jit` is added to the TF_XLA_FLAGS environment
-  variable, without which no CPU op is clustered. The environment variable
-  is read once per process, by the first session: call this before any
-  session runs.
+  variable, without which no CPU op is clustered. TensorFlow reads that
+  variable once per process, when it first initializes its devices (the
+  first session, or a `tf.config.list_physical_devices` call): later it
+  has no effect. The scripts therefore set it as soon as their flags are
+  parsed (`startup.run_main`).
 
   Determinism: `tf.config.experimental.enable_op_determinism()` (which also
   makes tf.data keep its input order and run stateful map functions
@@ -146,7 +148,7 @@ def configure_run_config(run_config, training):
 
 
 def enable_xla_cpu_clustering():
-  """Adds `--tf_xla_cpu_global_jit` to TF_XLA_FLAGS (before the first session)."""
+  """Adds `--tf_xla_cpu_global_jit` to TF_XLA_FLAGS (before TF lists devices)."""
   current = os.environ.get("TF_XLA_FLAGS", "")
   if _CPU_JIT_FLAG not in current.split():
     os.environ["TF_XLA_FLAGS"] = (current + " " + _CPU_JIT_FLAG).strip()

@@ -8,10 +8,6 @@ a resume; (c) bad input, each a one-line error.
 import json
 import os
 import signal
-import socket
-import subprocess
-import sys
-import textwrap
 import time
 
 from absl import flags
@@ -19,50 +15,13 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
-from conftest import REPO_ROOT
 from conftest import shared_path
+import distribute_helpers as helpers
 import distribute_utils
 import startup
 from test_run_pretraining import _write_records
 
 _SEQ, _PREDS = 16, 4
-
-# run_pretraining's main with a hook that dumps, at the end of training,
-# every copy (one per replica) of every global variable.
-_DUMPING_MAIN = textwrap.dedent("""
-    import os, sys
-    import numpy as np
-    import tensorflow.compat.v1 as tf
-    import estimator_utils, run_pretraining, startup
-
-    class DumpHook(estimator_utils.ProgressHook):
-      def end(self, session):
-        out = {}
-        for v in tf.global_variables():
-          copies = getattr(v, "values", None) or (v,)
-          for i, copy in enumerate(copies):
-            out["%s@%d" % (v.name.split(":")[0], i)] = session.run(copy)
-        np.savez(os.environ["DUMP_PATH"], **out)
-
-    estimator_utils.ProgressHook = DumpHook
-    run_pretraining.define_flags()
-    startup.run_main(run_pretraining.main)
-    """)
-
-
-def _free_port():
-  with socket.socket() as s:
-    s.bind(("127.0.0.1", 0))
-    return s.getsockname()[1]
-
-
-def _env(**extra):
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="",
-             PYTHONPATH=REPO_ROOT)
-  env.pop("BERT_DEBUG", None)
-  env.pop("TF_CONFIG", None)
-  env.update(extra)
-  return env
 
 
 def _setup(tmp_path):
@@ -80,43 +39,13 @@ def _setup(tmp_path):
 def _args(data, config, output_dir, **overrides):
   values = dict(
       bert_config_file=config, input_file=data, output_dir=output_dir,
-      init_checkpoint=shared_path("conformance", "modeling",
-                                  "bert_model.ckpt.index")[:-len(".index")],
+      init_checkpoint=helpers.tiny_checkpoint(),
       max_seq_length=_SEQ, max_predictions_per_seq=_PREDS,
       train_batch_size=4, eval_batch_size=4, learning_rate=0.05,
       num_warmup_steps=0, save_checkpoints_steps=2, num_train_steps=3,
       do_train=True, max_eval_steps=3, random_seed=1)
   values.update(overrides)
-  return ["--%s=%s" % item for item in values.items()]
-
-
-def _start(args, dump, tf_config=None, log=None):
-  env = _env(DUMP_PATH=dump)
-  if tf_config is not None:
-    env["TF_CONFIG"] = json.dumps(tf_config)
-  return subprocess.Popen([sys.executable, "-c", _DUMPING_MAIN] + args,
-                          cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL,
-                          stderr=log or subprocess.PIPE, text=True)
-
-
-def _load(path):
-  data = np.load(path)
-  return {k: data[k] for k in data.files}
-
-
-def _replicas(dump):
-  """name -> {replica index: value}."""
-  out = {}
-  for key, value in dump.items():
-    name, index = key.rsplit("@", 1)
-    out.setdefault(name, {})[int(index)] = value
-  return out
-
-
-def _eval_results(output_dir):
-  with open(os.path.join(output_dir, "eval_results.txt")) as f:
-    return {k: float(v) for k, v in
-            (line.split(" = ") for line in f.read().splitlines())}
+  return helpers.flag_args(values)
 
 
 # ---------------------------------------------------------------------------
@@ -125,98 +54,33 @@ def _eval_results(output_dir):
 
 
 @pytest.mark.slow
-def test_two_cpu_replicas_match_one_device_through_run_pretraining(tmp_path):
+@pytest.mark.parametrize("optimizer,do_eval", [("adamw", True),
+                                               ("lamb", False)])
+def test_two_cpu_replicas_match_one_device_through_run_pretraining(
+    tmp_path, optimizer, do_eval):
   data, config = _setup(tmp_path)
-  runs = {}
-  for name, extra in (("single", {}),
-                      ("mirrored", dict(distribution_strategy="mirrored",
-                                        num_gpus=0, num_cpu_devices=2))):
-    out = str(tmp_path / name)
-    dump = str(tmp_path / (name + ".npz"))
-    proc = _start(_args(data, config, out, do_eval=True, **extra), dump)
-    _, stderr = proc.communicate(timeout=400)
-    assert proc.returncode == 0, stderr[-3000:]
-    runs[name] = (_replicas(_load(dump)), _eval_results(out))
-  single, single_eval = runs["single"]
-  mirrored, mirrored_eval = runs["mirrored"]
-  reader = tf.train.load_checkpoint(
-      shared_path("conformance", "modeling", "bert_model.ckpt.index")[:-6])
-  assert set(mirrored) == set(single)
-  assert single["global_step"][0] == 3 and mirrored["global_step"][0] == 3
-  trained = 0
-  for name, copies in mirrored.items():
-    # Every variable lives on both replicas, and the copies are identical:
-    # the optimizer applies one all-reduced update to each.
-    assert sorted(copies) == [0, 1], name
-    np.testing.assert_array_equal(copies[0], copies[1], err_msg=name)
-    if name.startswith(("bert/", "cls/")) and reader.has_tensor(name):
-      init = reader.get_tensor(name)
-      moved = np.abs(single[name][0] - init).max()
-      error = np.abs(copies[0] - single[name][0]).max()
-      trained += moved > 1e-4
-      # Two half-batch gradients averaged vs one full batch: float32 sums
-      # in another order.
-      # (The key biases get a zero gradient and barely move.)
-      assert error <= max(2e-3 * moved, 1e-5), (name, error, moved)
-    else:
-      np.testing.assert_allclose(copies[0], single[name][0], rtol=1e-3,
-                                 atol=1e-6, err_msg=name)
+  single, mirrored = helpers.run_one_and_two_replicas(
+      tmp_path, "run_pretraining.py",
+      lambda out, strategy: _args(data, config, out, do_eval=do_eval,
+                                  optimizer=optimizer, **strategy))
+  assert single.replicas["global_step"][0] == 3
+  slot = "bert/pooler/dense/kernel/%s_m" % ("lamb" if optimizer == "lamb"
+                                            else "adam")
+  assert slot in mirrored.replicas
+  trained = helpers.assert_replicas_match(
+      mirrored.replicas, single.replicas,
+      tf.train.load_checkpoint(helpers.tiny_checkpoint()))
   assert trained > 20  # The runs did train.
-  assert set(mirrored_eval) == set(single_eval)
-  for key, value in single_eval.items():
-    assert mirrored_eval[key] == pytest.approx(value, rel=1e-3), key
+  # The logged loss is the mean over replicas, as on one device.
+  assert helpers.final_loss(mirrored.log) == pytest.approx(
+      helpers.final_loss(single.log), rel=1e-3)
+  if do_eval:
+    helpers.assert_eval_results_match(mirrored.output_dir, single.output_dir)
 
 
 # ---------------------------------------------------------------------------
 # (b) Two workers over loopback.
 # ---------------------------------------------------------------------------
-
-
-def _cluster():
-  return ["127.0.0.1:%d" % _free_port() for _ in range(2)]
-
-
-def _worker_config(addresses, index):
-  return {"cluster": {"worker": addresses},
-          "task": {"type": "worker", "index": index}}
-
-
-def _run_workers(tmp_path, tag, args, addresses, kill_chief_at=None,
-                 timeout=400):
-  """Runs both workers; with `kill_chief_at`, kills both at that checkpoint."""
-  procs, logs = [], []
-  for index in range(2):
-    log = open(str(tmp_path / ("%s_%d.log" % (tag, index))), "w")
-    logs.append(log)
-    procs.append(_start(args, str(tmp_path / ("%s_%d.npz" % (tag, index))),
-                        _worker_config(addresses, index), log=log))
-  deadline = time.time() + timeout
-  try:
-    while any(p.poll() is None for p in procs):
-      if time.time() > deadline:
-        raise AssertionError("workers still running after %ds" % timeout)
-      if kill_chief_at and os.path.exists(kill_chief_at):
-        procs[0].send_signal(signal.SIGKILL)
-        procs[0].wait()
-        # The other worker now waits on a dead peer; it is killed too (as a
-        # cluster manager would restart the job).
-        procs[1].send_signal(signal.SIGKILL)
-        procs[1].wait()
-        break
-      time.sleep(0.5)
-  finally:
-    for p in procs:
-      if p.poll() is None:
-        p.kill()
-        p.wait()
-    for log in logs:
-      log.close()
-  return [p.returncode for p in procs]
-
-
-def _log(tmp_path, tag, index):
-  with open(str(tmp_path / ("%s_%d.log" % (tag, index)))) as f:
-    return f.read()
 
 
 @pytest.mark.slow
@@ -227,13 +91,16 @@ def test_two_workers_over_loopback_train_identically_and_resume(tmp_path):
                distribution_strategy="multi_worker_mirrored", num_gpus=0,
                worker_timeout_secs=120)
   # First run: killed (SIGKILL, both workers) once checkpoint 2 exists.
-  codes = _run_workers(tmp_path, "first", args, _cluster(),
-                       kill_chief_at=os.path.join(out, "model.ckpt-2.index"))
-  assert codes[0] == -signal.SIGKILL, _log(tmp_path, "first", 0)[-3000:]
+  codes = helpers.run_workers(
+      tmp_path, "first", "run_pretraining.py", args, helpers.cluster(),
+      kill_chief_at=os.path.join(out, "model.ckpt-2.index"))
+  assert codes[0] == -signal.SIGKILL, (
+      helpers.read_log(tmp_path, "first", 0)[-3000:])
   assert tf.train.latest_checkpoint(out) is not None
   # Same commands again (new ports: the old ones may linger): resumes.
-  codes = _run_workers(tmp_path, "second", args, _cluster())
-  logs = [_log(tmp_path, "second", i) for i in range(2)]
+  codes = helpers.run_workers(tmp_path, "second", "run_pretraining.py",
+                              args, helpers.cluster())
+  logs = [helpers.read_log(tmp_path, "second", i) for i in range(2)]
   assert codes == [0, 0], logs[0][-3000:] + logs[1][-3000:]
   assert "Restoring parameters from %s/model.ckpt-" % out in logs[0]
   assert "Restoring parameters from %s/model.ckpt-0" % out not in logs[0]
@@ -242,7 +109,7 @@ def test_two_workers_over_loopback_train_identically_and_resume(tmp_path):
   worker_files = [f for f in os.listdir(out) if f.startswith("model.ckpt")]
   assert all(f.startswith(("model.ckpt-2", "model.ckpt-4", "model.ckpt-6",
                            "model.ckpt-0")) for f in worker_files)
-  dumps = [_replicas(_load(str(tmp_path / ("second_%d.npz" % i))))
+  dumps = [helpers.load_dump(str(tmp_path / ("second_%d.npz" % i)))
            for i in range(2)]
   assert set(dumps[0]) == set(dumps[1])
   reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(out))
@@ -261,7 +128,8 @@ def test_two_workers_over_loopback_train_identically_and_resume(tmp_path):
 
 def _flag_values(**values):
   fv = flags.FlagValues()
-  for name in startup.DISTRIBUTE_FLAGS + ("use_tpu",):
+  for name in startup.DISTRIBUTE_FLAGS + ("use_tpu", "use_xla", "do_train",
+                                          "train_batch_size"):
     define, default, help_text = startup.SHARED_FLAGS[name]
     define(name, default, help_text, flag_values=fv)
   fv(["prog"] + ["--%s=%s" % item for item in values.items()])
@@ -286,6 +154,17 @@ def test_num_gpus_with_use_tpu_is_refused():
   distribute_utils._check_flags(_flag_values(use_tpu=True), 0)  # pylint: disable=protected-access
 
 
+def test_use_xla_with_a_strategy_is_refused():
+  # pylint: disable=protected-access
+  for name in ("mirrored", "multi_worker_mirrored"):
+    fv = _flag_values(distribution_strategy=name, num_gpus=0, use_xla=True)
+    with pytest.raises(ValueError, match=r"^--use_xla cannot be combined "
+                       r"with --distribution_strategy=%s yet: [^\n]*drift "
+                       r"apart; use one of the two$" % name):
+      distribute_utils._check_flags(fv, 0)
+  distribute_utils._check_flags(_flag_values(use_xla=True), 0)  # One device.
+
+
 def test_unknown_strategy_is_refused():
   fv = _flag_values(distribution_strategy="parameter_server")
   with pytest.raises(ValueError, match="expected one of none, mirrored"):
@@ -299,6 +178,29 @@ def test_global_batch_not_divisible_by_replicas_is_refused():
     distribute_utils.check_global_batch(5, 2, "train_batch_size")
   with pytest.raises(ValueError, match="multiple of the 4 replicas"):
     distribute_utils.check_global_batch(2, 4, "train_batch_size")
+
+
+def test_global_batch_is_checked_before_any_work(monkeypatch):
+  # pylint: disable=protected-access
+  two_cpus = dict(distribution_strategy="mirrored", num_gpus=0,
+                  num_cpu_devices=2)
+  with pytest.raises(ValueError, match="^--train_batch_size=5 .* multiple "
+                     "of the 2 replicas$"):
+    distribute_utils._check_flags(
+        _flag_values(do_train=True, train_batch_size=5, **two_cpus), 0)
+  # Not training: the batch size is not used.
+  distribute_utils._check_flags(_flag_values(train_batch_size=5, **two_cpus),
+                                0)
+  # Three workers of 2 GPUs: 6 replicas.
+  monkeypatch.setenv("TF_CONFIG", json.dumps(helpers.worker_config(
+      ["a:1", "b:1", "c:1"], 0)))
+  workers = dict(distribution_strategy="multi_worker_mirrored", num_gpus=2,
+                 do_train=True)
+  with pytest.raises(ValueError, match="multiple of the 6 replicas"):
+    distribute_utils._check_flags(
+        _flag_values(train_batch_size=8, **workers), 2)
+  distribute_utils._check_flags(_flag_values(train_batch_size=12, **workers),
+                                2)
 
 
 @pytest.mark.parametrize("text,key", [
@@ -337,13 +239,7 @@ def test_chief_is_the_chief_task_or_worker_0(monkeypatch):
 
 
 def _run_script(args, tf_config, timeout=300):
-  env = _env()
-  if tf_config is not None:
-    env["TF_CONFIG"] = tf_config
-  return subprocess.run(
-      [sys.executable, os.path.join(REPO_ROOT, "run_pretraining.py")] + args,
-      cwd=REPO_ROOT, env=env, capture_output=True, text=True,
-      timeout=timeout)
+  return helpers.run_plain("run_pretraining.py", args, tf_config, timeout)
 
 
 @pytest.mark.slow
@@ -373,18 +269,27 @@ def test_script_errors_are_one_line(tmp_path):
   assert result.returncode == 1
   assert result.stderr.strip().splitlines()[-1].startswith(
       "error: --num_gpus=2 but 0 GPUs are visible")
+  # XLA under a strategy.
+  result = _run_script(
+      _args(data, config, str(tmp_path / "d"), use_xla=True,
+            **helpers.TWO_CPU_REPLICAS), None)
+  helpers.assert_one_line_error(
+      result, "error: --use_xla cannot be combined with "
+      "--distribution_strategy=mirrored yet: XLA compiles each replica's "
+      "optimizer update separately and the replicas' copies of the variables "
+      "drift apart; use one of the two")
 
 
 @pytest.mark.slow
 def test_unreachable_worker_fails_within_the_timeout_naming_it(tmp_path):
   data, config = _setup(tmp_path)
-  addresses = _cluster()  # Nobody listens on worker 1's port.
+  addresses = helpers.cluster()  # Nobody listens on worker 1's port.
   start = time.time()
   result = _run_script(
       _args(data, config, str(tmp_path / "out"),
             distribution_strategy="multi_worker_mirrored", num_gpus=0,
             worker_timeout_secs=5),
-      json.dumps(_worker_config(addresses, 0)), timeout=200)
+      json.dumps(helpers.worker_config(addresses, 0)), timeout=200)
   assert result.returncode == 1, result.stderr[-3000:]
   last = result.stderr.strip().splitlines()[-1]
   assert last.startswith("error: --distribution_strategy=multi_worker_mirrored"

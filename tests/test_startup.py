@@ -49,19 +49,25 @@ def test_resolve_checkpoint_accepts_prefix_or_directory(tmp_path):
     startup.resolve_init_checkpoint(None)
 
 
+def _run_script(tmp_path, body, args=(), env=None):
+  """Runs `body` (Python source) as a script with the repo on sys.path."""
+  script = tmp_path / "script.py"
+  script.write_text("import sys\nsys.path.insert(0, %r)\n" % REPO_ROOT +
+                    textwrap.dedent(body))
+  return subprocess.run([sys.executable, str(script)] + list(args),
+                        capture_output=True, text=True,
+                        env=script_env() if env is None else env,
+                        timeout=120)
+
+
 @pytest.mark.slow
 def test_run_main_prints_bad_input_as_one_line(tmp_path):
-  script = tmp_path / "script.py"
-  script.write_text(textwrap.dedent("""
-      import sys
-      sys.path.insert(0, %r)
+  result = _run_script(tmp_path, """
       import startup
       def main(_):
         raise ValueError("--input_file: 'x' matched\\nno files")
       startup.run_main(main)
-  """ % REPO_ROOT))
-  result = subprocess.run([sys.executable, str(script)], capture_output=True,
-                          text=True, env=script_env(), timeout=120)
+  """)
   assert result.returncode == 1
   assert result.stderr.splitlines()[-1] == (
       "error: --input_file: 'x' matched no files")
@@ -161,24 +167,49 @@ def test_shared_flags_are_defined_once():
 
 @pytest.mark.slow
 def test_flag_parsing_errors_are_one_line(tmp_path):
-  script = tmp_path / "script.py"
-  script.write_text(textwrap.dedent("""
-      import sys
-      sys.path.insert(0, %r)
-      from absl import flags
-      import startup
-      flags.DEFINE_enum("kind", "a", ["a", "b"], "a kind")
-      flags.DEFINE_string("need", None, "needed")
-      flags.mark_flag_as_required("need")
-      startup.run_main(lambda _: None)
-  """ % REPO_ROOT))
-  env = script_env()
   for args, want in ((["--need=x", "--kind=c"], "--kind"),
                      ([], "--need")):
-    result = subprocess.run([sys.executable, str(script)] + args,
-                            capture_output=True, text=True, env=env,
-                            timeout=120)
+    result = _run_script(tmp_path, """
+        from absl import flags
+        import startup
+        flags.DEFINE_enum("kind", "a", ["a", "b"], "a kind")
+        flags.DEFINE_string("need", None, "needed")
+        flags.mark_flag_as_required("need")
+        startup.run_main(lambda _: None)
+    """, args)
     assert result.returncode == 1
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith("error: ") and want in last, result.stderr
     assert "FATAL" not in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.slow
+def test_use_xla_clusters_cpu_ops_in_main(tmp_path):
+  # `import tensorflow` makes absl list the devices right after the flags
+  # are parsed, and TensorFlow reads TF_XLA_FLAGS only then: run_main must
+  # set it before (setting it in main compiled nothing).
+  env = script_env(CUDA_VISIBLE_DEVICES="")
+  env.pop("TF_XLA_FLAGS", None)
+  result = _run_script(tmp_path, """
+      import tensorflow.compat.v1 as tf
+      import startup, training_options
+
+      def main(_):
+        run_config = training_options.configure_run_config(
+            tf.estimator.RunConfig(),
+            training_options.options_from_flags(startup.flags.FLAGS))
+        with tf.Graph().as_default():
+          x = tf.random.normal([32, 32])
+          y = tf.nn.relu(tf.matmul(x, x) + 1.0) * 2.0
+          with tf.Session(config=run_config.session_config) as sess:
+            metadata = tf.RunMetadata()
+            sess.run(y, options=tf.RunOptions(output_partition_graphs=True),
+                     run_metadata=metadata)
+        print(" ".join(sorted({node.op for graph in metadata.partition_graphs
+                               for node in graph.node if "Xla" in node.op})))
+
+      startup.define_flags("use_xla")
+      startup.run_main(main)
+  """, ["--use_xla"], env)
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert {"_XlaCompile", "_XlaRun"} <= set(result.stdout.split())

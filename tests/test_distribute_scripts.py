@@ -1,0 +1,235 @@
+"""The fine-tuning scripts on tf.distribute (issue #14), on CPU replicas.
+
+run_classifier.py and run_squad.py on two logical CPU replicas against one
+device (same global batch, dropout off): every replica's copy of every
+variable is identical and equal to the one-device run within float
+tolerance, and so are the outputs; run_ner.py trains with identical copies;
+run_classifier.py on two workers over loopback; a global batch that the
+replicas do not divide is refused in one line by each script.
+(run_pretraining.py: test_distribute.py.)
+"""
+
+import json
+import os
+
+import numpy as np
+import pytest
+import tensorflow.compat.v1 as tf
+
+from conftest import read_lines
+from conftest import shared_path
+from conftest import tiny_model_flags
+from conftest import write_tsv
+import distribute_helpers as helpers
+from test_run_ner import _conll
+from test_run_ner import _head_of_conll
+from test_run_squad import _real_squad_subset
+
+
+def _mrpc(tmp_path, train=16, dev=10, test=11):
+  """A small MRPC folder: the first lines of the shared GLUE files."""
+  data_dir = str(tmp_path / "data")
+  for split, count in (("train", train), ("dev", dev), ("test", test)):
+    lines = read_lines(shared_path("data", "glue", "MRPC", split + ".tsv"))
+    write_tsv(os.path.join(data_dir, split + ".tsv"), lines[:count + 1])
+  return data_dir
+
+
+def _classifier_args(data_dir, output_dir, **overrides):
+  values = dict(task_name="MRPC", do_train=True, do_eval=True,
+                do_predict=True, data_dir=data_dir, output_dir=output_dir,
+                max_seq_length=32, train_batch_size=4, num_train_epochs=1,
+                eval_batch_size=4, predict_batch_size=4, learning_rate=1e-3,
+                random_seed=1)
+  values.update(overrides)
+  return tiny_model_flags() + helpers.flag_args(values)
+
+
+def _reader():
+  return tf.train.load_checkpoint(helpers.tiny_checkpoint())
+
+
+def _test_results(output_dir):
+  return np.array([[float(x) for x in line.split("\t")] for line in
+                   read_lines(os.path.join(output_dir, "test_results.tsv"))])
+
+
+# ---------------------------------------------------------------------------
+# Two CPU replicas vs one device.
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_classifier_on_two_cpu_replicas_matches_one_device(tmp_path):
+  data_dir = _mrpc(tmp_path)
+  export_dir = str(tmp_path / "export")
+
+  def args_for(output_dir, strategy):
+    extra = dict(export_dir=export_dir) if strategy else {}
+    return _classifier_args(data_dir, output_dir, **extra, **strategy)
+
+  single, mirrored = helpers.run_one_and_two_replicas(
+      tmp_path, "run_classifier.py", args_for)
+  assert "Training on 2 replicas (MirroredStrategy" in mirrored.log
+  # 16 examples, global batch 4: 4 steps, 2 examples per replica each.
+  assert mirrored.replicas["global_step"][0] == 4
+  assert "output_weights" in mirrored.replicas  # The new head: compared too.
+  trained = helpers.assert_replicas_match(mirrored.replicas, single.replicas,
+                                          _reader())
+  assert trained > 20  # The runs did train.
+  assert helpers.final_loss(mirrored.log) == pytest.approx(
+      helpers.final_loss(single.log), rel=1e-3)
+  # Evaluation and prediction (one device, the trained variables).
+  results = helpers.assert_eval_results_match(mirrored.output_dir,
+                                              single.output_dir)
+  assert results["global_step"] == 4
+  want = helpers.read_eval_results(single.output_dir)
+  for key in ("eval_accuracy", "eval_f1"):  # Counts of 10 examples.
+    assert results[key] == want[key], key
+  np.testing.assert_allclose(_test_results(mirrored.output_dir),
+                             _test_results(single.output_dir), atol=1e-4)
+  assert _test_results(mirrored.output_dir).shape == (11, 2)
+  # --export_dir exports the checkpoint trained on two replicas.
+  [version] = os.listdir(export_dir)
+  assert os.path.isfile(os.path.join(export_dir, version, "saved_model.pb"))
+
+
+@pytest.mark.slow
+def test_squad_on_two_cpu_replicas_matches_one_device(tmp_path):
+  train_file, predict_file = _real_squad_subset(tmp_path)
+
+  def args_for(output_dir, strategy):
+    return tiny_model_flags() + helpers.flag_args(dict(
+        output_dir=output_dir, do_train=True, do_predict=True,
+        train_file=train_file, predict_file=predict_file,
+        version_2_with_negative=True, max_seq_length=64, doc_stride=32,
+        max_query_length=16, train_batch_size=2, num_train_epochs=1,
+        predict_batch_size=16, learning_rate=1e-3, random_seed=1,
+        **strategy))
+
+  single, mirrored = helpers.run_one_and_two_replicas(
+      tmp_path, "run_squad.py", args_for)
+  # 8 questions, global batch 2: 4 steps.
+  assert mirrored.replicas["global_step"][0] == 4
+  assert "cls/squad/output_weights" in mirrored.replicas
+  trained = helpers.assert_replicas_match(mirrored.replicas, single.replicas,
+                                          _reader())
+  assert trained > 20
+  assert helpers.final_loss(mirrored.log) == pytest.approx(
+      helpers.final_loss(single.log), rel=1e-3)
+  got, want = (_squad_outputs(mirrored.output_dir),
+               _squad_outputs(single.output_dir))
+  assert got["predictions.json"] == want["predictions.json"]
+  assert len(got["predictions.json"]) == 8
+  for qid, odds in want["null_odds.json"].items():
+    assert got["null_odds.json"][qid] == pytest.approx(odds, abs=1e-4), qid
+  # The same n-best spans in the same order (the closest two of a question
+  # differ by 4e-5 in logits, the runs by about 1e-7), logits within 1e-4.
+  assert list(got["nbest_predictions.json"]) == list(want["predictions.json"])
+  for qid, nbest in want["nbest_predictions.json"].items():
+    assert ([e["text"] for e in got["nbest_predictions.json"][qid]] ==
+            [e["text"] for e in nbest]), qid
+    for key in ("start_logit", "end_logit", "probability"):
+      np.testing.assert_allclose(
+          [e[key] for e in got["nbest_predictions.json"][qid]],
+          [e[key] for e in nbest], atol=1e-4, err_msg=qid + " " + key)
+
+
+def _squad_outputs(output_dir):
+  outputs = {}
+  for name in ("predictions.json", "nbest_predictions.json",
+               "null_odds.json"):
+    with open(os.path.join(output_dir, name), encoding="utf-8") as f:
+      outputs[name] = json.load(f)
+  return outputs
+
+
+@pytest.mark.slow
+def test_ner_trains_on_two_cpu_replicas_with_identical_copies(tmp_path):
+  data = tmp_path / "data"
+  _head_of_conll(_conll("eng.train"), data / "eng.train", 16)
+  _head_of_conll(_conll("eng.testa"), data / "eng.testa", 8)
+  out = str(tmp_path / "out")
+  dump = str(tmp_path / "ner.npz")
+  log = helpers.run_dumping("run_ner.py", tiny_model_flags() +
+                            helpers.flag_args(dict(
+                                data_dir=data, output_dir=out,
+                                max_seq_length=24, doc_stride=8,
+                                do_train=True, do_eval=True,
+                                train_batch_size=4, num_train_epochs=1,
+                                learning_rate=1e-3, random_seed=1,
+                                **helpers.TWO_CPU_REPLICAS)), dump)
+  assert "Training on 2 replicas (MirroredStrategy" in log
+  replicas = helpers.load_dump(dump)
+  assert replicas["global_step"][0] == 31  # 126 windows, global batch 4.
+  reader = _reader()
+  moved = 0
+  for name, copies in replicas.items():
+    assert sorted(copies) == [0, 1], name
+    np.testing.assert_array_equal(copies[0], copies[1], err_msg=name)
+    if reader.has_tensor(name) and name != "global_step":
+      moved += not np.allclose(copies[0], reader.get_tensor(name))
+  assert moved > 20
+  results = helpers.read_eval_results(out)
+  assert results["global_step"] == replicas["global_step"][0]
+  assert 0.0 <= results["eval_accuracy"] <= 1.0
+
+
+# ---------------------------------------------------------------------------
+# Two workers over loopback.
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_classifier_on_two_workers_only_the_chief_writes_results(tmp_path):
+  data_dir = _mrpc(tmp_path, train=8, dev=6, test=5)
+  out = str(tmp_path / "out")
+  args = _classifier_args(data_dir, out, train_batch_size=2,
+                          distribution_strategy="multi_worker_mirrored",
+                          num_gpus=0, worker_timeout_secs=120)
+  codes = helpers.run_workers(tmp_path, "run", "run_classifier.py", args,
+                              helpers.cluster())
+  logs = [helpers.read_log(tmp_path, "run", i) for i in range(2)]
+  assert codes == [0, 0], logs[0][-3000:] + logs[1][-3000:]
+  # 8 examples, global batch 2: 4 steps of one example per worker.
+  results = helpers.read_eval_results(out)
+  assert results["global_step"] == 4
+  assert len(read_lines(os.path.join(out, "test_results.tsv"))) == 5
+  assert "Saving dict for global step 4" in logs[0]
+  for name in ("do_eval", "do_predict"):
+    assert "Not the chief: --%s is left to the chief" % name in logs[1]
+  assert "Running evaluation" not in logs[1]
+  assert "Running prediction" not in logs[1]
+  dumps = [helpers.load_dump(str(tmp_path / ("run_%d.npz" % i)))
+           for i in range(2)]
+  checkpoint = tf.train.load_checkpoint(tf.train.latest_checkpoint(out))
+  assert tf.train.latest_checkpoint(out).endswith("model.ckpt-4")
+  for name, copies in dumps[0].items():
+    np.testing.assert_array_equal(copies[0], dumps[1][name][0], err_msg=name)
+    if checkpoint.has_tensor(name):
+      np.testing.assert_array_equal(copies[0], checkpoint.get_tensor(name),
+                                    err_msg=name)
+
+
+# ---------------------------------------------------------------------------
+# Bad input.
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("script", ["run_classifier.py", "run_squad.py",
+                                    "run_ner.py"])
+def test_global_batch_the_replicas_do_not_divide_is_one_line(tmp_path,
+                                                             script):
+  out = str(tmp_path / "out")
+  inputs = {"run_classifier.py": dict(task_name="MRPC", data_dir=tmp_path),
+            "run_squad.py": dict(train_file=tmp_path / "train.json"),
+            "run_ner.py": dict(data_dir=tmp_path)}[script]
+  args = tiny_model_flags() + helpers.flag_args(dict(
+      output_dir=out, do_train=True, train_batch_size=3,
+      **helpers.TWO_CPU_REPLICAS, **inputs))
+  helpers.assert_one_line_error(
+      helpers.run_plain(script, args),
+      "error: --train_batch_size=3 is the global batch (all replicas "
+      "together) and must be a multiple of the 2 replicas")
+  assert not os.path.exists(out)  # Refused before any work.
