@@ -121,6 +121,39 @@ def test_two_workers_over_loopback_train_identically_and_resume(tmp_path):
   assert dumps[0]["global_step"][0] == 6
 
 
+@pytest.mark.slow
+def test_two_workers_accumulate_gradients_and_stay_identical(tmp_path):
+  # Accumulation under multi_worker_mirrored: each worker sums its own
+  # micro-batch gradients and the sums are all-reduced once per update,
+  # inside the update branch that every worker takes together.
+  data, config = _setup(tmp_path)
+  out = str(tmp_path / "out")
+  args = _args(data, config, out, num_train_steps=2,
+               gradient_accumulation_steps=2,
+               distribution_strategy="multi_worker_mirrored", num_gpus=0,
+               worker_timeout_secs=120)
+  codes = helpers.run_workers(tmp_path, "acc", "run_pretraining.py", args,
+                              helpers.cluster())
+  logs = [helpers.read_log(tmp_path, "acc", i) for i in range(2)]
+  assert codes == [0, 0], logs[0][-3000:] + logs[1][-3000:]
+  dumps = [helpers.load_dump(str(tmp_path / ("acc_%d.npz" % i)))
+           for i in range(2)]
+  assert set(dumps[0]) == set(dumps[1])
+  assert not any("gradient_accumulat" in name for name in dumps[0])
+  assert dumps[0]["global_step"][0] == 2  # 2 updates of 2 micro-batches.
+  init = tf.train.load_checkpoint(helpers.tiny_checkpoint())
+  final = tf.train.load_checkpoint(tf.train.latest_checkpoint(out))
+  moved = 0
+  for name, copies in dumps[0].items():
+    np.testing.assert_array_equal(copies[0], dumps[1][name][0], err_msg=name)
+    if final.has_tensor(name):
+      np.testing.assert_array_equal(copies[0], final.get_tensor(name),
+                                    err_msg=name)
+    if name.startswith("bert/") and init.has_tensor(name):
+      moved += np.abs(copies[0] - init.get_tensor(name)).max() > 1e-4
+  assert moved > 20  # The updates were applied.
+
+
 # ---------------------------------------------------------------------------
 # (c) Bad input: one-line errors.
 # ---------------------------------------------------------------------------
@@ -296,36 +329,3 @@ def test_unreachable_worker_fails_within_the_timeout_naming_it(tmp_path):
                          ": worker %s (TF_CONFIG cluster.worker[1]) not "
                          "reachable within 5s" % addresses[1]), last
   assert time.time() - start < 200
-
-
-@pytest.mark.slow
-def test_two_workers_accumulate_gradients_and_stay_identical(tmp_path):
-  # Accumulation under multi_worker_mirrored: each worker sums its own
-  # micro-batch gradients and the sums are all-reduced once per update,
-  # inside the update branch that every worker takes together.
-  data, config = _setup(tmp_path)
-  out = str(tmp_path / "out")
-  args = _args(data, config, out, num_train_steps=2,
-               gradient_accumulation_steps=2,
-               distribution_strategy="multi_worker_mirrored", num_gpus=0,
-               worker_timeout_secs=120)
-  codes = _run_workers(tmp_path, "acc", args, _cluster())
-  logs = [_log(tmp_path, "acc", i) for i in range(2)]
-  assert codes == [0, 0], logs[0][-3000:] + logs[1][-3000:]
-  dumps = [_replicas(_load(str(tmp_path / ("acc_%d.npz" % i))))
-           for i in range(2)]
-  assert set(dumps[0]) == set(dumps[1])
-  assert not any("gradient_accumulat" in name for name in dumps[0])
-  assert dumps[0]["global_step"][0] == 2  # 2 updates of 2 micro-batches.
-  init = tf.train.load_checkpoint(
-      shared_path("conformance", "modeling", "bert_model.ckpt.index")[:-6])
-  final = tf.train.load_checkpoint(tf.train.latest_checkpoint(out))
-  moved = 0
-  for name, copies in dumps[0].items():
-    np.testing.assert_array_equal(copies[0], dumps[1][name][0], err_msg=name)
-    if final.has_tensor(name):
-      np.testing.assert_array_equal(copies[0], final.get_tensor(name),
-                                    err_msg=name)
-    if name.startswith("bert/") and init.has_tensor(name):
-      moved += np.abs(copies[0] - init.get_tensor(name)).max() > 1e-4
-  assert moved > 20  # The updates were applied.
