@@ -51,7 +51,6 @@ import modeling
 import optimization
 import run_pretraining
 import startup
-import training_options
 # pylint: enable=g-import-not-at-top,wrong-import-position
 
 FLAGS = flags.FLAGS
@@ -70,9 +69,11 @@ def define_flags():
   flags.DEFINE_list("optimizers", ["adamw", "lamb"], "Optimizers to time.")
   flags.DEFINE_list("accumulations", ["1", "4"],
                     "Gradient accumulation steps to time.")
-  flags.DEFINE_bool("xla", False,
-                    "Also time fp32 adamw accumulation-1 training and fp32 "
-                    "inference with XLA auto-clustering (same process).")
+  # --use_xla: also time fp32 adamw accumulation-1 training and fp32
+  # inference with XLA auto-clustering (same process). The scripts' shared
+  # flag, so that startup.run_main turns on XLA's CPU clustering in time
+  # (TensorFlow reads TF_XLA_FLAGS right after the flags are parsed).
+  startup.define_flags("use_xla")
 
 
 _DTYPES = {"fp32": tf.float32, "bf16": tf.bfloat16}
@@ -194,11 +195,11 @@ def _rows():
                    accumulation=accumulation, optimizer=optimizer)
         if row not in rows:
           rows.append(row)
-  if FLAGS.xla:
+  if FLAGS.use_xla:
     rows.append(dict(rows[0], xla=True))
   for precision in ["fp32"] + [p for p in FLAGS.precisions if p != "fp32"]:
     rows.append(dict(kind="inference", precision=precision))
-  if FLAGS.xla:
+  if FLAGS.use_xla:
     rows.append(dict(kind="inference", precision="fp32", xla=True))
   return rows
 
@@ -270,8 +271,6 @@ def main(_):
   if "fp32" not in FLAGS.precisions:
     raise ValueError("--precisions must include fp32 (the baseline)")
   threads = FLAGS.threads or os.cpu_count()
-  if FLAGS.xla:
-    training_options.enable_xla_cpu_clustering()  # Before any session.
   config = modeling.BertConfig(
       vocab_size=30522, hidden_size=768,
       num_hidden_layers=FLAGS.num_hidden_layers, num_attention_heads=12,
