@@ -7,6 +7,8 @@ live once. Public names:
 * estimator: `make_run_config`, `run_config_from_flags`, `make_estimator`,
   `init_from_checkpoint` (with the `*INIT_FROM_CKPT*` log), `train_spec`,
   `ProgressHook` (examples/sec and ETA in the log);
+* losses: `weighted_mean_loss` (a weighted mean over the global batch, under
+  a strategy too);
 * input pipeline: `decode_record`, `tfrecord_input_fn_builder`.
 
 Flags and start-up checks are in `startup.py`; files and formats in
@@ -209,6 +211,40 @@ def init_from_checkpoint(init_checkpoint, use_tpu):
                  sum(1 for v in tvars if v.name in initialized), len(tvars),
                  init_checkpoint)
   return scaffold_fn
+
+
+def weighted_mean_loss(values, weights):
+  """sum(weights * values) / (sum(weights) + 1e-5), over the global batch.
+
+  On one device (or TPU, per core) this is the plain weighted mean of the
+  batch. In the replica context of a `tf.distribute` strategy, each replica
+  sees only its share of the batch, and the optimizer averages the replicas'
+  gradients (`optimization.create_optimizer`): a per-replica weighted mean
+  would weigh every replica's share alike, whatever its total weight (with
+  token weights: its number of labelled tokens). So the denominator is the
+  sum of the weights over all replicas (one scalar all-reduce, no gradient)
+  and the numerator is scaled by the number of replicas: the mean of the
+  replicas' losses and gradients is that of the global batch's weighted
+  mean, as on one device.
+
+  Args:
+    values: float32 Tensor, e.g. per-token losses [batch_size, seq_length].
+    weights: float32 Tensor of the same shape (0 leaves a value out).
+
+  Returns:
+    A float32 scalar Tensor; 0 when every weight is 0.
+  """
+  numerator = tf.reduce_sum(values * weights)
+  denominator = tf.reduce_sum(weights)
+  if (tf.distribute.has_strategy() and
+      not tf.distribute.in_cross_replica_context()):
+    context = tf.distribute.get_replica_context()
+    total = context.merge_call(
+        lambda strategy, value: strategy.reduce(
+            tf.distribute.ReduceOp.SUM, value, axis=None),
+        args=(tf.stop_gradient(denominator),))
+    return numerator * float(context.num_replicas_in_sync) / (total + 1e-5)
+  return numerator / (denominator + 1e-5)
 
 
 def train_spec(total_loss, learning_rate, num_train_steps, num_warmup_steps,

@@ -103,7 +103,8 @@ def create_model(bert_config, is_training, input_ids, input_mask, segment_ids,
 
   Returns:
     `(loss, per_token_loss, logits, probabilities)`: the float32 scalar mean
-    cross-entropy over the weighted positions, [batch_size, seq_length],
+    cross-entropy over the weighted positions (of the global batch, under a
+    `tf.distribute` strategy), [batch_size, seq_length],
     and [batch_size, seq_length, num_labels] twice.
   """
   model = modeling.BertModel(
@@ -131,8 +132,8 @@ def create_model(bert_config, is_training, input_ids, input_mask, segment_ids,
     one_hot = tf.one_hot(label_ids, depth=num_labels, dtype=tf.float32)
     per_token_loss = -tf.reduce_sum(one_hot * log_probs, axis=-1)  # [B, L]
     # As the reference's masked-LM loss: a batch without labels gives 0.
-    loss = tf.reduce_sum(per_token_loss * label_weights) / (
-        tf.reduce_sum(label_weights) + 1e-5)
+    # Under a strategy: the mean over the labelled tokens of all replicas.
+    loss = estimator_utils.weighted_mean_loss(per_token_loss, label_weights)
   return loss, per_token_loss, logits, probabilities
 
 
