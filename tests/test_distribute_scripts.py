@@ -208,6 +208,101 @@ def test_classifier_on_two_workers_only_the_chief_writes_results(tmp_path):
                                     err_msg=name)
 
 
+def _assert_workers_match_the_chiefs_checkpoint(tmp_path, out, step):
+  """Both workers' dumps bit-identical, and equal to model.ckpt-`step`."""
+  dumps = [helpers.load_dump(str(tmp_path / ("run_%d.npz" % i)))
+           for i in range(2)]
+  assert tf.train.latest_checkpoint(out).endswith("model.ckpt-%d" % step)
+  checkpoint = tf.train.load_checkpoint(tf.train.latest_checkpoint(out))
+  assert dumps[0]["global_step"][0] == step
+  assert set(dumps[0]) == set(dumps[1])
+  compared = 0
+  for name, copies in dumps[0].items():
+    np.testing.assert_array_equal(copies[0], dumps[1][name][0], err_msg=name)
+    if checkpoint.has_tensor(name):
+      np.testing.assert_array_equal(copies[0], checkpoint.get_tensor(name),
+                                    err_msg=name)
+      compared += 1
+  return compared
+
+
+def _run_two_workers(tmp_path, script, args):
+  """Two workers over loopback; both logs (asserts both exit with 0)."""
+  codes = helpers.run_workers(tmp_path, "run", script, args,
+                              helpers.cluster())
+  logs = [helpers.read_log(tmp_path, "run", i) for i in range(2)]
+  assert codes == [0, 0], logs[0][-3000:] + logs[1][-3000:]
+  return logs
+
+
+_MULTI_WORKER = dict(distribution_strategy="multi_worker_mirrored",
+                     num_gpus=0, worker_timeout_secs=120)
+
+
+@pytest.mark.slow
+def test_squad_on_two_workers_only_the_chief_writes_predictions(tmp_path):
+  train_file, predict_file = _real_squad_subset(tmp_path)
+  out = str(tmp_path / "out")
+  args = tiny_model_flags() + helpers.flag_args(dict(
+      output_dir=out, do_train=True, do_predict=True, train_file=train_file,
+      predict_file=predict_file, version_2_with_negative=True,
+      max_seq_length=64, doc_stride=32, max_query_length=16,
+      train_batch_size=2, num_train_epochs=1, predict_batch_size=16,
+      learning_rate=1e-3, random_seed=1, **_MULTI_WORKER))
+  logs = _run_two_workers(tmp_path, "run_squad.py", args)
+  # 8 questions, global batch 2: 4 steps of one question per worker.
+  assert _assert_workers_match_the_chiefs_checkpoint(tmp_path, out, 4) > 20
+  with open(predict_file, encoding="utf-8") as f:
+    qids = [qa["id"] for p in json.load(f)["data"][0]["paragraphs"]
+            for qa in p["qas"]]
+  outputs = _squad_outputs(out)
+  for name in ("predictions.json", "nbest_predictions.json",
+               "null_odds.json"):
+    assert list(outputs[name]) == qids, name
+  for name in ("eval_results.json", "predictions_best_threshold.json"):
+    assert os.path.isfile(os.path.join(out, name)), name
+  assert "Not the chief: --do_predict is left to the chief" in logs[1]
+  for line in ("Running predictions", "Writing predictions to",
+               "SQuAD scores"):
+    assert line in logs[0], line
+    assert line not in logs[1], line
+
+
+@pytest.mark.slow
+def test_ner_on_two_workers_only_the_chief_writes_results(tmp_path):
+  data = tmp_path / "data"
+  _head_of_conll(_conll("eng.train"), data / "eng.train", 8)
+  _head_of_conll(_conll("eng.testa"), data / "eng.testa", 4)
+  _head_of_conll(_conll("eng.testb"), data / "eng.testb", 4)
+  out = str(tmp_path / "out")
+  args = tiny_model_flags() + helpers.flag_args(dict(
+      data_dir=data, output_dir=out, max_seq_length=32, doc_stride=16,
+      do_train=True, do_eval=True, do_predict=True, train_batch_size=8,
+      num_train_epochs=1, learning_rate=1e-3, random_seed=1,
+      **_MULTI_WORKER))
+  logs = _run_two_workers(tmp_path, "run_ner.py", args)
+  # 7 sentences -> 24 windows, global batch 8: 3 steps of 4 per worker.
+  assert _assert_workers_match_the_chiefs_checkpoint(tmp_path, out, 3) > 20
+  results = helpers.read_eval_results(out)
+  assert results["global_step"] == 3
+  assert "eval_f1" in results
+  # `token gold pred` lines, one per word (3 dev, 3 test sentences).
+  for name, sentences in (("dev_predictions.txt", "eng.testa"),
+                          ("test_predictions.txt", "eng.testb")):
+    words = [line for line in read_lines(str(data / sentences))
+             if line.strip() and not line.startswith("-DOCSTART-")]
+    predicted = [line for line in read_lines(os.path.join(out, name))
+                 if line.strip()]
+    assert len(predicted) == len(words), name
+  assert "Saving dict for global step 3" in logs[0]
+  for name in ("do_eval", "do_predict"):
+    assert "Not the chief: --%s is left to the chief" % name in logs[1]
+  for line in ("Running evaluation", "Running prediction",
+               "***** Eval results *****"):
+    assert line in logs[0], line
+    assert line not in logs[1], line
+
+
 # ---------------------------------------------------------------------------
 # Bad input.
 # ---------------------------------------------------------------------------
