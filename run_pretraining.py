@@ -108,7 +108,8 @@ def get_masked_lm_output(bert_config, input_tensor, output_weights, positions,
 
   Returns:
     (loss, per_example_loss, log_probs): float32 scalar
-    sum(w * loss) / (sum(w) + 1e-5); float32 Tensor [batch_size *
+    sum(w * loss) / (sum(w) + 1e-5) (the sums over the global batch under a
+    strategy: `estimator_utils.weighted_mean_loss`); float32 Tensor [batch_size *
     max_predictions_per_seq]; float32 Tensor [batch_size *
     max_predictions_per_seq, vocab_size].
   """
@@ -132,10 +133,9 @@ def get_masked_lm_output(bert_config, input_tensor, output_weights, positions,
     one_hot_labels = tf.one_hot(label_ids, depth=bert_config.vocab_size,
                                 dtype=tf.float32)
     per_example_loss = -tf.reduce_sum(log_probs * one_hot_labels, axis=[-1])
-    # Padded prediction slots have weight 0; 1e-5 avoids 0 / 0.
-    numerator = tf.reduce_sum(label_weights * per_example_loss)
-    denominator = tf.reduce_sum(label_weights) + 1e-5
-    loss = numerator / denominator
+    # Padded prediction slots have weight 0; 1e-5 avoids 0 / 0. Under a
+    # strategy the mean is over the global batch's predictions.
+    loss = estimator_utils.weighted_mean_loss(per_example_loss, label_weights)
   return loss, per_example_loss, log_probs
 
 

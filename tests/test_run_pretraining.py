@@ -90,11 +90,16 @@ def test_gather_indexes_picks_rows_batch_major():
 # ---------------------------------------------------------------------------
 
 
-def _write_records(path, num_examples, seq_length=_SEQ, preds=_PREDS, seed=0):
-  """Random pre-training records in create_pretraining_data.py's layout."""
+def _write_records(path, num_examples, seq_length=_SEQ, preds=_PREDS, seed=0,
+                   uneven=False):
+  """Random pre-training records in create_pretraining_data.py's layout.
+
+  Record i has preds - 1 masked tokens, or with `uneven` 1 + i % (preds - 1)
+  (the rest of the slots padding), as short documents have fewer.
+  """
   rng = np.random.RandomState(seed)
   with tf.io.TFRecordWriter(path) as writer:
-    for _ in range(num_examples):
+    for index in range(num_examples):
       length = rng.randint(6, seq_length + 1)
       ids = [101] + list(rng.randint(104, 1000, size=length - 2)) + [102]
       ids += [0] * (seq_length - length)
@@ -104,6 +109,9 @@ def _write_records(path, num_examples, seq_length=_SEQ, preds=_PREDS, seed=0):
       positions = sorted(rng.choice(range(1, length - 1), size=preds - 1,
                                     replace=False))
       label_ids = [ids[p] for p in positions]
+      real = 1 + index % (preds - 1) if uneven else preds - 1
+      positions = list(positions[:real]) + [0] * (preds - 1 - real)
+      label_ids = label_ids[:real] + [0] * (preds - 1 - real)
       features = {
           "input_ids": io_utils.int64_feature(ids),
           "input_mask": io_utils.int64_feature(mask),
@@ -112,7 +120,7 @@ def _write_records(path, num_examples, seq_length=_SEQ, preds=_PREDS, seed=0):
               list(positions) + [0]),
           "masked_lm_ids": io_utils.int64_feature(label_ids + [0]),
           "masked_lm_weights": io_utils.float_feature(
-              [1.0] * (preds - 1) + [0.0]),
+              [1.0] * real + [0.0] * (preds - real)),
           "next_sentence_labels": io_utils.int64_feature(
               [rng.randint(0, 2)]),
       }
