@@ -169,16 +169,6 @@ def _check_flags(flag_values, num_visible_gpus):
         "CUDA_VISIBLE_DEVICES and the CUDA install, or use --num_gpus=0 for "
         "the CPU)" % (flag_values.num_gpus, num_visible_gpus,
                       " is" if num_visible_gpus == 1 else "s are"))
-  if getattr(flag_values, "use_xla", False):
-    # Measured on two CPU replicas: XLA clusters each replica's update ops on
-    # their own, rounding differs, and after two steps a third of the word
-    # embeddings differ between the copies (by 3e-8); the checkpoint keeps
-    # one copy. Excluding the optimizer's update from XLA would fix it.
-    raise ValueError(
-        "--use_xla cannot be combined with --distribution_strategy=%s yet: "
-        "XLA compiles each replica's optimizer update separately and the "
-        "replicas' copies of the variables drift apart; use one of the two"
-        % name)
   if flag_values.num_gpus and flag_values.num_cpu_devices:
     raise ValueError("--num_cpu_devices splits the CPU for replicas on the "
                      "CPU; use it with --num_gpus=0")

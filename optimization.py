@@ -21,7 +21,9 @@ Both optimizers update mirrored variables correctly under a `tf.distribute`
 strategy: `create_optimizer` averages the gradients across replicas before
 clipping, and every replica applies the same update to its copy. Gradient
 accumulation and loss scaling work there too (accumulation is local to each
-replica, with one all-reduce per update).
+replica, with one all-reduce per update). Under a strategy the update is
+kept out of XLA's auto-clustering, so that `--use_xla` cannot make the
+copies differ.
 
 Public names: `create_optimizer`, `learning_rate_schedule`,
 `OptimizerOptions`, `make_optimizer`, `AdamWeightDecayOptimizer`,
@@ -29,10 +31,12 @@ Public names: `create_optimizer`, `learning_rate_schedule`,
 `LOSS_SCALE_COLLECTION`, `SKIPPED_UPDATES_COLLECTION`.
 """
 
+import contextlib
 import dataclasses
 import re
 
 import tensorflow.compat.v1 as tf
+from tensorflow.core.framework import attr_value_pb2
 
 import modeling
 
@@ -256,13 +260,64 @@ def create_optimizer(loss, init_lr, num_train_steps, num_warmup_steps,
 
   grads, variables = _gradients(loss, tvars)
   grads = _all_reduce_mean(grads, variables)
-  grads_and_vars = _clip(grads, variables, options.clip_norm)
-  apply_op = _apply(optimizer, grads_and_vars, global_step)
-  # Kept for parity: the optimizers leave the global step alone and the train
-  # op increments it explicitly, after the updates.
-  with tf.control_dependencies([apply_op, learning_rate]):
-    increment = tf.assign_add(global_step, 1)
+  with _kept_out_of_xla():
+    grads_and_vars = _clip(grads, variables, options.clip_norm)
+    apply_op = _apply(optimizer, grads_and_vars, global_step)
+    # Kept for parity: the optimizers leave the global step alone and the
+    # train op increments it explicitly, after the updates.
+    with tf.control_dependencies([apply_op, learning_rate]):
+      increment = tf.assign_add(global_step, 1)
   return tf.group(apply_op, increment, name="train_op")
+
+
+@contextlib.contextmanager
+def _kept_out_of_xla():
+  """Under a strategy, keeps the ops built inside out of XLA's auto-clustering.
+
+  With `--use_xla` every replica's ops are clustered and compiled on their
+  own, and the clusters differ from one replica to the next (the devices
+  differ), so the same update computed on two copies from the same
+  all-reduced gradient came out different in the last bit (3e-8 after two
+  steps, on two CPU replicas): the copies drifted apart. XLA never clusters
+  an op whose `_XlaCompile` attribute is false, so the update runs as
+  TensorFlow kernels, the same on every copy, which stay bit-identical; the
+  forward and backward passes are still compiled. No effect without a
+  strategy.
+
+  The ops are marked when the block ends, not through `jit_scope`: the
+  attribute scope is graph state shared by the replicas' threads, and a
+  scope left open across a `merge_call` would mark the forward pass of the
+  replicas that run meanwhile. Enter the block after the gradients are
+  all-reduced: every op created from then on (by any replica) belongs to the
+  update, and a few ops another replica's model function builds after its
+  update may be marked too, which only keeps them out of XLA.
+  """
+  if not tf.distribute.has_strategy():
+    yield
+    return
+  graph = tf.get_default_graph()
+  first = len(graph.get_operations())
+  yield
+  not_compiled = attr_value_pb2.AttrValue(b=False)
+  for op in graph.get_operations()[first:]:
+    op._set_attr("_XlaCompile", not_compiled)  # pylint: disable=protected-access
+
+
+def _cond(pred, true_fn, false_fn):
+  """`tf.cond` whose branches are kept out of XLA too (`_kept_out_of_xla`).
+
+  Each branch is a function graph of its own, which the marking of the
+  graph around it does not reach; so each is marked while it is built.
+  Plain `tf.cond` without a strategy.
+  """
+
+  def kept_out(fn):
+    def branch():
+      with _kept_out_of_xla():
+        return fn()
+    return branch
+
+  return tf.cond(pred, kept_out(true_fn), kept_out(false_fn))
 
 
 def _gradients(loss, tvars):
@@ -278,8 +333,10 @@ def _gradients(loss, tvars):
 def _all_reduce_mean(grads, variables):
   """Averages per-replica gradients under a strategy; unchanged otherwise.
 
-  Each replica's loss is the mean over its share of the global batch, so the
-  mean over replicas is the gradient of the global batch's mean loss. The
+  Each replica's loss is the mean over its (equal) share of the global
+  batch's examples, or for token-level means a share scaled to the global
+  batch (`estimator_utils.weighted_mean_loss`), so the mean over replicas is
+  the gradient of the global batch's mean loss. The
   reduced gradient of each variable lands on that variable's devices.
   (`ReplicaContext.all_reduce` is not used: in graph mode its gradient
   wrapper looks the replicas' variables up by names that do not exist.)
@@ -385,15 +442,16 @@ def _conditional_train_op(loss, tvars, optimizer, global_step, learning_rate,
               if loss_scale else tf.zeros([]))
 
   def cross_replica_step(strategy, grads, overflow):
-    if loss_scale is None:
-      finite = tf.constant(True)
-    else:
-      loss_scale.add_summaries()
-      finite = tf.equal(
-          strategy.reduce(tf.distribute.ReduceOp.SUM, overflow, axis=None),
-          0.0)
-    return _gated_train_op(strategy, grads, variables, finite, update,
-                           options.gradient_accumulation_steps, loss_scale)
+    with _kept_out_of_xla():
+      if loss_scale is None:
+        finite = tf.constant(True)
+      else:
+        loss_scale.add_summaries()
+        finite = tf.equal(
+            strategy.reduce(tf.distribute.ReduceOp.SUM, overflow, axis=None),
+            0.0)
+      return _gated_train_op(strategy, grads, variables, finite, update,
+                             options.gradient_accumulation_steps, loss_scale)
 
   return tf.distribute.get_replica_context().merge_call(
       cross_replica_step, args=(grads, overflow))
@@ -406,20 +464,31 @@ def _gated_train_op(strategy, grads, variables, finite, update, num_micro,
   `strategy` is None on one device; otherwise this runs in cross-replica
   context and `grads` are per-replica values. `update(mean_grads)` applies
   one update and returns the global-step increment.
+
+  Under a strategy the update starts from the all-reduced gradient of the
+  first device (a mirrored value converted to a Tensor), which every copy
+  then uses, but only once every device's all-reduce has finished: an
+  all-reduce whose result nothing uses is pruned from the step, and the
+  other devices wait for it forever (measured: two CPU replicas under the
+  Estimator hung at the first update with accumulation).
   """
 
   def mean_over_replicas(values):
     if strategy is None:
       return list(values)
-    return [tf.convert_to_tensor(g) for g in strategy.extended.batch_reduce_to(
-        tf.distribute.ReduceOp.MEAN, list(zip(values, variables)))]
+    reduced = strategy.extended.batch_reduce_to(
+        tf.distribute.ReduceOp.MEAN, list(zip(values, variables)))
+    every_copy = [copy for value in reduced
+                  for copy in strategy.experimental_local_results(value)]
+    with tf.control_dependencies(every_copy):
+      return [tf.identity(tf.convert_to_tensor(value)) for value in reduced]
 
   if num_micro == 1:
     def apply_now():
       with tf.control_dependencies([update(mean_over_replicas(grads))]):
         return tf.constant(True)
 
-    train_op = tf.cond(finite, apply_now, lambda: tf.constant(False))
+    train_op = _cond(finite, apply_now, lambda: tf.constant(False))
   else:
     accumulators = _Accumulators(variables, strategy)
 
@@ -427,7 +496,7 @@ def _gated_train_op(strategy, grads, variables, finite, update, num_micro,
       with tf.control_dependencies(accumulators.add(grads)):
         return tf.identity(accumulators.micro_steps.assign_add(1))
 
-    count = tf.cond(finite, accumulate, accumulators.micro_steps.read_value)
+    count = _cond(finite, accumulate, accumulators.micro_steps.read_value)
     is_update = tf.logical_and(finite, tf.equal(count % num_micro, 0))
 
     def apply_accumulated():
@@ -438,7 +507,7 @@ def _gated_train_op(strategy, grads, variables, finite, update, num_micro,
       with tf.control_dependencies(zeroed):
         return tf.constant(True)
 
-    train_op = tf.cond(is_update, apply_accumulated,
+    train_op = _cond(is_update, apply_accumulated,
                        lambda: tf.constant(False))
   ops = [train_op]
   if loss_scale is not None:
@@ -562,7 +631,7 @@ class _DynamicLossScale(object):
           self.good_steps.assign(tf.zeros([], tf.int64), read_value=False),
           self.skipped.assign_add(tf.ones([], tf.int64), read_value=False))
 
-    return tf.cond(finite, on_finite, on_overflow)
+    return _cond(finite, on_finite, on_overflow)
 
 
 # ----------------------------------------------------------------------------

@@ -131,7 +131,9 @@ SHARED_FLAGS = collections.OrderedDict([
                     "warmup (1.0 = linear, as released).")),
     ("use_xla", (_B, False,
                  "Compile clusters of ops with XLA (just in time, on CPU and "
-                 "GPU).")),
+                 "GPU). Under a distribution strategy the optimizer's update "
+                 "is left uncompiled, so that every replica's copy gets the "
+                 "same update.")),
     ("deterministic", (_B, False,
                        "Reruns give the same weights on the same machine and "
                        "software: deterministic kernels, fixed seeds and a "
