@@ -20,6 +20,7 @@ import gc
 import glob
 import os
 import shutil
+import socket
 import uuid
 
 from absl import logging
@@ -213,15 +214,46 @@ def read_lines(path, start=0, end=None, strict=False, refuse_binary=True):
 
 
 def _temp_name(path):
-  """A fresh temporary name beside `path`; removes ones a killed run left."""
+  """A fresh temporary name beside `path`; removes ones a killed run left.
+
+  The name is `.<base>.tmp-<host>.<pid>.<random>`. Another process's
+  temporary name is removed only when that process is gone: one on this
+  host that no longer runs, or a name without host and pid. Several
+  processes may be writing the same output at once (the workers of a
+  multi-worker run share `--output_dir` and each writes the same cached
+  features); removing each other's temporary files made their renames fail.
+  """
   directory, base = os.path.split(path.rstrip("/"))
   prefix = ".%s.tmp-" % base
   if "://" not in path:
     for stale in glob.glob(os.path.join(directory, glob.escape(prefix) + "*")):
+      if _writer_may_run(stale[len(os.path.join(directory, prefix)):]):
+        continue
       logging.info("Removing %s, left by an earlier run that did not finish",
                    stale)
       _remove(stale)
-  return os.path.join(directory, prefix + uuid.uuid4().hex[:8])
+  return os.path.join(directory, "%s%s.%d.%s" % (
+      prefix, socket.gethostname(), os.getpid(), uuid.uuid4().hex[:8]))
+
+
+def _writer_may_run(suffix):
+  """Whether the process that made a temporary name (its `suffix`, after
+  `.tmp-`) may still be writing it: on another host, or alive here."""
+  parts = suffix.rsplit(".", 2)
+  if len(parts) != 3 or not parts[1].isdigit():
+    return False  # Not a name of this scheme: an earlier run's.
+  host, pid = parts[0], int(parts[1])
+  if host != socket.gethostname():
+    return True
+  if pid == os.getpid():
+    return False  # This process: an earlier, failed write's.
+  try:
+    os.kill(pid, 0)
+  except ProcessLookupError:
+    return False
+  except PermissionError:
+    return True  # Alive, another user's.
+  return True
 
 
 def _remove(path):

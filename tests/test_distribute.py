@@ -152,20 +152,25 @@ def test_two_workers_over_loopback_train_identically_and_resume(tmp_path):
 
 
 @pytest.mark.slow
-def test_two_workers_accumulate_gradients_and_stay_identical(tmp_path):
+@pytest.mark.parametrize("use_xla", [False, True])
+def test_two_workers_accumulate_gradients_and_stay_identical(tmp_path,
+                                                             use_xla):
   # Accumulation under multi_worker_mirrored: each worker sums its own
   # micro-batch gradients and the sums are all-reduced once per update,
-  # inside the update branch that every worker takes together.
+  # inside the update branch that every worker takes together. With XLA
+  # each worker compiles its own forward and backward passes.
   data, config = _setup(tmp_path)
   out = str(tmp_path / "out")
   args = _args(data, config, out, num_train_steps=2,
-               gradient_accumulation_steps=2,
+               gradient_accumulation_steps=2, use_xla=use_xla,
                distribution_strategy="multi_worker_mirrored", num_gpus=0,
                worker_timeout_secs=120)
   codes = helpers.run_workers(tmp_path, "acc", "run_pretraining.py", args,
                               helpers.cluster())
   logs = [helpers.read_log(tmp_path, "acc", i) for i in range(2)]
   assert codes == [0, 0], logs[0][-3000:] + logs[1][-3000:]
+  for log in logs:
+    assert ("Compiled cluster using XLA" in log) == use_xla
   dumps = [helpers.load_dump(str(tmp_path / ("acc_%d.npz" % i)))
            for i in range(2)]
   assert set(dumps[0]) == set(dumps[1])

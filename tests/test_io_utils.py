@@ -2,6 +2,7 @@
 
 import gc
 import os
+import socket
 import subprocess
 import sys
 
@@ -86,6 +87,28 @@ def test_atomic_write_removes_temp_files_a_killed_run_left(tmp_path):
   with io_utils.atomic_write(str(path)) as f:
     f.write("done\n")
   assert sorted(os.listdir(tmp_path)) == sorted([other.name, path.name])
+
+
+def test_atomic_write_keeps_temp_files_of_writers_still_running(tmp_path):
+  # The workers of a multi-worker run write the same cached features into
+  # one shared --output_dir at the same time.
+  host = socket.gethostname()
+  alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+  dead = subprocess.Popen([sys.executable, "-c", "pass"])
+  dead.wait()
+  try:
+    running = tmp_path / (".out.jsonl.tmp-%s.%d.0a1b2c3d" % (host, alive.pid))
+    gone = tmp_path / (".out.jsonl.tmp-%s.%d.0a1b2c3d" % (host, dead.pid))
+    elsewhere = tmp_path / ".out.jsonl.tmp-other-host.example.1.0a1b2c3d"
+    for temp in (running, gone, elsewhere):
+      temp.write_text("half")
+    with io_utils.atomic_write(str(tmp_path / "out.jsonl")) as f:
+      f.write("done\n")
+    assert sorted(os.listdir(tmp_path)) == sorted(
+        [running.name, elsewhere.name, "out.jsonl"])
+  finally:
+    alive.kill()
+    alive.wait()
 
 
 def _write(tmp_path, data, name="f.txt"):
