@@ -80,6 +80,15 @@ def parse_tf_config(text):
       if not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise ValueError("TF_CONFIG: cluster.%s[%d]=%r: expected "
                          "\"host:port\"" % (job, i, address))
+  seen = {}
+  for job in sorted(cluster):
+    for i, address in enumerate(cluster[job]):
+      where = "cluster.%s[%d]" % (job, i)
+      if address in seen:
+        raise ValueError("TF_CONFIG: %s=%r is also %s: every task needs an "
+                         "address of its own" % (where, address,
+                                                 seen[address]))
+      seen[address] = where
   task = config.get("task")
   if not isinstance(task, dict):
     raise ValueError("TF_CONFIG: key 'task' missing; expected {\"type\": "
@@ -162,6 +171,14 @@ def _check_flags(flag_values, num_visible_gpus):
   if flag_values.num_gpus < 0 or flag_values.num_cpu_devices < 0:
     raise ValueError("--num_gpus and --num_cpu_devices must be >= 0")
   if name == "none":
+    several = ["--%s=%d" % (f, flag_values[f].value)
+               for f in ("num_gpus", "num_cpu_devices")
+               if flag_values[f].value > 1]
+    if several:
+      raise ValueError(
+          "%s: several devices need --distribution_strategy=mirrored (or "
+          "multi_worker_mirrored); with the default, none, training runs on "
+          "one device" % " ".join(several))
     return
   if flag_values.num_gpus > num_visible_gpus:
     raise ValueError(
@@ -453,11 +470,22 @@ class DistributedEstimator(object):
     if steps is not None or saving_listeners:
       raise ValueError("multi-worker training takes max_steps only")
     start_peer_watchdog(_SETTINGS["worker_timeout_secs"])
-    tf.estimator.train_and_evaluate(
-        self.estimator,
-        tf.estimator.TrainSpec(input_fn, max_steps=max_steps, hooks=hooks),
-        # There is no evaluator task: the workers only train.
-        tf.estimator.EvalSpec(input_fn, steps=1))
+    try:
+      tf.estimator.train_and_evaluate(
+          self.estimator,
+          tf.estimator.TrainSpec(input_fn, max_steps=max_steps, hooks=hooks),
+          # There is no evaluator task: the workers only train.
+          tf.estimator.EvalSpec(input_fn, steps=1))
+    except tf.errors.UnknownError as e:
+      if "Could not start gRPC server" not in str(e):
+        raise
+      task = _tf_config()["task"]
+      address = _tf_config()["cluster"][task["type"]][task["index"]]
+      raise ValueError(
+          "--distribution_strategy=multi_worker_mirrored: could not listen on "
+          "%s (TF_CONFIG cluster.%s[%d], this task's own address): is the "
+          "port in use, or the host not this machine?" %
+          (address, task["type"], task["index"])) from None
     return self
 
   def evaluate(self, input_fn, **kwargs):

@@ -170,7 +170,7 @@ SHARED_FLAGS = collections.OrderedDict([
                                "replica count.")),
     ("num_gpus", (_I, 1,
                   "GPUs per machine for --distribution_strategy (0: the "
-                  "CPU); ignored with none.")),
+                  "CPU). With none, more than 1 is refused.")),
     ("num_cpu_devices", (_I, 0,
                          "With --distribution_strategy=mirrored and "
                          "--num_gpus=0: split the CPU into this many "

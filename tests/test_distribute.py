@@ -8,6 +8,7 @@ a resume; (c) bad input, each a one-line error.
 import json
 import os
 import signal
+import socket
 import time
 
 from absl import flags
@@ -222,6 +223,18 @@ def test_num_gpus_with_use_tpu_is_refused():
   distribute_utils._check_flags(_flag_values(use_tpu=True), 0)  # pylint: disable=protected-access
 
 
+def test_several_devices_without_a_strategy_are_refused():
+  # pylint: disable=protected-access
+  for values, named in ((dict(num_cpu_devices=2), "--num_cpu_devices=2"),
+                        (dict(num_gpus=3), "--num_gpus=3")):
+    with pytest.raises(ValueError, match=r"^%s: several devices need "
+                       r"--distribution_strategy=mirrored" % named):
+      distribute_utils._check_flags(_flag_values(**values), 8)
+  # The defaults, and one device either way, pass.
+  for values in ({}, dict(num_gpus=0), dict(num_cpu_devices=1)):
+    distribute_utils._check_flags(_flag_values(**values), 8)
+
+
 def test_unknown_strategy_is_refused():
   fv = _flag_values(distribution_strategy="parameter_server")
   with pytest.raises(ValueError, match="expected one of none, mirrored"):
@@ -275,6 +288,10 @@ def test_global_batch_is_checked_before_any_work(monkeypatch):
      '"index": 0}}', "task.type='chief'"),
     ('{"cluster": {"worker": ["a:1", "b:2"]}, "task": {"type": "worker", '
      '"index": 2}}', "task.index=2"),
+    # The same address twice: the task hung after "Graph was finalized".
+    ('{"cluster": {"chief": ["a:1"], "worker": ["b:2", "a:1"]}, "task": '
+     '{"type": "chief", "index": 0}}',
+     r"cluster.worker\[1\]='a:1' is also cluster.chief\[0\]"),
 ])
 def test_malformed_tf_config_names_the_key(text, key):
   with pytest.raises(ValueError, match=key) as info:
@@ -326,6 +343,26 @@ def test_script_errors_are_one_line(tmp_path):
   assert result.returncode == 1
   assert result.stderr.strip().splitlines()[-1].startswith(
       "error: --num_gpus=2 but 0 GPUs are visible")
+
+
+@pytest.mark.slow
+def test_own_port_in_use_is_one_line(tmp_path):
+  data, config = _setup(tmp_path)
+  addresses = helpers.cluster()
+  host, port = addresses[0].rsplit(":", 1)
+  with socket.socket() as taken:  # Someone else listens on worker 0's port.
+    taken.bind((host, int(port)))
+    taken.listen()
+    result = _run_script(
+        _args(data, config, str(tmp_path / "out"),
+              distribution_strategy="multi_worker_mirrored", num_gpus=0,
+              worker_timeout_secs=60),
+        json.dumps(helpers.worker_config(addresses, 0)))
+  helpers.assert_one_line_error(
+      result, "error: --distribution_strategy=multi_worker_mirrored: could "
+      "not listen on %s (TF_CONFIG cluster.worker[0], this task's own "
+      "address): is the port in use, or the host not this machine?"
+      % addresses[0])
 
 
 @pytest.mark.slow
