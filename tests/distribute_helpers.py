@@ -287,6 +287,38 @@ def run_workers(tmp_path, tag, script, args, addresses, kill_chief_at=None,
   return [p.returncode for p in procs]
 
 
+def assert_workers_match_the_chiefs_checkpoint(tmp_path, tag, output_dir,
+                                              step):
+  """Both workers' dumps bit-identical, and equal to the chief's last one.
+
+  Args:
+    tmp_path, tag: as given to `run_workers` (dumps at tmp_path/TAG_i.npz).
+    output_dir: the shared --output_dir, whose latest checkpoint must be
+      model.ckpt-`step`.
+    step: int, the global step both workers ended at.
+
+  Returns:
+    (dumps, compared): the two dumps (`load_dump`), and how many variables
+    were compared with the checkpoint.
+  """
+  import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
+  dumps = [load_dump(str(tmp_path / ("%s_%d.npz" % (tag, i))))
+           for i in range(2)]
+  latest = tf.train.latest_checkpoint(output_dir)
+  assert latest.endswith("model.ckpt-%d" % step), latest
+  checkpoint = tf.train.load_checkpoint(latest)
+  assert dumps[0]["global_step"][0] == step
+  assert set(dumps[0]) == set(dumps[1])
+  compared = 0
+  for name, copies in dumps[0].items():
+    np.testing.assert_array_equal(copies[0], dumps[1][name][0], err_msg=name)
+    if checkpoint.has_tensor(name):
+      np.testing.assert_array_equal(copies[0], checkpoint.get_tensor(name),
+                                    err_msg=name)
+      compared += 1
+  return dumps, compared
+
+
 def read_log(tmp_path, tag, index):
   with open(str(tmp_path / ("%s_%d.log" % (tag, index)))) as f:
     return f.read()

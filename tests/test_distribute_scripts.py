@@ -203,33 +203,7 @@ def test_classifier_on_two_workers_only_the_chief_writes_results(tmp_path):
     assert "Not the chief: --%s is left to the chief" % name in logs[1]
   assert "Running evaluation" not in logs[1]
   assert "Running prediction" not in logs[1]
-  dumps = [helpers.load_dump(str(tmp_path / ("run_%d.npz" % i)))
-           for i in range(2)]
-  checkpoint = tf.train.load_checkpoint(tf.train.latest_checkpoint(out))
-  assert tf.train.latest_checkpoint(out).endswith("model.ckpt-4")
-  for name, copies in dumps[0].items():
-    np.testing.assert_array_equal(copies[0], dumps[1][name][0], err_msg=name)
-    if checkpoint.has_tensor(name):
-      np.testing.assert_array_equal(copies[0], checkpoint.get_tensor(name),
-                                    err_msg=name)
-
-
-def _assert_workers_match_the_chiefs_checkpoint(tmp_path, out, step):
-  """Both workers' dumps bit-identical, and equal to model.ckpt-`step`."""
-  dumps = [helpers.load_dump(str(tmp_path / ("run_%d.npz" % i)))
-           for i in range(2)]
-  assert tf.train.latest_checkpoint(out).endswith("model.ckpt-%d" % step)
-  checkpoint = tf.train.load_checkpoint(tf.train.latest_checkpoint(out))
-  assert dumps[0]["global_step"][0] == step
-  assert set(dumps[0]) == set(dumps[1])
-  compared = 0
-  for name, copies in dumps[0].items():
-    np.testing.assert_array_equal(copies[0], dumps[1][name][0], err_msg=name)
-    if checkpoint.has_tensor(name):
-      np.testing.assert_array_equal(copies[0], checkpoint.get_tensor(name),
-                                    err_msg=name)
-      compared += 1
-  return compared
+  helpers.assert_workers_match_the_chiefs_checkpoint(tmp_path, "run", out, 4)
 
 
 def _run_two_workers(tmp_path, script, args):
@@ -257,7 +231,9 @@ def test_squad_on_two_workers_only_the_chief_writes_predictions(tmp_path):
       learning_rate=1e-3, random_seed=1, **_MULTI_WORKER))
   logs = _run_two_workers(tmp_path, "run_squad.py", args)
   # 8 questions, global batch 2: 4 steps of one question per worker.
-  assert _assert_workers_match_the_chiefs_checkpoint(tmp_path, out, 4) > 20
+  _, compared = helpers.assert_workers_match_the_chiefs_checkpoint(
+      tmp_path, "run", out, 4)
+  assert compared > 20
   with open(predict_file, encoding="utf-8") as f:
     qids = [qa["id"] for p in json.load(f)["data"][0]["paragraphs"]
             for qa in p["qas"]]
@@ -288,7 +264,9 @@ def test_ner_on_two_workers_only_the_chief_writes_results(tmp_path):
       **_MULTI_WORKER))
   logs = _run_two_workers(tmp_path, "run_ner.py", args)
   # 7 sentences -> 24 windows, global batch 8: 3 steps of 4 per worker.
-  assert _assert_workers_match_the_chiefs_checkpoint(tmp_path, out, 3) > 20
+  _, compared = helpers.assert_workers_match_the_chiefs_checkpoint(
+      tmp_path, "run", out, 3)
+  assert compared > 20
   results = helpers.read_eval_results(out)
   assert results["global_step"] == 3
   assert "eval_f1" in results
