@@ -479,8 +479,9 @@ class DistributedEstimator(object):
     except tf.errors.UnknownError as e:
       if "Could not start gRPC server" not in str(e):
         raise
-      task = _tf_config()["task"]
-      address = _tf_config()["cluster"][task["type"]][task["index"]]
+      config = _tf_config()
+      task = config["task"]
+      address = config["cluster"][task["type"]][task["index"]]
       raise ValueError(
           "--distribution_strategy=multi_worker_mirrored: could not listen on "
           "%s (TF_CONFIG cluster.%s[%d], this task's own address): is the "

@@ -230,8 +230,8 @@ def create_optimizer(loss, init_lr, num_train_steps, num_warmup_steps,
 
   Under a `tf.distribute` strategy (called in replica context) the same
   rules hold for the global batch, with every replica's copy of every
-  variable given the same update; see `_distributed_conditional_train_op`
-  for how accumulation and loss scaling run there.
+  variable given the same update; see `_conditional_train_op` for how
+  accumulation and loss scaling run there.
 
   Raises:
     ValueError: if `loss` depends on no trainable variable.

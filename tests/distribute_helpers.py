@@ -194,6 +194,23 @@ def assert_replicas_match(mirrored, single, init_reader, num_replicas=2):
   return moved_count
 
 
+def assert_matches_one_device(single, mirrored, init_reader, steps):
+  """A two-replica run against the one-device run of the same command.
+
+  Both ended at global step `steps`; every copy is identical and within
+  tolerance of the one-device run (`assert_replicas_match`); more than 20
+  variables trained; and the logged final loss (the mean over replicas) is
+  within 1e-3 of the one-device loss.
+  """
+  assert single.replicas["global_step"][0] == steps
+  assert mirrored.replicas["global_step"][0] == steps
+  trained = assert_replicas_match(mirrored.replicas, single.replicas,
+                                  init_reader)
+  assert trained > 20  # The runs did train.
+  assert final_loss(mirrored.log) == pytest.approx(final_loss(single.log),
+                                                   rel=1e-3)
+
+
 def read_eval_results(output_dir):
   """output_dir/eval_results.txt as {key: float}."""
   with open(os.path.join(output_dir, "eval_results.txt")) as f:

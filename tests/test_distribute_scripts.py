@@ -72,14 +72,9 @@ def test_classifier_on_two_cpu_replicas_matches_one_device(tmp_path):
   single, mirrored = helpers.run_one_and_two_replicas(
       tmp_path, "run_classifier.py", args_for)
   assert "Training on 2 replicas (MirroredStrategy" in mirrored.log
-  # 16 examples, global batch 4: 4 steps, 2 examples per replica each.
-  assert mirrored.replicas["global_step"][0] == 4
   assert "output_weights" in mirrored.replicas  # The new head: compared too.
-  trained = helpers.assert_replicas_match(mirrored.replicas, single.replicas,
-                                          _reader())
-  assert trained > 20  # The runs did train.
-  assert helpers.final_loss(mirrored.log) == pytest.approx(
-      helpers.final_loss(single.log), rel=1e-3)
+  # 16 examples, global batch 4: 4 steps, 2 examples per replica each.
+  helpers.assert_matches_one_device(single, mirrored, _reader(), steps=4)
   # Evaluation and prediction (one device, the trained variables).
   results = helpers.assert_eval_results_match(mirrored.output_dir,
                                               single.output_dir)
@@ -110,14 +105,9 @@ def test_squad_on_two_cpu_replicas_matches_one_device(tmp_path):
 
   single, mirrored = helpers.run_one_and_two_replicas(
       tmp_path, "run_squad.py", args_for)
-  # 8 questions, global batch 2: 4 steps.
-  assert mirrored.replicas["global_step"][0] == 4
   assert "cls/squad/output_weights" in mirrored.replicas
-  trained = helpers.assert_replicas_match(mirrored.replicas, single.replicas,
-                                          _reader())
-  assert trained > 20
-  assert helpers.final_loss(mirrored.log) == pytest.approx(
-      helpers.final_loss(single.log), rel=1e-3)
+  # 8 questions, global batch 2: 4 steps.
+  helpers.assert_matches_one_device(single, mirrored, _reader(), steps=4)
   got, want = (_squad_outputs(mirrored.output_dir),
                _squad_outputs(single.output_dir))
   assert got["predictions.json"] == want["predictions.json"]
@@ -160,14 +150,9 @@ def test_ner_on_two_cpu_replicas_matches_one_device(tmp_path):
   single, mirrored = helpers.run_one_and_two_replicas(
       tmp_path, "run_ner.py", args_for)
   assert "Training on 2 replicas (MirroredStrategy" in mirrored.log
-  # 7 sentences -> 24 windows of 32 tokens, global batch 4: 6 steps.
-  assert mirrored.replicas["global_step"][0] == 6
   assert "cls/ner/output_weights" in mirrored.replicas
-  trained = helpers.assert_replicas_match(mirrored.replicas, single.replicas,
-                                          _reader())
-  assert trained > 20
-  assert helpers.final_loss(mirrored.log) == pytest.approx(
-      helpers.final_loss(single.log), rel=1e-3)
+  # 7 sentences -> 24 windows of 32 tokens, global batch 4: 6 steps.
+  helpers.assert_matches_one_device(single, mirrored, _reader(), steps=6)
   results = helpers.assert_eval_results_match(mirrored.output_dir,
                                               single.output_dir)
   assert results["global_step"] == 6
