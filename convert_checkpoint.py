@@ -45,7 +45,7 @@ Public names: `hf_to_tf`, `tf_to_hf` (the two directions), `tensor_table`,
 `bert_config_to_hf_config`, `read_hf_weights`, `read_tf_checkpoint`,
 `write_tf_checkpoint`, `resolve_tf_checkpoint`.
 """
-import tf_quiet  # pylint: disable=unused-import  # First: before TensorFlow.
+from bert_tf.cli import quiet as tf_quiet  # pylint: disable=unused-import  # First: before TensorFlow.
 
 import contextlib
 import json
@@ -62,8 +62,8 @@ from safetensors import safe_open
 from safetensors.numpy import save_file as save_safetensors
 import tensorflow.compat.v1 as tf
 
-import io_utils
-import startup
+from bert_tf import io as io_utils
+from bert_tf.cli import startup
 
 FLAGS = flags.FLAGS
 

@@ -26,7 +26,7 @@ when ten draws in a row pick the current document as the "random" one, drawing
 continues until another document comes up.
 """
 
-import tf_quiet  # pylint: disable=unused-import  # First: before TensorFlow.
+from bert_tf.cli import quiet as tf_quiet  # pylint: disable=unused-import  # First: before TensorFlow.
 
 import collections
 import contextlib
@@ -37,9 +37,9 @@ from absl import flags
 from absl import logging
 import tensorflow.compat.v1 as tf
 
-import io_utils
-import pretraining_data_utils
-import startup
+from bert_tf import io as io_utils
+from bert_tf.tasks.pretraining import data as pretraining_data_utils
+from bert_tf.cli import startup
 import tokenization
 
 FLAGS = flags.FLAGS

@@ -25,7 +25,7 @@ Public names: `InputExample`, `InputFeatures`, `iter_examples`,
 `format_output_line`.
 """
 
-import tf_quiet  # pylint: disable=unused-import  # First: before TensorFlow.
+from bert_tf.cli import quiet as tf_quiet  # pylint: disable=unused-import  # First: before TensorFlow.
 
 import collections
 import json
@@ -37,11 +37,11 @@ from absl import flags
 from absl import logging
 import tensorflow.compat.v1 as tf
 
-import estimator_utils
-import feature_utils
-import io_utils
+from bert_tf.train import estimator as estimator_utils
+from bert_tf.tasks import features as feature_utils
+from bert_tf import io as io_utils
 import modeling
-import startup
+from bert_tf.cli import startup
 
 FLAGS = flags.FLAGS
 

@@ -19,7 +19,7 @@ Usage:
     --input_file=$GLUE_DIR/MRPC/test.tsv --output_dir=/tmp/mrpc_served
 """
 
-import tf_quiet  # pylint: disable=unused-import  # First: before TensorFlow.
+from bert_tf.cli import quiet as tf_quiet  # pylint: disable=unused-import  # First: before TensorFlow.
 
 import os
 import time
@@ -28,13 +28,13 @@ from absl import flags
 from absl import logging
 import numpy as np
 
-import classifier_data
-import export_utils
-import io_utils
+from bert_tf.tasks.classifier import data as classifier_data
+from bert_tf.export import saved_model as export_utils
+from bert_tf import io as io_utils
 import run_classifier
 import run_squad
-import serving
-import startup
+from bert_tf.export import serving
+from bert_tf.cli import startup
 
 FLAGS = flags.FLAGS
 

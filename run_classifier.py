@@ -23,7 +23,7 @@ Public names: `InputFeatures`, `convert_single_example`,
 `MnliProcessor`, `MrpcProcessor`, `ColaProcessor`, `get_processor`.
 """
 
-import tf_quiet  # pylint: disable=unused-import  # First: before TensorFlow.
+from bert_tf.cli import quiet as tf_quiet  # pylint: disable=unused-import  # First: before TensorFlow.
 
 import collections
 import functools
@@ -36,25 +36,25 @@ import tensorflow.compat.v1 as tf
 
 # The reference's public names of this module (`run_classifier.InputExample`,
 # `run_classifier.MrpcProcessor`, ...) live in classifier_data.
-from classifier_data import ColaProcessor  # pylint: disable=unused-import
-from classifier_data import DataProcessor  # pylint: disable=unused-import
-from classifier_data import get_processor
-from classifier_data import InputExample  # pylint: disable=unused-import
-from classifier_data import MnliProcessor  # pylint: disable=unused-import
-from classifier_data import MrpcProcessor  # pylint: disable=unused-import
-from classifier_data import PaddingInputExample
-from classifier_data import PROCESSORS
-from classifier_data import XnliProcessor  # pylint: disable=unused-import
-import estimator_utils
-import export_utils
-import feature_utils
-import glue_metrics
-import io_utils
+from bert_tf.tasks.classifier.data import ColaProcessor  # pylint: disable=unused-import
+from bert_tf.tasks.classifier.data import DataProcessor  # pylint: disable=unused-import
+from bert_tf.tasks.classifier.data import get_processor
+from bert_tf.tasks.classifier.data import InputExample  # pylint: disable=unused-import
+from bert_tf.tasks.classifier.data import MnliProcessor  # pylint: disable=unused-import
+from bert_tf.tasks.classifier.data import MrpcProcessor  # pylint: disable=unused-import
+from bert_tf.tasks.classifier.data import PaddingInputExample
+from bert_tf.tasks.classifier.data import PROCESSORS
+from bert_tf.tasks.classifier.data import XnliProcessor  # pylint: disable=unused-import
+from bert_tf.train import estimator as estimator_utils
+from bert_tf.export import saved_model as export_utils
+from bert_tf.tasks import features as feature_utils
+from bert_tf.tasks.classifier import metrics as glue_metrics
+from bert_tf import io as io_utils
 import modeling
-import reliability
-import startup
+from bert_tf.checks import reliability
+from bert_tf.cli import startup
 import tokenization
-import training_options
+from bert_tf.train import options as training_options
 
 FLAGS = flags.FLAGS
 

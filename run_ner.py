@@ -22,7 +22,7 @@ Usage (see README.md):
     --init_checkpoint=$BERT_DIR/bert_model.ckpt --output_dir=/tmp/ner
 """
 
-import tf_quiet  # pylint: disable=unused-import  # First: before TensorFlow.
+from bert_tf.cli import quiet as tf_quiet  # pylint: disable=unused-import  # First: before TensorFlow.
 
 import math
 import os
@@ -31,14 +31,14 @@ from absl import flags
 from absl import logging
 import tensorflow.compat.v1 as tf
 
-import estimator_utils
-import export_utils
-import io_utils
+from bert_tf.train import estimator as estimator_utils
+from bert_tf.export import saved_model as export_utils
+from bert_tf import io as io_utils
 import modeling
-import ner_data
-import reliability
-import startup
-import training_options
+from bert_tf.tasks.ner import data as ner_data
+from bert_tf.checks import reliability
+from bert_tf.cli import startup
+from bert_tf.train import options as training_options
 
 FLAGS = flags.FLAGS
 

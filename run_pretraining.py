@@ -23,7 +23,7 @@ Public names: `gather_indexes`, `get_masked_lm_output`,
 `check_record_lengths`, `check_inputs`.
 """
 
-import tf_quiet  # pylint: disable=unused-import  # First: before TensorFlow.
+from bert_tf.cli import quiet as tf_quiet  # pylint: disable=unused-import  # First: before TensorFlow.
 
 import os
 
@@ -31,12 +31,12 @@ from absl import flags
 from absl import logging
 import tensorflow.compat.v1 as tf
 
-import estimator_utils
-import io_utils
+from bert_tf.train import estimator as estimator_utils
+from bert_tf import io as io_utils
 import modeling
-import reliability
-import startup
-import training_options
+from bert_tf.checks import reliability
+from bert_tf.cli import startup
+from bert_tf.train import options as training_options
 
 FLAGS = flags.FLAGS
 

@@ -30,7 +30,7 @@ Public names: `create_model`, `model_fn_builder`, `input_fn_builder`,
 `write_predictions`, `get_final_text`, `score_predictions`.
 """
 
-import tf_quiet  # pylint: disable=unused-import  # First: before TensorFlow.
+from bert_tf.cli import quiet as tf_quiet  # pylint: disable=unused-import  # First: before TensorFlow.
 
 import collections
 import os
@@ -40,27 +40,27 @@ from absl import flags
 from absl import logging
 import tensorflow.compat.v1 as tf
 
-import estimator_utils
-import export_utils
+from bert_tf.train import estimator as estimator_utils
+from bert_tf.export import saved_model as export_utils
 import modeling
-import reliability
+from bert_tf.checks import reliability
 # The reference's public names of this module live in squad_data and
 # squad_predictions; code written for it (`run_squad.read_squad_examples`)
 # keeps working.
-from squad_data import check_span_lengths
-from squad_data import convert_examples_to_features
-from squad_data import FeatureWriter
-from squad_data import InputFeatures  # pylint: disable=unused-import
-from squad_data import read_squad_examples
-from squad_data import SquadExample  # pylint: disable=unused-import
-from squad_predictions import FeatureMetadata
-from squad_predictions import get_final_text  # pylint: disable=unused-import
-from squad_predictions import RawResult
-from squad_predictions import score_predictions
-from squad_predictions import write_predictions
-import startup
+from bert_tf.tasks.squad.data import check_span_lengths
+from bert_tf.tasks.squad.data import convert_examples_to_features
+from bert_tf.tasks.squad.data import FeatureWriter
+from bert_tf.tasks.squad.data import InputFeatures  # pylint: disable=unused-import
+from bert_tf.tasks.squad.data import read_squad_examples
+from bert_tf.tasks.squad.data import SquadExample  # pylint: disable=unused-import
+from bert_tf.tasks.squad.predictions import FeatureMetadata
+from bert_tf.tasks.squad.predictions import get_final_text  # pylint: disable=unused-import
+from bert_tf.tasks.squad.predictions import RawResult
+from bert_tf.tasks.squad.predictions import score_predictions
+from bert_tf.tasks.squad.predictions import write_predictions
+from bert_tf.cli import startup
 import tokenization
-import training_options
+from bert_tf.train import options as training_options
 
 FLAGS = flags.FLAGS
 

@@ -34,7 +34,7 @@ import unicodedata
 
 from absl import logging
 
-import io_utils
+from bert_tf import io as io_utils
 
 # Bound on every per-instance cache (entries); a full cache is simply cleared.
 _CACHE_MAX_ENTRIES = 1 << 16

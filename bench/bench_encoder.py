@@ -42,11 +42,11 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 # pylint: disable=g-import-not-at-top,wrong-import-position
 import tensorflow.compat.v1 as tf
 
-import estimator_utils
+from bert_tf.train import estimator as estimator_utils
 import modeling
 import optimization
 import run_pretraining
-import startup
+from bert_tf.cli import startup
 # pylint: enable=g-import-not-at-top,wrong-import-position
 
 FLAGS = flags.FLAGS

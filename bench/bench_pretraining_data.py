@@ -343,7 +343,7 @@ def writer_microbench(corpus, vocab_file, num_bytes=2000000):
   sys.path.insert(0, _REPO)
   import random  # pylint: disable=g-import-not-at-top
   import create_pretraining_data as cpd  # pylint: disable=g-import-not-at-top
-  import pretraining_data_utils as pdu  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks.pretraining import data as pdu  # pylint: disable=g-import-not-at-top
   import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
   import tokenization  # pylint: disable=g-import-not-at-top
 

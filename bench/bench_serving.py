@@ -44,12 +44,12 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 from absl import logging
 import tensorflow.compat.v1 as tf
 
-import estimator_utils
-import export_utils
+from bert_tf.train import estimator as estimator_utils
+from bert_tf.export import saved_model as export_utils
 import modeling
 import run_classifier
-import serving
-import startup
+from bert_tf.export import serving
+from bert_tf.cli import startup
 # pylint: enable=g-import-not-at-top,wrong-import-position
 
 FLAGS = flags.FLAGS

@@ -37,7 +37,7 @@ if _REPO not in sys.path:
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # startup loads TF.
 
-import startup  # pylint: disable=g-import-not-at-top,wrong-import-position
+from bert_tf.cli import startup  # pylint: disable=g-import-not-at-top,wrong-import-position
 import tokenization  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 FLAGS = flags.FLAGS

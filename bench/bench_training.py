@@ -46,11 +46,11 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import tensorflow.compat.v1 as tf
 
 import bench_encoder
-import estimator_utils
+from bert_tf.train import estimator as estimator_utils
 import modeling
 import optimization
 import run_pretraining
-import startup
+from bert_tf.cli import startup
 # pylint: enable=g-import-not-at-top,wrong-import-position
 
 FLAGS = flags.FLAGS

@@ -23,9 +23,9 @@ _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, _REPO)
 
 import create_pretraining_data as cpd  # pylint: disable=g-import-not-at-top
-import io_utils  # pylint: disable=g-import-not-at-top
-import pretraining_data_utils as pdu  # pylint: disable=g-import-not-at-top
-import startup  # pylint: disable=g-import-not-at-top
+from bert_tf import io as io_utils  # pylint: disable=g-import-not-at-top
+from bert_tf.tasks.pretraining import data as pdu  # pylint: disable=g-import-not-at-top
+from bert_tf.cli import startup  # pylint: disable=g-import-not-at-top
 
 
 def _without_serializer():

@@ -33,7 +33,9 @@ _DUMPING_MAIN = textwrap.dedent("""
     import os
     import numpy as np
     import tensorflow.compat.v1 as tf
-    import estimator_utils, modeling, startup
+    import modeling
+    from bert_tf.train import estimator as estimator_utils
+    from bert_tf.cli import startup
     import {script} as script
 
     class DumpHook(estimator_utils.ProgressHook):

@@ -90,7 +90,7 @@ def flags(**values):
 def write_records(path, num_examples, seed=0):
   """Random pre-training records in create_pretraining_data.py's layout."""
   import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
-  import io_utils  # pylint: disable=g-import-not-at-top
+  from bert_tf import io as io_utils  # pylint: disable=g-import-not-at-top
   rng = np.random.RandomState(seed)
   with tf.io.TFRecordWriter(path) as writer:
     for _ in range(num_examples):

@@ -10,7 +10,7 @@ import json
 
 from conftest import shared_path
 
-import squad_data
+from bert_tf.tasks.squad import data as squad_data
 import tokenization
 
 CONFIGS = {"seq384_stride128_query64": (384, 128, 64),

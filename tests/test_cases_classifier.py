@@ -11,7 +11,7 @@ import tensorflow.compat.v1 as tf
 from conftest import run_script
 from conftest import shared_path
 
-import classifier_data
+from bert_tf.tasks.classifier import data as classifier_data
 import run_classifier
 import tokenization
 

@@ -16,7 +16,7 @@ from conftest import import_or_skip
 from conftest import shared_path
 import modeling
 import optimization
-import startup
+from bert_tf.cli import startup
 
 
 def _load_case(name):

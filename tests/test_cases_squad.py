@@ -16,7 +16,7 @@ import pytest
 from conftest import shared_path
 
 import run_squad
-import squad_data
+from bert_tf.tasks.squad import data as squad_data
 import tokenization
 
 

@@ -18,7 +18,7 @@ from glue_samples import WNLI_TEST
 from glue_samples import WNLI_TRAIN
 from glue_samples import write_glue
 
-import classifier_data
+from bert_tf.tasks.classifier import data as classifier_data
 import run_classifier
 import tokenization
 

@@ -25,8 +25,8 @@ from conftest import shared_path
 from conftest import write_corpus
 from conftest import skip_or_fail
 import create_pretraining_data as cpd
-import estimator_utils
-import pretraining_data_utils as pdu
+from bert_tf.train import estimator as estimator_utils
+from bert_tf.tasks.pretraining import data as pdu
 import tokenization
 
 # (folder, input, vocab, do_whole_word_mask) of conformance/pretraining_data.

@@ -18,8 +18,8 @@ import tensorflow.compat.v1 as tf
 
 from conftest import shared_path
 import distribute_helpers as helpers
-import distribute_utils
-import startup
+from bert_tf.train import distribute as distribute_utils
+from bert_tf.cli import startup
 from test_run_pretraining import _write_records
 
 _SEQ, _PREDS = 16, 4

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
-import estimator_utils
-import io_utils
+from bert_tf.train import estimator as estimator_utils
+from bert_tf import io as io_utils
 
 def test_decode_record_casts_int64_to_int32():
   example = tf.train.Example(features=tf.train.Features(feature={

@@ -16,13 +16,13 @@ import tensorflow.compat.v1 as tf
 from conftest import REPO_ROOT
 from conftest import shared_path
 
-import estimator_utils
-import export_utils
+from bert_tf.train import estimator as estimator_utils
+from bert_tf.export import saved_model as export_utils
 import modeling
 import predict_saved_model
 import run_classifier
 import run_squad
-import serving
+from bert_tf.export import serving
 import tokenization
 
 _CLS_SEQ = 32

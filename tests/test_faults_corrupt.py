@@ -16,11 +16,11 @@ import pytest
 import tensorflow.compat.v1 as tf
 
 import fault_helpers as fh
-import io_utils
+from bert_tf import io as io_utils
 import modeling
-import reliability
-import squad_data
-import startup
+from bert_tf.checks import reliability
+from bert_tf.tasks.squad import data as squad_data
+from bert_tf.cli import startup
 import tokenization
 
 
@@ -385,7 +385,7 @@ def test_console_is_quiet_before_an_error_and_bert_debug_brings_it_back(
 
 
 def test_tf_quiet_keeps_a_level_the_user_set():
-  code = "import tf_quiet, os; print(os.environ['TF_CPP_MIN_LOG_LEVEL'])"
+  code = "from bert_tf.cli import quiet; import os; print(os.environ['TF_CPP_MIN_LOG_LEVEL'])"
   for extra, expected in [({}, "3"), ({"TF_CPP_MIN_LOG_LEVEL": "1"}, "1")]:
     out = fh.subprocess.run([fh.sys.executable, "-c", code],
                             cwd=fh.REPO_ROOT, env=fh.env(**extra),
@@ -393,7 +393,7 @@ def test_tf_quiet_keeps_a_level_the_user_set():
     assert out.stdout.strip() == expected
   debug = fh.subprocess.run(
       [fh.sys.executable, "-c",
-       "import tf_quiet, os; print(os.environ.get('TF_CPP_MIN_LOG_LEVEL'))"],
+       "from bert_tf.cli import quiet; import os; print(os.environ.get('TF_CPP_MIN_LOG_LEVEL'))"],
       cwd=fh.REPO_ROOT, env=fh.env(BERT_DEBUG="1"), capture_output=True,
       text=True, check=True)
   assert debug.stdout.strip() == "None"

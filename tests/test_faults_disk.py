@@ -13,7 +13,7 @@ import pytest
 import tensorflow.compat.v1 as tf
 
 import fault_helpers as fh
-import io_utils
+from bert_tf import io as io_utils
 
 pytestmark = pytest.mark.slow
 

@@ -13,7 +13,7 @@ import pytest
 import tensorflow.compat.v1 as tf
 
 import fault_helpers as fh
-import reliability
+from bert_tf.checks import reliability
 
 
 def _steps_of(output_dir):
@@ -97,7 +97,7 @@ def test_second_run_in_a_live_runs_folder_is_refused(tmp_path, data):
 
 def test_lock_is_released_when_its_process_dies(tmp_path):
   folder = str(tmp_path / "out")
-  code = ("import sys; sys.path.insert(0, %r); import reliability; "
+  code = ("import sys; sys.path.insert(0, %r); from bert_tf.checks import reliability; "
           "reliability.lock_output_dir(%r); print('locked', flush=True); "
           "import time; time.sleep(60)" % (fh.script(""), folder))
   holder = subprocess.Popen([fh.sys.executable, "-c", code],
@@ -162,7 +162,7 @@ class _Session(object):
 
 def _progress_lines(monkeypatch, global_steps, total_steps, end_value=None):
   """ProgressHook's log lines for a run whose step reads `global_steps`."""
-  import estimator_utils  # pylint: disable=g-import-not-at-top
+  from bert_tf.train import estimator as estimator_utils  # pylint: disable=g-import-not-at-top
   lines = []
   monkeypatch.setattr(estimator_utils.logging, "info",
                       lambda message, *args: lines.append(message % args))

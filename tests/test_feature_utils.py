@@ -1,6 +1,6 @@
 """Tests for feature_utils.py: packing and padding BERT inputs."""
 
-import feature_utils
+from bert_tf.tasks import features as feature_utils
 
 def test_pack_tokens_truncates_longer_side_from_the_end():
   tokens, segment_ids = feature_utils.pack_tokens(

@@ -16,10 +16,10 @@ from hypothesis import settings
 from hypothesis import strategies as st
 
 import fault_helpers as fh
-import classifier_data
+from bert_tf.tasks.classifier import data as classifier_data
 import create_pretraining_data
-import squad_data
-import startup
+from bert_tf.tasks.squad import data as squad_data
+from bert_tf.cli import startup
 import tokenization
 
 _SETTINGS = settings(max_examples=60, deadline=None, derandomize=True,

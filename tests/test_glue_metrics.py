@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
-import glue_metrics
+from bert_tf.tasks.classifier import metrics as glue_metrics
 
 # ----------------------------------------------------------------------------
 # Metrics against hand-computed values.

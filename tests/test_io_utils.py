@@ -11,7 +11,7 @@ import tensorflow.compat.v1 as tf
 
 from conftest import REPO_ROOT
 
-import io_utils
+from bert_tf import io as io_utils
 
 
 def test_expand_file_patterns_keeps_order_and_sorts_each_glob(tmp_path):
@@ -161,7 +161,7 @@ def test_read_lines_byte_range_and_errors(tmp_path):
 
 def test_read_lines_does_not_need_tensorflow(tmp_path):
   path = _write(tmp_path, b"x\n")
-  code = ("import sys; sys.path.insert(0, %r); import io_utils; "
+  code = ("import sys; sys.path.insert(0, %r); from bert_tf import io as io_utils; "
           "assert list(io_utils.read_lines(%r)) == [(1, 'x')]; "
           "assert 'tensorflow' not in sys.modules" % (REPO_ROOT, path))
   subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

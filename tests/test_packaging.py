@@ -136,7 +136,7 @@ def test_install_into_fresh_venv_gives_working_console_commands(tmp_path):
   env = script_env(TF_CPP_MIN_LOG_LEVEL="3")
   env.pop("PYTHONPATH", None)
   # The installed modules, not the checkout's, are what the venv imports.
-  assert _module_file(python, "startup", str(work)).startswith(
+  assert _module_file(python, "bert_tf", str(work)).startswith(
       str(tmp_path / "venv"))
 
   started = {name: subprocess.Popen(

@@ -14,7 +14,7 @@ from conftest import skip_or_fail
 from conftest import shared_path
 from conftest import write_corpus
 import create_pretraining_data as cpd
-import pretraining_data_utils as pdu
+from bert_tf.tasks.pretraining import data as pdu
 import tokenization
 
 _tokenizers = {}

@@ -21,7 +21,7 @@ from glue_samples import STSB_PAIRS
 from glue_samples import stsb_lines
 from glue_samples import write_glue
 
-import classifier_data
+from bert_tf.tasks.classifier import data as classifier_data
 import modeling
 import run_classifier
 import tokenization

@@ -23,9 +23,9 @@ from conftest import shared_path
 
 import convert_checkpoint
 import modeling
-import ner_data
+from bert_tf.tasks.ner import data as ner_data
 import run_ner
-import squad_data
+from bert_tf.tasks.squad import data as squad_data
 import tokenization
 
 

@@ -9,8 +9,8 @@ import tensorflow.compat.v1 as tf
 
 from conftest import run_script
 from conftest import shared_path
-import estimator_utils
-import io_utils
+from bert_tf.train import estimator as estimator_utils
+from bert_tf import io as io_utils
 import modeling
 import run_pretraining
 

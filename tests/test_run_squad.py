@@ -23,7 +23,7 @@ from conftest import write_json
 from squad_conformance import squad_path
 
 import run_squad
-import squad_metrics
+from bert_tf.tasks.squad import metrics as squad_metrics
 
 
 # ----------------------------------------------------------------------------
@@ -90,7 +90,7 @@ _FLAG_CHECKS = r"""
 import json, sys
 from absl import flags
 import run_squad
-import startup
+from bert_tf.cli import startup
 run_squad.define_flags()
 messages = []
 for args in json.loads(sys.argv[1]):

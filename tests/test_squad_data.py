@@ -16,7 +16,7 @@ from squad_conformance import read_jsonl
 from squad_conformance import squad_path
 from squad_conformance import VERSIONS
 
-import squad_data
+from bert_tf.tasks.squad import data as squad_data
 
 
 @pytest.fixture(scope="module")

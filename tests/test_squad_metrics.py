@@ -5,7 +5,7 @@ import collections
 
 import pytest
 
-import squad_metrics
+from bert_tf.tasks.squad import metrics as squad_metrics
 
 
 # ----------------------------------------------------------------------------

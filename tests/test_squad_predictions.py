@@ -15,9 +15,9 @@ from squad_conformance import squad_path
 from squad_conformance import VERSIONS
 
 import run_squad
-import squad_data
-import squad_metrics
-import squad_predictions
+from bert_tf.tasks.squad import data as squad_data
+from bert_tf.tasks.squad import metrics as squad_metrics
+from bert_tf.tasks.squad import predictions as squad_predictions
 
 
 @pytest.fixture(scope="module")

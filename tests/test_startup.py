@@ -14,7 +14,7 @@ from conftest import script_env
 from conftest import shared_path
 
 import modeling
-import startup
+from bert_tf.cli import startup
 
 
 def test_check_max_seq_length_names_both_numbers():
@@ -63,7 +63,7 @@ def _run_script(tmp_path, body, args=(), env=None):
 @pytest.mark.slow
 def test_run_main_prints_bad_input_as_one_line(tmp_path):
   result = _run_script(tmp_path, """
-      import startup
+      from bert_tf.cli import startup
       def main(_):
         raise ValueError("--input_file: 'x' matched\\nno files")
       startup.run_main(main)
@@ -171,7 +171,7 @@ def test_flag_parsing_errors_are_one_line(tmp_path):
                      ([], "--need")):
     result = _run_script(tmp_path, """
         from absl import flags
-        import startup
+        from bert_tf.cli import startup
         flags.DEFINE_enum("kind", "a", ["a", "b"], "a kind")
         flags.DEFINE_string("need", None, "needed")
         flags.mark_flag_as_required("need")
@@ -192,7 +192,8 @@ def test_use_xla_clusters_cpu_ops_in_main(tmp_path):
   env.pop("TF_XLA_FLAGS", None)
   result = _run_script(tmp_path, """
       import tensorflow.compat.v1 as tf
-      import startup, training_options
+      from bert_tf.cli import startup
+      from bert_tf.train import options as training_options
 
       def main(_):
         run_config = training_options.configure_run_config(

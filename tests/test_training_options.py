@@ -13,10 +13,10 @@ import tensorflow.compat.v1 as tf
 
 from conftest import REPO_ROOT
 from conftest import shared_path
-import estimator_utils
-import io_utils
+from bert_tf.train import estimator as estimator_utils
+from bert_tf import io as io_utils
 import optimization
-import training_options
+from bert_tf.train import options as training_options
 
 _SEQ = 16
 _PREDS = 4
@@ -37,7 +37,7 @@ def _flag_values(**overrides):
 
 def test_training_flags_defaults_are_the_reference():
   from absl import flags  # pylint: disable=g-import-not-at-top
-  import startup  # pylint: disable=g-import-not-at-top
+  from bert_tf.cli import startup  # pylint: disable=g-import-not-at-top
   values = flags.FlagValues()
   for name in startup.TRAINING_FLAGS:
     define, default, help_text = startup.SHARED_FLAGS[name]
@@ -119,7 +119,9 @@ def test_configure_run_config_sets_jit_seed_and_determinism(monkeypatch):
 _XLA_SCRIPT = textwrap.dedent("""
     import sys
     import tensorflow.compat.v1 as tf
-    import estimator_utils, modeling, optimization, training_options
+    import modeling, optimization
+    from bert_tf.train import estimator as estimator_utils
+    from bert_tf.train import options as training_options
     use_xla = sys.argv[1] == "xla"
     run_config = training_options.configure_run_config(
         estimator_utils.make_run_config("/tmp/unused", 10, 1),

@@ -244,7 +244,7 @@ def _user_errors():
 def _is_user_error(error):
   """Bad input, or a write that hit a full disk (TensorFlow reports EFBIG
   as `OutOfRangeError`, ENOSPC as `ResourceExhaustedError`)."""
-  import reliability  # pylint: disable=g-import-not-at-top
+  from bert_tf.checks import reliability  # pylint: disable=g-import-not-at-top
   return isinstance(error, _user_errors()) or reliability.is_disk_full(error)
 
 
@@ -255,7 +255,7 @@ def _one_line(error):
   op; only the lines that say what went wrong are kept.
   """
   import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
-  import reliability  # pylint: disable=g-import-not-at-top
+  from bert_tf.checks import reliability  # pylint: disable=g-import-not-at-top
   if reliability.is_disk_full(error):
     return reliability.disk_full_message(_one_line_text(error))
   if isinstance(error, tf.errors.DataLossError):
@@ -293,7 +293,7 @@ def _parse_flags(argv):
     # TensorFlow reads TF_XLA_FLAGS once, when it first lists its devices,
     # and `import tensorflow` registers an absl callback that does so right
     # after this parsing: later (in main) the variable has no effect.
-    import training_options  # pylint: disable=g-import-not-at-top
+    from bert_tf.train import options as training_options  # pylint: disable=g-import-not-at-top
     training_options.enable_xla_cpu_clustering()
   return argv
 
@@ -325,7 +325,7 @@ def run_main(main):
       deprecation._PRINT_DEPRECATION_WARNINGS = False  # pylint: disable=protected-access
       module_wrapper._PER_MODULE_WARNING_LIMIT = 0  # pylint: disable=protected-access
     try:
-      import distribute_utils  # pylint: disable=g-import-not-at-top
+      from bert_tf.train import distribute as distribute_utils  # pylint: disable=g-import-not-at-top
       distribute_utils.setup_from_flags(flags.FLAGS)
       return main(argv)
     except Exception as e:  # pylint: disable=broad-except
@@ -381,7 +381,7 @@ def fine_tuning_flag_problems(flag_values, positive_flags=()):
 
 def training_flag_problems(flag_values):
   """The training flags' problems (`training_options.options_from_flags`)."""
-  import training_options  # pylint: disable=g-import-not-at-top
+  from bert_tf.train import options as training_options  # pylint: disable=g-import-not-at-top
   try:
     training_options.options_from_flags(flag_values)
   except ValueError as e:
@@ -406,7 +406,7 @@ def load_bert_config(path, flag_name="bert_config_file"):
   if not os.path.exists(path) and "://" not in path:
     raise ValueError("--%s: %s does not exist (expected the model's "
                      "bert_config.json)" % (flag_name, path))
-  import reliability  # pylint: disable=g-import-not-at-top
+  from bert_tf.checks import reliability  # pylint: disable=g-import-not-at-top
   try:
     config = modeling.BertConfig.from_json_file(path)
     reliability.check_bert_config_json(reliability.read_json(path), path,
@@ -485,7 +485,7 @@ def resolve_init_checkpoint(path, flag_name="init_checkpoint"):
 def _check_checkpoint(checkpoint, bert_config):
   """A whole checkpoint whose `bert/` shapes fit the config (see
   `reliability.check_checkpoint`); logs the variables it lacks."""
-  import reliability  # pylint: disable=g-import-not-at-top
+  from bert_tf.checks import reliability  # pylint: disable=g-import-not-at-top
   from absl import logging  # pylint: disable=g-import-not-at-top
   missing = reliability.check_checkpoint(checkpoint, "init_checkpoint",
                                          bert_config)

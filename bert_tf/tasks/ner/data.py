@@ -28,9 +28,9 @@ import numpy as np
 from seqeval import metrics as seqeval_metrics
 import tensorflow.compat.v1 as tf
 
-import feature_utils
-import io_utils
-import squad_data
+from bert_tf.tasks import features as feature_utils
+from bert_tf import io as io_utils
+from bert_tf.tasks.squad import data as squad_data
 
 DOCSTART = "-DOCSTART-"
 TAG_SCHEMES = ("IOB1", "IOB2", "IOBES")

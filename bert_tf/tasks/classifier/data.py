@@ -17,7 +17,7 @@ import os
 
 import tensorflow.compat.v1 as tf
 
-import io_utils
+from bert_tf import io as io_utils
 import tokenization
 
 

@@ -21,10 +21,10 @@ from absl import logging
 import numpy as np
 import tensorflow as tf2
 
-import export_utils
-import feature_utils
+from bert_tf.export import saved_model as export_utils
+from bert_tf.tasks import features as feature_utils
 import run_squad
-import squad_data
+from bert_tf.tasks.squad import data as squad_data
 import tokenization
 
 

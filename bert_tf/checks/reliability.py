@@ -236,7 +236,7 @@ def start_training(output_dir):
     ValueError: another live run trains there, or its latest checkpoint is
       truncated.
   """
-  import distribute_utils  # pylint: disable=g-import-not-at-top
+  from bert_tf.train import distribute as distribute_utils  # pylint: disable=g-import-not-at-top
   if distribute_utils.is_chief():
     lock_output_dir(output_dir)
   check_resume_checkpoint(output_dir)

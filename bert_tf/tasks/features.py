@@ -7,7 +7,7 @@ their inputs the same way in the reference release:
 Public names: `truncate_seq_pair`, `pack_tokens`, `pad_input`.
 """
 
-import io_utils
+from bert_tf import io as io_utils
 
 
 def truncate_seq_pair(tokens_a, tokens_b, max_length):

@@ -31,8 +31,8 @@ import time
 from absl import logging
 import tensorflow.compat.v1 as tf
 
-import feature_utils
-import io_utils
+from bert_tf.tasks import features as feature_utils
+from bert_tf import io as io_utils
 
 # Seconds between progress lines.
 _PROGRESS_INTERVAL_S = 15.0

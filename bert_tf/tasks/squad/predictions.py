@@ -20,9 +20,9 @@ import unicodedata
 
 from absl import logging
 
-import io_utils
-import squad_data
-import squad_metrics
+from bert_tf import io as io_utils
+from bert_tf.tasks.squad import data as squad_data
+from bert_tf.tasks.squad import metrics as squad_metrics
 import tokenization
 
 

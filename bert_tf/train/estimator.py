@@ -20,11 +20,11 @@ import time
 from absl import logging
 import tensorflow.compat.v1 as tf
 
-import distribute_utils
+from bert_tf.train import distribute as distribute_utils
 import modeling
 import optimization
-import reliability
-import training_options
+from bert_tf.checks import reliability
+from bert_tf.train import options as training_options
 
 
 # ----------------------------------------------------------------------------

@@ -20,8 +20,8 @@ import json
 from absl import logging
 import tensorflow.compat.v1 as tf
 
-import feature_utils
-import io_utils
+from bert_tf.tasks import features as feature_utils
+from bert_tf import io as io_utils
 import tokenization
 
 # Document words are split on these characters only (reference behaviour:

@@ -1,0 +1,16 @@
+"""The library behind the reference's scripts at the repository root.
+
+The root keeps the reference release's files (`modeling.py`,
+`tokenization.py`, `optimization.py` and the scripts) and this project's own
+entry points; everything they share lives here, one folder per concern:
+
+* `cli/`: the shared flag table, start-up checks and one-line errors;
+* `train/`: training options, the estimator set-up, tf.distribute, hooks;
+* `checks/`: checks of configs, checkpoints, records, disk and locks;
+* `tasks/`: data, features and metrics of each task;
+* `export/`: SavedModel export and serving;
+* `io.py`: files: reading lines, atomic writes, globs, feature encoders.
+
+Dependencies point down: the scripts import this package, and nothing here
+imports a script.
+"""

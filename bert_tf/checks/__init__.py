@@ -1,0 +1,1 @@
+"""Checks of inputs and of the run: configs, checkpoints, records, disk, lock."""

@@ -1,0 +1,1 @@
+"""What every script does before its work: flags, start-up checks, errors."""

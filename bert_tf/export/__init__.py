@@ -1,0 +1,1 @@
+"""SavedModel export for serving, and a Python client for exports."""

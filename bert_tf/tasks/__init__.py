@@ -1,0 +1,1 @@
+"""Each task's data, features and metrics; the scripts hold the models."""

@@ -1,0 +1,1 @@
+"""Sentence(-pair) classification: the GLUE/XNLI/TSV readers and metrics."""

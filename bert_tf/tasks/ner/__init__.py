@@ -1,0 +1,1 @@
+"""Named-entity recognition: CoNLL readers, tag schemes, features, metrics."""

@@ -1,0 +1,1 @@
+"""Pre-training data: record encoding, shuffling, worker processes."""

@@ -1,0 +1,1 @@
+"""Training: options, the estimator set-up, tf.distribute and the hooks."""
