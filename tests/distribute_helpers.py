@@ -24,9 +24,9 @@ import time
 import numpy as np
 import pytest
 
-from conftest import REPO_ROOT
-from conftest import script_env
-from conftest import shared_path
+from helpers import REPO_ROOT
+from helpers import script_env
+from helpers import shared_path
 
 # `{script}`: the module of a repo-root script (run_classifier, ...).
 _DUMPING_MAIN = textwrap.dedent("""

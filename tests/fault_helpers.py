@@ -17,8 +17,8 @@ import time
 
 import numpy as np
 
-from conftest import REPO_ROOT
-from conftest import shared_path
+from helpers import REPO_ROOT
+from helpers import shared_path
 
 SEQ = 16
 PREDS = 4

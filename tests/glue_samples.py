@@ -6,7 +6,7 @@ tests/test_run_classifier.py (an STS-B end-to-end run).
 
 import os
 
-from conftest import write_tsv
+from helpers import write_tsv
 
 
 QQP_TRAIN = [

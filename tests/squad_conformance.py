@@ -8,7 +8,7 @@ max_query_length).
 
 import json
 
-from conftest import shared_path
+from helpers import shared_path
 
 from bert_tf.tasks.squad import data as squad_data
 import tokenization

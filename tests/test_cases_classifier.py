@@ -8,8 +8,8 @@ import os
 import pytest
 import tensorflow.compat.v1 as tf
 
-from conftest import run_script
-from conftest import shared_path
+from helpers import run_script
+from helpers import shared_path
 
 from bert_tf.tasks.classifier import data as classifier_data
 import run_classifier

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from conftest import shared_path
+from helpers import shared_path
 
 import extract_features
 import tokenization

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
-from conftest import import_or_skip
-from conftest import shared_path
+from helpers import import_or_skip
+from helpers import shared_path
 import modeling
 import optimization
 from bert_tf.cli import startup

@@ -18,8 +18,8 @@ import random
 
 import pytest
 
-from conftest import run_script
-from conftest import shared_path
+from helpers import run_script
+from helpers import shared_path
 import create_pretraining_data as cpd
 import tokenization
 

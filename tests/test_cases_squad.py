@@ -13,7 +13,7 @@ import unicodedata
 
 import pytest
 
-from conftest import shared_path
+from helpers import shared_path
 
 import run_squad
 from bert_tf.tasks.squad import data as squad_data

@@ -15,7 +15,7 @@ import unicodedata
 
 import pytest
 
-from conftest import shared_path
+from helpers import shared_path
 import tokenization
 
 _UNCASED_VOCAB = ("data", "vocab", "uncased_L-12_H-768_A-12", "vocab.txt")

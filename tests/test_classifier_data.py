@@ -5,9 +5,9 @@ import os
 
 import pytest
 
-from conftest import read_lines
-from conftest import shared_path
-from conftest import write_tsv
+from helpers import read_lines
+from helpers import shared_path
+from helpers import write_tsv
 from glue_samples import QNLI_TEST
 from glue_samples import QNLI_TRAIN
 from glue_samples import QQP_TEST

@@ -13,10 +13,10 @@ import pytest
 from safetensors.numpy import save_file
 import tensorflow.compat.v1 as tf
 
-from conftest import import_or_skip
-from conftest import run_script
-from conftest import shared_path
-from conftest import skip_or_fail
+from helpers import import_or_skip
+from helpers import run_script
+from helpers import shared_path
+from helpers import skip_or_fail
 import convert_checkpoint
 import modeling
 import tokenization

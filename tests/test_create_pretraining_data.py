@@ -18,12 +18,12 @@ import types
 import pytest
 import tensorflow.compat.v1 as tf
 
-from conftest import REPO_ROOT
-from conftest import script_command
-from conftest import script_env
-from conftest import shared_path
-from conftest import write_corpus
-from conftest import skip_or_fail
+from helpers import REPO_ROOT
+from helpers import script_command
+from helpers import script_env
+from helpers import shared_path
+from helpers import write_corpus
+from helpers import skip_or_fail
 import create_pretraining_data as cpd
 from bert_tf.train import estimator as estimator_utils
 from bert_tf.tasks.pretraining import data as pdu

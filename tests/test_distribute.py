@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
-from conftest import shared_path
+from helpers import shared_path
 import distribute_helpers as helpers
 from bert_tf.train import distribute as distribute_utils
 from bert_tf.cli import startup

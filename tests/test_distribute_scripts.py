@@ -17,10 +17,10 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
-from conftest import read_lines
-from conftest import shared_path
-from conftest import tiny_model_flags
-from conftest import write_tsv
+from helpers import read_lines
+from helpers import shared_path
+from helpers import tiny_model_flags
+from helpers import write_tsv
 import distribute_helpers as helpers
 from test_run_ner import _conll
 from test_run_ner import _head_of_conll

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
-from conftest import REPO_ROOT
-from conftest import shared_path
+from helpers import REPO_ROOT
+from helpers import shared_path
 
 from bert_tf.train import estimator as estimator_utils
 from bert_tf.export import saved_model as export_utils

@@ -5,9 +5,9 @@ import os
 
 import pytest
 
-from conftest import run_script
-from conftest import shared_path
-from conftest import tiny_model_flags
+from helpers import run_script
+from helpers import shared_path
+from helpers import tiny_model_flags
 
 import extract_features
 import tokenization

@@ -9,7 +9,7 @@ import sys
 import pytest
 import tensorflow.compat.v1 as tf
 
-from conftest import REPO_ROOT
+from helpers import REPO_ROOT
 
 from bert_tf import io as io_utils
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
-from conftest import shared_path
+from helpers import shared_path
 import modeling
 
 _OUTPUT_KEYS = ("embedding_output", "all_encoder_layers_0",

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
-from conftest import shared_path
+from helpers import shared_path
 import optimization
 
 # The tiny graph of conformance/optimization (README section 3), in order.

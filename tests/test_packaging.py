@@ -11,12 +11,12 @@ import sysconfig
 
 import pytest
 
-from conftest import import_or_skip
-from conftest import read_lines
-from conftest import REPO_ROOT
-from conftest import script_env
-from conftest import shared_path
-from conftest import tiny_model_flags
+from helpers import import_or_skip
+from helpers import read_lines
+from helpers import REPO_ROOT
+from helpers import script_env
+from helpers import shared_path
+from helpers import tiny_model_flags
 
 import tokenization
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
-from conftest import REPO_ROOT
+from helpers import REPO_ROOT
 import modeling
 import optimization
 

@@ -10,9 +10,9 @@ import random
 import pytest
 import tensorflow.compat.v1 as tf
 
-from conftest import skip_or_fail
-from conftest import shared_path
-from conftest import write_corpus
+from helpers import skip_or_fail
+from helpers import shared_path
+from helpers import write_corpus
 import create_pretraining_data as cpd
 from bert_tf.tasks.pretraining import data as pdu
 import tokenization

@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
-from conftest import read_lines
-from conftest import run_script
-from conftest import shared_path
-from conftest import tiny_model_flags
-from conftest import write_tsv
+from helpers import read_lines
+from helpers import run_script
+from helpers import shared_path
+from helpers import tiny_model_flags
+from helpers import write_tsv
 from glue_samples import STSB_PAIRS
 from glue_samples import stsb_lines
 from glue_samples import write_glue

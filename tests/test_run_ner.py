@@ -17,9 +17,9 @@ import pytest
 from seqeval.metrics.sequence_labeling import get_entities
 import tensorflow.compat.v1 as tf
 
-from conftest import import_or_skip
-from conftest import REPO_ROOT
-from conftest import shared_path
+from helpers import import_or_skip
+from helpers import REPO_ROOT
+from helpers import shared_path
 
 import convert_checkpoint
 import modeling

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
-from conftest import run_script
-from conftest import shared_path
+from helpers import run_script
+from helpers import shared_path
 from bert_tf.train import estimator as estimator_utils
 from bert_tf import io as io_utils
 import modeling

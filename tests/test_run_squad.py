@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
-from conftest import REPO_ROOT
-from conftest import run_script
-from conftest import shared_path
-from conftest import tiny_model_flags
-from conftest import write_json
+from helpers import REPO_ROOT
+from helpers import run_script
+from helpers import shared_path
+from helpers import tiny_model_flags
+from helpers import write_json
 from squad_conformance import squad_path
 
 import run_squad

@@ -7,7 +7,7 @@ import os
 import pytest
 import tensorflow.compat.v1 as tf
 
-from conftest import write_json
+from helpers import write_json
 from squad_conformance import CONFIGS
 from squad_conformance import convert_features
 from squad_conformance import make_tokenizer

@@ -9,9 +9,9 @@ from absl import flags
 import pytest
 import tensorflow.compat.v1 as tf
 
-from conftest import REPO_ROOT
-from conftest import script_env
-from conftest import shared_path
+from helpers import REPO_ROOT
+from helpers import script_env
+from helpers import shared_path
 
 import modeling
 from bert_tf.cli import startup

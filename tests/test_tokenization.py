@@ -13,9 +13,9 @@ import unicodedata
 
 import pytest
 
-from conftest import import_or_skip
-from conftest import shared_path
-from conftest import skip_or_fail
+from helpers import import_or_skip
+from helpers import shared_path
+from helpers import skip_or_fail
 import tokenization
 
 _CASE_FILES = {

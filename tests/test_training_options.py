@@ -11,8 +11,8 @@ import pytest
 import tensorflow as tf_v2
 import tensorflow.compat.v1 as tf
 
-from conftest import REPO_ROOT
-from conftest import shared_path
+from helpers import REPO_ROOT
+from helpers import shared_path
 from bert_tf.train import estimator as estimator_utils
 from bert_tf import io as io_utils
 import optimization

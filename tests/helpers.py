@@ -1,0 +1,145 @@
+"""Shared test helpers: locating the test data and ../shared, running the scripts.
+
+The conformance vectors, bug-report cases and real data live outside the repo in
+``$BERT_SHARED_DIR`` (default ``../shared`` next to the checkout). Outside CI a
+missing directory skips the tests that need it, with a message saying how to
+provide it; under CI (``CI=true``) it is a failure. The same rule holds for
+every other skip (an optional package, a Python or Unicode version, a platform
+feature): tests call ``skip_or_fail`` or ``import_or_skip`` rather than
+``pytest.skip``, so a CI run never passes with tests silently left out.
+
+Tests that take more than about ten seconds carry ``@pytest.mark.slow``;
+``pytest -m "not slow" tests`` is the quick run, CI runs everything.
+"""
+import importlib
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if REPO_ROOT not in sys.path:
+  sys.path.insert(0, REPO_ROOT)
+
+
+def in_ci():
+  """True under CI (``CI=true``), where nothing may be skipped."""
+  return os.environ.get("CI", "").lower() == "true"
+
+
+def skip_or_fail(msg):
+  """Skips the current test with `msg`, or fails it under CI."""
+  if in_ci():
+    pytest.fail("%s (CI=true: a skip here is a failure)" % msg)
+  pytest.skip(msg)
+
+
+def import_or_skip(name, hint=None):
+  """Imports and returns module `name`; skips (fails under CI) when missing.
+
+  `hint` says how to install it, e.g. "./setup.sh --test".
+  """
+  try:
+    return importlib.import_module(name)
+  except ImportError as e:
+    skip_or_fail("%s is not importable (%s)%s" %
+                 (name, e, "; install it with " + hint if hint else ""))
+
+
+def shared_dir():
+  """Absolute path of the shared folder (may not exist)."""
+  return os.path.abspath(
+      os.environ.get("BERT_SHARED_DIR", os.path.join(REPO_ROOT, "..", "shared")))
+
+
+def shared_path(*parts):
+  """Path under the shared folder; skips (or fails under CI) when it is absent."""
+  path = os.path.join(shared_dir(), *parts)
+  if not os.path.exists(path):
+    skip_or_fail("%s not found: set BERT_SHARED_DIR to the team's shared "
+                 "folder (default ../shared beside the checkout)." % path)
+  return path
+
+
+def write_tsv(path, lines):
+  """Writes `lines` (lists of cells, or strings) as a UTF-8 TSV file.
+
+  Missing parent folders are created. Returns `path`.
+  """
+  os.makedirs(os.path.dirname(path), exist_ok=True)
+  with open(path, "w", encoding="utf-8") as f:
+    for line in lines:
+      f.write((line if isinstance(line, str) else "\t".join(line)) + "\n")
+  return path
+
+
+def write_json(folder, obj, name):
+  """Writes `obj` as JSON (a str as it is) to folder/name; returns the path."""
+  path = os.path.join(str(folder), name)
+  with open(path, "w", encoding="utf-8") as f:
+    f.write(obj if isinstance(obj, str) else json.dumps(obj))
+  return path
+
+
+def read_lines(path):
+  """The lines of the UTF-8 text file `path`, without line endings."""
+  with open(path, encoding="utf-8") as f:
+    return f.read().splitlines()
+
+
+def script_env(**extra):
+  """os.environ plus `extra`, without BERT_DEBUG (errors stay one line)."""
+  env = dict(os.environ, **extra)
+  env.pop("BERT_DEBUG", None)
+  return env
+
+
+def script_command(name, args=()):
+  """argv running the repo-root script `name` with this interpreter."""
+  return [sys.executable, os.path.join(REPO_ROOT, name)] + list(args)
+
+
+def run_script(name, args, timeout=300, env=None):
+  """Runs the repo-root script `name` (e.g. "run_classifier.py") with `args`.
+
+  It runs with this interpreter in the repo root, BERT_DEBUG dropped from the
+  environment and `env` (a dict) added to it; stdout and stderr are captured
+  as text. Returns the `subprocess.CompletedProcess`.
+  """
+  return subprocess.run(script_command(name, args), cwd=REPO_ROOT,
+                        env=script_env(**(env or {})), capture_output=True,
+                        text=True, timeout=timeout)
+
+
+def tiny_model_flags(folder=("conformance", "modeling"), checkpoint=True,
+                     do_lower_case=None):
+  """--vocab_file, --bert_config_file (and --init_checkpoint) of a tiny model.
+
+  `folder` is the shared folder holding vocab.txt, bert_config.json and
+  bert_model.ckpt (the 2-layer, 32-wide conformance model by default).
+  """
+  model_dir = shared_path(*folder)
+  flags = ["--vocab_file=%s" % os.path.join(model_dir, "vocab.txt"),
+           "--bert_config_file=%s" % os.path.join(model_dir,
+                                                   "bert_config.json")]
+  if checkpoint:
+    flags.append("--init_checkpoint=%s" % os.path.join(model_dir,
+                                                       "bert_model.ckpt"))
+  if do_lower_case is not None:
+    flags.append("--do_lower_case=%s" % do_lower_case)
+  return flags
+
+
+def write_corpus(tmp_path):
+  """A pre-training corpus of three files; a document spans the first two (no blank line between)."""
+  files = []
+  texts = ["alpha one\nalpha two\n\nbeta one\nbeta two\n",
+           "beta three\n\ngamma one\n\n\ndelta one\ndelta two\n",
+           "\nepsilon one\n\nzeta one\nzeta two\n\n"]
+  for k, text in enumerate(texts):
+    path = tmp_path / ("corpus%d.txt" % k)
+    path.write_text(text, encoding="utf-8")
+    files.append(str(path))
+  return files
