@@ -30,14 +30,8 @@ Shape legend used in comments:
   B = batch size, F = "from" sequence length, T = "to" sequence length,
   N = number of attention heads, H = size per head, W = hidden width.
 
-Public names (the reference's, plus `compute_dtype`, `gelu_exact` and
-`variable_name`): `BertConfig`, `BertModel`, `gelu`, `gelu_exact`,
-`get_activation`, `get_assignment_map_from_checkpoint`, `variable_name`,
-`dropout`, `layer_norm`, `layer_norm_and_dropout`, `create_initializer`,
-`dense_layer`, `embedding_lookup`, `embedding_postprocessor`,
-`create_attention_mask_from_input_mask`, `attention_layer`,
-`transformer_model`, `get_shape_list`, `reshape_to_matrix`,
-`reshape_from_matrix`, `assert_rank`.
+Public names are listed in `__all__`: the reference's, plus `compute_dtype`
+(an argument of `BertModel`), `gelu_exact` and `variable_name`.
 """
 
 import collections
@@ -53,6 +47,31 @@ import tensorflow.compat.v1 as tf
 # ----------------------------------------------------------------------------
 # Configuration
 # ----------------------------------------------------------------------------
+
+
+__all__ = [
+    "BertConfig",
+    "BertModel",
+    "gelu",
+    "gelu_exact",
+    "get_activation",
+    "get_assignment_map_from_checkpoint",
+    "variable_name",
+    "dropout",
+    "layer_norm",
+    "layer_norm_and_dropout",
+    "create_initializer",
+    "dense_layer",
+    "embedding_lookup",
+    "embedding_postprocessor",
+    "create_attention_mask_from_input_mask",
+    "attention_layer",
+    "transformer_model",
+    "get_shape_list",
+    "reshape_to_matrix",
+    "reshape_from_matrix",
+    "assert_rank",
+]
 
 
 class BertConfig(object):

@@ -1,15 +1,11 @@
 """Files and formats: the one I/O layer every script reads and writes through.
 
-Public names:
-
-* reading text: `iter_raw_lines`, `decode_line`, `read_lines` — one rule for
-  line ends and invalid UTF-8, see `read_lines`; `check_text_file`;
-* writing: `atomic_path`, `atomic_write` — outputs appear under their final
-  name only when complete; `write_eval_results`;
-* paths: `expand_file_patterns`, `check_output_file`;
-* records: `int64_feature`, `float_feature`;
-* lists: `pad_to`;
-* speed: `gc_paused`.
+Reading text (`iter_raw_lines`, `decode_line`, `read_lines`,
+`check_text_file`) follows one rule for line ends and invalid UTF-8 (see
+`read_lines`). Writing (`atomic_path`, `atomic_write`, `write_eval_results`)
+makes outputs appear under their final name only when complete. Also: paths
+(`expand_file_patterns`, `check_output_file`), record features
+(`int64_feature`, `float_feature`), `pad_to` and `gc_paused`.
 
 Paths may be local or on any `tf.io.gfile` file system (`gs://...`).
 """
@@ -24,6 +20,22 @@ import socket
 import uuid
 
 from absl import logging
+
+__all__ = [
+    "iter_raw_lines",
+    "decode_line",
+    "read_lines",
+    "check_text_file",
+    "atomic_path",
+    "atomic_write",
+    "write_eval_results",
+    "expand_file_patterns",
+    "check_output_file",
+    "int64_feature",
+    "float_feature",
+    "pad_to",
+    "gc_paused",
+]
 
 _READ_BLOCK_BYTES = 1 << 20
 
@@ -419,6 +431,8 @@ def check_output_file(path, flag_name="output_file"):
 
 
 def _tf_train():
+  """`tf.train`, imported on first use (as `_gfile`): reading text files must
+  not need TensorFlow."""
   import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
   return tf.train
 

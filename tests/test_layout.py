@@ -1,0 +1,165 @@
+"""The package layout holds: where code lives, and which way imports point.
+
+Checked by reading the source (no imports, no TensorFlow): the root keeps
+the reference's files and the entry points only; every folder of the
+package says what lives there; every module lists its public names in
+`__all__`; no package module imports a root script and no script imports
+another; imports sit at the top of modules unless a comment says why; no
+module but `modeling.py` is over ~700 lines.
+"""
+
+import ast
+import os
+
+import pytest
+
+from helpers import REPO_ROOT
+
+PACKAGE = "bert_tf"
+# The reference release's eight files, then this project's own entry points.
+REFERENCE_FILES = ("modeling", "tokenization", "optimization",
+                   "create_pretraining_data", "run_pretraining",
+                   "run_classifier", "run_squad", "extract_features")
+ENTRY_POINTS = ("run_ner", "convert_checkpoint", "predict_saved_model")
+# Root modules that are libraries, not scripts: anything may import them.
+ROOT_LIBRARIES = ("modeling", "tokenization", "optimization")
+ROOT_SCRIPTS = tuple(m for m in REFERENCE_FILES + ENTRY_POINTS
+                     if m not in ROOT_LIBRARIES)
+MAX_LINES = 700
+
+
+def _package_modules():
+  """(dotted name, path) of every module of the package."""
+  found = []
+  for folder, _, files in os.walk(os.path.join(REPO_ROOT, PACKAGE)):
+    for name in sorted(files):
+      if name.endswith(".py"):
+        path = os.path.join(folder, name)
+        rel = os.path.relpath(path, REPO_ROOT)[:-3].replace(os.sep, ".")
+        found.append((rel[:-len(".__init__")] if rel.endswith("__init__")
+                      else rel, path))
+  return sorted(found)
+
+
+def _root_modules():
+  return sorted((name[:-3], os.path.join(REPO_ROOT, name))
+                for name in os.listdir(REPO_ROOT) if name.endswith(".py"))
+
+
+def _all_modules():
+  return _root_modules() + _package_modules()
+
+
+def _tree(path):
+  with open(path, encoding="utf-8") as f:
+    return ast.parse(f.read(), path)
+
+
+def _imported_modules(tree):
+  """(line, top-level-or-dotted module name, node) of every import."""
+  for node in ast.walk(tree):
+    if isinstance(node, ast.Import):
+      for alias in node.names:
+        yield node.lineno, alias.name, node
+    elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+      yield node.lineno, node.module, node
+      for alias in node.names:
+        yield node.lineno, node.module + "." + alias.name, node
+
+
+def test_root_holds_the_reference_files_and_entry_points_only():
+  assert {m for m, _ in _root_modules()} == set(REFERENCE_FILES +
+                                                ENTRY_POINTS)
+
+
+def test_every_package_folder_says_what_lives_there():
+  for folder, dirs, _ in os.walk(os.path.join(REPO_ROOT, PACKAGE)):
+    dirs[:] = [d for d in dirs if d != "__pycache__"]
+    init = os.path.join(folder, "__init__.py")
+    assert os.path.exists(init), folder
+    assert ast.get_docstring(_tree(init)), init
+
+
+@pytest.mark.parametrize("module,path", _all_modules(),
+                         ids=[m for m, _ in _all_modules()])
+def test_module_lists_its_public_names_in_all(module, path):
+  tree = _tree(path)
+  if module.endswith("__init__") or os.path.basename(path) == "__init__.py":
+    return
+  declared = [node for node in tree.body if isinstance(node, ast.Assign)
+              and any(getattr(t, "id", None) == "__all__"
+                      for t in node.targets)]
+  assert declared, "%s has no __all__" % path
+  names = ast.literal_eval(declared[0].value)
+  defined = set()
+  for node in tree.body:
+    if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+      defined.add(node.name)
+    elif isinstance(node, ast.Assign):
+      defined.update(getattr(t, "id", None) for t in node.targets)
+    elif isinstance(node, (ast.Import, ast.ImportFrom)):
+      defined.update((a.asname or a.name).split(".")[0] for a in node.names)
+  missing = [name for name in names if name not in defined]
+  assert not missing, "%s: __all__ names undefined %s" % (path, missing)
+
+
+def test_package_modules_import_no_script():
+  for module, path in _package_modules():
+    for line, name, _ in _imported_modules(_tree(path)):
+      assert name.split(".")[0] not in ROOT_SCRIPTS, (
+          "%s:%d imports the script %s" % (path, line, name))
+
+
+def test_scripts_import_no_other_script():
+  for module, path in _root_modules():
+    for line, name, _ in _imported_modules(_tree(path)):
+      top = name.split(".")[0]
+      assert top == module or top not in ROOT_SCRIPTS, (
+          "%s:%d imports the script %s" % (path, line, name))
+
+
+def test_tokenization_imports_only_the_standard_library_six_and_tensorflow():
+  path = os.path.join(REPO_ROOT, "tokenization.py")
+  own = {m for m, _ in _root_modules()} | {PACKAGE}
+  for line, name, _ in _imported_modules(_tree(path)):
+    assert name.split(".")[0] not in own, "tokenization.py:%d imports %s" % (
+        line, name)
+
+
+def _function_level_imports(path):
+  """Imports inside functions whose line (or the line above) has no comment."""
+  with open(path, encoding="utf-8") as f:
+    lines = f.read().splitlines()
+  tree = ast.parse("\n".join(lines), path)
+  bare = []
+  for func in ast.walk(tree):
+    if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+      continue
+    for node in ast.walk(func):
+      if isinstance(node, (ast.Import, ast.ImportFrom)):
+        here = lines[node.lineno - 1]
+        above = lines[node.lineno - 2].strip() if node.lineno > 1 else ""
+        comment = here.split("#", 1)[1] if "#" in here else ""
+        # A pylint pragma alone says nothing about why.
+        reason = comment.replace("pylint: disable=g-import-not-at-top",
+                                 "").strip(" #")
+        if not reason and not above.startswith("#"):
+          bare.append("%s:%d" % (path, node.lineno))
+  return bare
+
+
+def test_imports_sit_at_the_top_unless_a_comment_says_why():
+  bare = []
+  for _, path in _all_modules():
+    bare += _function_level_imports(path)
+  assert not bare, "imports inside functions without a reason: %s" % bare
+
+
+def test_no_module_but_modeling_is_over_the_line_limit():
+  long = []
+  for module, path in _all_modules():
+    with open(path, encoding="utf-8") as f:
+      count = sum(1 for _ in f)
+    if module != "modeling" and count > MAX_LINES:
+      long.append("%s (%d lines)" % (path, count))
+  assert not long, long
