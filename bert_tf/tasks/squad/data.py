@@ -87,7 +87,7 @@ def read_squad_examples(input_file, is_training, version_2_with_negative=False):
   skipped = 0
   seen_ids = {}
   for where, context, qas in _iter_paragraphs(input_file):
-    doc_tokens, char_to_word_offset = _split_document(context)
+    doc_tokens, char_to_word_offset = split_document(context)
     for q_index, qa in enumerate(qas):
       q_where = "%s.qas[%d]" % (where, q_index)
       qas_id = _field(qa, "id", object, input_file, q_where)
@@ -167,8 +167,10 @@ def _iter_paragraphs(input_file):
       yield p_where, context, qas
 
 
-def _split_document(context):
-  """Splits a paragraph into words on `_DOC_SPLIT_CHARS`.
+def split_document(context):
+  """Splits a paragraph into words as the reference's SQuAD reader does.
+
+  Words are separated by space, tab, CR, LF and U+202F only.
 
   Returns:
     (doc_tokens, char_to_word_offset): the words, and for every character of
