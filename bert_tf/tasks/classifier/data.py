@@ -12,8 +12,10 @@ Public names: `InputExample`, `PaddingInputExample`, `read_tsv_rows`,
 """
 
 import collections
+import dataclasses
 import math
 import os
+from typing import Any, Optional
 
 import tensorflow.compat.v1 as tf
 
@@ -21,28 +23,28 @@ from bert_tf import io as io_utils
 import tokenization
 
 
-class InputExample(object):
-  """A single training/test example for simple sequence classification."""
+@dataclasses.dataclass(eq=False)
+class InputExample:
+  """A single training/test example for simple sequence classification.
 
-  def __init__(self, guid, text_a, text_b=None, label=None):
-    """Constructs an InputExample.
+  Attributes:
+    guid: Unique id for the example, `"<set>-<n>"`.
+    text_a: string. The untokenized text of the first sequence.
+    text_b: (Optional) string. The untokenized text of the second sequence;
+      None for single-sequence tasks.
+    label: (Optional) string. The label of the example (for a regression
+      task, the score as a string). Test examples carry the task's dummy
+      label.
+  """
 
-    Args:
-      guid: Unique id for the example, `"<set>-<n>"`.
-      text_a: string. The untokenized text of the first sequence.
-      text_b: (Optional) string. The untokenized text of the second sequence;
-        None for single-sequence tasks.
-      label: (Optional) string. The label of the example (for a regression
-        task, the score as a string). Test examples carry the task's dummy
-        label.
-    """
-    self.guid = guid
-    self.text_a = text_a
-    self.text_b = text_b
-    self.label = label
+  guid: Any
+  text_a: str
+  text_b: Optional[str] = None
+  label: Optional[str] = None
 
 
-class PaddingInputExample(object):
+@dataclasses.dataclass(eq=False)
+class PaddingInputExample:
   """Fake example that pads an eval/predict set to a whole number of batches.
 
   TPUs need fixed-size batches, so on TPU the eval and predict sets are padded
