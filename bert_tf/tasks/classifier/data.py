@@ -6,21 +6,27 @@ MRPC and CoLA processors with their file layouts, plus the rest of GLUE
 `mnli-mm` for the mismatched sets) and a `tsv` task for a user's own files.
 `run_classifier.py` imports every public name from here, so code written for
 the reference (`run_classifier.MrpcProcessor()`) keeps working.
-
-Public names: `InputExample`, `PaddingInputExample`, `read_tsv_rows`,
-`DataProcessor` and its subclasses, `PROCESSORS`, `get_processor`.
 """
 
 import collections
 import dataclasses
 import math
 import os
+import types
 from typing import Any, Optional
 
 import tensorflow.compat.v1 as tf
 
 from bert_tf import io as io_utils
 import tokenization
+
+__all__ = [
+    "InputExample", "PaddingInputExample", "read_tsv_rows", "DataProcessor",
+    "XnliProcessor", "MnliProcessor", "MnliMismatchedProcessor",
+    "MrpcProcessor", "ColaProcessor", "Sst2Processor", "QqpProcessor",
+    "QnliProcessor", "RteProcessor", "WnliProcessor", "StsbProcessor",
+    "TsvProcessor", "PROCESSORS", "get_processor",
+]
 
 
 @dataclasses.dataclass(eq=False)
@@ -451,8 +457,8 @@ class TsvProcessor(DataProcessor):
     return cells[column]
 
 
-# Task name (lower case) -> processor class.
-PROCESSORS = {
+# Task name (lower case) -> processor class (read-only).
+PROCESSORS = types.MappingProxyType({
     "cola": ColaProcessor,
     "mnli": MnliProcessor,
     "mnli-mm": MnliMismatchedProcessor,
@@ -465,7 +471,7 @@ PROCESSORS = {
     "wnli": WnliProcessor,
     "sts-b": StsbProcessor,
     "tsv": TsvProcessor,
-}
+})
 
 
 def get_processor(task_name, data_dir=None, text_a_column=0,

@@ -5,12 +5,8 @@ The reference release's `run_squad.py` reading and feature conversion
 training answers located by `answer_start`, WordPiece sub-tokens, and
 `[CLS] query [SEP] span [SEP]` features over sliding document spans
 (`doc_stride`), each token's "max context" span marked. `run_squad.py`
-imports every public name from here.
-
-Public names: `SquadExample`, `read_squad_examples`, `load_squad_data`,
-`InputFeatures`, `check_span_lengths`, `convert_examples_to_features`,
-`FeatureWriter`, and the windowing rules `DocSpan`, `doc_spans` and
-`is_max_context` (also used by `ner_data.py`).
+imports every public name from here; the windowing rules (`DocSpan`,
+`doc_spans`, `is_max_context`) are shared with NER.
 """
 
 import collections
@@ -22,9 +18,15 @@ from typing import Any, Dict, List, Optional
 from absl import logging
 import tensorflow.compat.v1 as tf
 
-from bert_tf.tasks import features as feature_utils
 from bert_tf import io as io_utils
+from bert_tf.tasks import features as feature_utils
 import tokenization
+
+__all__ = [
+    "SquadExample", "read_squad_examples", "load_squad_data", "split_document",
+    "InputFeatures", "check_span_lengths", "convert_examples_to_features",
+    "FeatureWriter", "DocSpan", "doc_spans", "is_max_context",
+]
 
 # Document words are split on these characters only (reference behaviour:
 # U+202F NARROW NO-BREAK SPACE is included, U+00A0 and other spaces are not).

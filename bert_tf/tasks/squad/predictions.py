@@ -7,9 +7,6 @@ token's max context), mapped back onto the original text by
 `null_score_diff_threshold`. Beyond the reference, `score_predictions`
 computes the official scores (`squad_metrics`) when the predicted file
 carries answers. `run_squad.py` imports every public name from here.
-
-Public names: `RawResult`, `FeatureMetadata`, `WrittenPredictions`,
-`write_predictions`, `get_final_text`, `score_predictions`.
 """
 
 import collections
@@ -24,6 +21,11 @@ from bert_tf import io as io_utils
 from bert_tf.tasks.squad import data as squad_data
 from bert_tf.tasks.squad import metrics as squad_metrics
 import tokenization
+
+__all__ = [
+    "RawResult", "FeatureMetadata", "WrittenPredictions", "write_predictions",
+    "get_final_text", "score_predictions",
+]
 
 
 # ----------------------------------------------------------------------------
