@@ -7,7 +7,9 @@ unoptimised statement of the algorithm (`_plain_*` below, written from SPEC §2)
 is the oracle for randomised tests of the fast paths.
 """
 import ast
+import gzip
 import json
+import logging
 import os
 import random
 import shutil
@@ -130,6 +132,29 @@ def test_load_vocab_strips_each_line(tmp_path):
 def test_load_vocab_ignores_invalid_utf8_bytes(tmp_path):
   vocab = tokenization.load_vocab(_write(tmp_path, b"a\xffb\n\xc3\xa9\n"))
   assert list(vocab) == ["ab", "\u00e9"]
+
+
+def test_load_vocab_counts_dropped_bytes_in_one_warning(tmp_path, caplog):
+  caplog.set_level(logging.WARNING)
+  path = _write(tmp_path, "caf\u00e9\nna\u00efve\nplain\r\n".encode("latin-1"))
+  assert list(tokenization.load_vocab(path)) == ["caf", "nave", "plain"]
+  warnings = [r.getMessage() for r in caplog.records
+              if "not UTF-8" in r.getMessage()]
+  assert len(warnings) == 1
+  assert "dropped 2 bytes that are not UTF-8, on 2 lines" in warnings[0]
+
+
+def test_load_vocab_refuses_directories_and_compressed_files(tmp_path):
+  with pytest.raises(ValueError, match="is a directory; expected a text file"):
+    tokenization.load_vocab(str(tmp_path))
+  path = str(tmp_path / "vocab.txt.gz")
+  with gzip.open(path, "wb") as f:
+    f.write(b"[PAD]\n[UNK]\n" * 50)
+  with pytest.raises(ValueError, match="vocab.txt.gz is a gzip file"):
+    tokenization.load_vocab(path)
+  path = _write(tmp_path, b"\x00" * 64 + b"a\n", "nul.txt")
+  with pytest.raises(ValueError, match="nul.txt is a binary file"):
+    tokenization.load_vocab(path)
 
 
 def test_load_vocab_missing_file_names_path(tmp_path):
