@@ -152,11 +152,9 @@ _SNIFF_BYTES = 8192
 
 
 def _gfile():
-  """`tf.io.gfile`, for remote paths only.
-
-  Imported here, not at the top: a local vocabulary needs only the standard
-  library, and `import tokenization` stays free of TensorFlow.
-  """
+  """`tf.io.gfile`, for remote paths only."""
+  # Imported here, not at the top: a local vocabulary needs only the standard
+  # library, and `import tokenization` stays free of TensorFlow.
   import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
   return tf.io.gfile
 

@@ -52,11 +52,6 @@ def test_py_modules_are_every_top_level_module():
   assert sorted(listed) == _root_modules()
 
 
-# The reference's library modules at the root; every other root module is a
-# script (an entry point).
-_ROOT_LIBRARIES = ("modeling", "optimization", "tokenization")
-
-
 def _root_modules():
   return sorted(name[:-3] for name in os.listdir(REPO_ROOT)
                 if name.endswith(".py"))
@@ -70,34 +65,6 @@ def _package_files():
     found += [os.path.relpath(os.path.join(folder, name), REPO_ROOT)
               for name in sorted(names) if name.endswith(".py")]
   return found
-
-
-def _imported_top_level_names(path):
-  """Top-level names of every module `path` imports, anywhere in the file."""
-  with open(os.path.join(REPO_ROOT, path), encoding="utf-8") as f:
-    tree = ast.parse(f.read(), path)
-  names = set()
-  for node in ast.walk(tree):
-    if isinstance(node, ast.Import):
-      names.update(alias.name.split(".")[0] for alias in node.names)
-    elif isinstance(node, ast.ImportFrom) and node.level == 0:
-      names.add(node.module.split(".")[0])
-  return names
-
-
-def test_dependencies_point_down_package_and_scripts_import_no_script():
-  scripts = set(_root_modules()) - set(_ROOT_LIBRARIES)
-  assert {"run_classifier", "run_squad", "predict_saved_model"} <= scripts
-  problems = []
-  for path in _package_files():
-    for name in sorted(_imported_top_level_names(path) & scripts):
-      problems.append("%s imports the script %s" % (path, name))
-  for module in _root_modules():
-    path = module + ".py"
-    for name in sorted((_imported_top_level_names(path) & scripts) -
-                       {module}):
-      problems.append("%s imports the script %s" % (path, name))
-  assert not problems, "\n".join(problems)
 
 
 def test_packages_found_are_every_package_folder():
