@@ -370,29 +370,32 @@ def _is_chinese_char(cp):
   return False
 
 
-class _CleanTable(dict):
-  """`str.translate` table for steps 1-2, filled lazily one code point at a time.
+def _clean_value(cp):
+  """What steps 1-2 make of code point `cp`: None (dropped: U+0000, U+FFFD,
+  Cc/Cf), " " (whitespace), " c " (CJK ideograph, padded) or `cp` itself."""
+  char = chr(cp)
+  if cp == 0 or cp == 0xFFFD or _is_control(char):
+    return None
+  if _is_whitespace(char):
+    return " "
+  if _is_chinese_char(cp):
+    return " %s " % char
+  return cp
 
-  Maps a code point to None (dropped: U+0000, U+FFFD, Cc/Cf), " " (whitespace),
-  " c " (CJK ideograph, padded) or itself.
-  """
+
+class _CleanTable(dict):
+  """`str.translate` table for steps 1-2 (`_clean_value`), filled lazily one
+  code point at a time; each `BasicTokenizer` holds its own."""
 
   def __missing__(self, cp):
-    char = chr(cp)
-    if cp == 0 or cp == 0xFFFD or _is_control(char):
-      value = None
-    elif _is_whitespace(char):
-      value = " "
-    elif _is_chinese_char(cp):
-      value = " %s " % char
-    else:
-      value = cp
+    value = _clean_value(cp)
     self[cp] = value
     return value
 
 
 class _PunctTable(dict):
-  """`str.translate` table padding every punctuation character with spaces."""
+  """`str.translate` table padding every punctuation character with spaces,
+  filled lazily; each `BasicTokenizer` holds its own."""
 
   def __missing__(self, cp):
     char = chr(cp)
@@ -401,16 +404,12 @@ class _PunctTable(dict):
     return value
 
 
-_CLEAN_TABLE = _CleanTable()
-_PUNCT_TABLE = _PunctTable()
-
-
 def _ascii_table(do_lower_case):
   """One-pass table for all-ASCII text: steps 1, 4 (lowercase, punctuation)."""
   table = {}
   for cp in range(128):
     char = chr(cp)
-    value = _CLEAN_TABLE[cp]
+    value = _clean_value(cp)
     if isinstance(value, int):
       if _is_punctuation(char):
         value = " %s " % char
@@ -420,7 +419,8 @@ def _ascii_table(do_lower_case):
   return table
 
 
-_ASCII_TABLES = {True: _ascii_table(True), False: _ascii_table(False)}
+# Built once and never changed: index 0 keeps case, index 1 lowercases.
+_ASCII_TABLES = (_ascii_table(False), _ascii_table(True))
 
 
 def _strip_accents(text):
@@ -443,6 +443,8 @@ class BasicTokenizer(object):
     self.do_lower_case = do_lower_case
     self._word_cache = {}
     self._word_cache_lower = do_lower_case
+    self._clean_table = _CleanTable()
+    self._punct_table = _PunctTable()
 
   def tokenize(self, text):
     """Returns the basic tokens (list of str) of `text` (str or bytes).
@@ -460,7 +462,7 @@ class BasicTokenizer(object):
       self._word_cache_lower = lower
     cache = self._word_cache
     output = []
-    for word in text.translate(_CLEAN_TABLE).split():
+    for word in text.translate(self._clean_table).split():
       tokens = cache.get(word)
       if tokens is None:
         tokens = self._split_word(word, lower)
@@ -470,14 +472,13 @@ class BasicTokenizer(object):
       output.extend(tokens)
     return output
 
-  @staticmethod
-  def _split_word(word, lower):
+  def _split_word(self, word, lower):
     """Basic tokens (tuple) of one cleaned whitespace-free word."""
     if lower:
       # Kept for parity: lowercasing also strips accents (NFD, drop Mn), which
       # decomposes Hangul syllables into jamo; released uncased models use it.
       word = _strip_accents(word.lower())
-    return tuple(word.translate(_PUNCT_TABLE).split())
+    return tuple(word.translate(self._punct_table).split())
 
 
 class WordpieceTokenizer(object):
