@@ -13,8 +13,8 @@ from typing import Optional, Tuple
 import ml_dtypes  # numpy's bfloat16 (a TensorFlow dependency).
 import numpy as np
 
-__all__ = ["TableEntry", "tensor_table", "is_token_classification", "architectures",
-           "hf_to_tf_weights", "tf_to_hf_weights"]
+__all__ = ["TableEntry", "tensor_table", "is_token_classification",
+           "architectures", "hf_to_tf_weights", "tf_to_hf_weights"]
 
 # Tensor groups: the encoder must be complete; each head is all-or-nothing.
 _REQUIRED_GROUPS = ("embeddings", "encoder")
