@@ -56,8 +56,9 @@ from bert_tf.tasks.classifier.model import model_fn_builder
 from bert_tf.tasks.classifier.model import write_test_results
 from bert_tf.train import estimator as estimator_utils
 from bert_tf.train import options as training_options
-import modeling  # pylint: disable=unused-import  # `run_classifier.modeling`, as in the reference.
-import tokenization  # pylint: disable=unused-import  # `run_classifier.tokenization`, as in the reference.
+# `run_classifier.modeling` and `.tokenization`, as in the reference.
+import modeling  # pylint: disable=unused-import
+import tokenization  # pylint: disable=unused-import
 
 __all__ = [
     "InputExample", "PaddingInputExample", "InputFeatures", "DataProcessor",

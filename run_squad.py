@@ -60,7 +60,8 @@ from bert_tf.tasks.squad.predictions import score_predictions
 from bert_tf.tasks.squad.predictions import write_predictions
 from bert_tf.train import estimator as estimator_utils
 from bert_tf.train import options as training_options
-import modeling  # pylint: disable=unused-import  # `run_squad.modeling`, as in the reference.
+# `run_squad.modeling` and `.tokenization`, as in the reference.
+import modeling  # pylint: disable=unused-import
 import tokenization
 
 __all__ = [

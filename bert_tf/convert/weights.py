@@ -51,7 +51,8 @@ class TableEntry:
 def _dense(tf_scope, hf_scope, in_size, out_size, group):
   return [TableEntry(tf_scope + "/kernel", hf_scope + ".weight",
                   (in_size, out_size), group, transpose=True),
-          TableEntry(tf_scope + "/bias", hf_scope + ".bias", (out_size,), group)]
+          TableEntry(tf_scope + "/bias", hf_scope + ".bias", (out_size,),
+                     group)]
 
 
 def _layer_norm(tf_scope, hf_scope, size, group):
@@ -114,14 +115,17 @@ def _head_table(h, vocab, token_classification=False):
   table += _layer_norm("cls/predictions/transform/LayerNorm",
                        "cls.predictions.transform.LayerNorm", h, "mlm")
   table += [
-      TableEntry("cls/predictions/output_bias", "cls.predictions.bias", (vocab,),
+      TableEntry("cls/predictions/output_bias", "cls.predictions.bias",
+                 (vocab,),
               "mlm"),
       # [num_classes, hidden] in both layouts (TF multiplies with transpose_b).
       TableEntry("cls/seq_relationship/output_weights",
               "cls.seq_relationship.weight", (2, h), "nsp"),
-      TableEntry("cls/seq_relationship/output_bias", "cls.seq_relationship.bias",
+      TableEntry("cls/seq_relationship/output_bias",
+                 "cls.seq_relationship.bias",
               (2,), "nsp"),
-      TableEntry("cls/squad/output_weights", "qa_outputs.weight", (2, h), "squad"),
+      TableEntry("cls/squad/output_weights", "qa_outputs.weight", (2, h),
+                 "squad"),
       TableEntry("cls/squad/output_bias", "qa_outputs.bias", (2,), "squad"),
   ]
   # Both fine-tuned classifiers are `classifier.*` in Hugging Face; which one
@@ -129,7 +133,8 @@ def _head_table(h, vocab, token_classification=False):
   scope, group = (("cls/ner/", "ner") if token_classification
                   else ("", "classifier"))
   table += [
-      TableEntry(scope + "output_weights", "classifier.weight", (None, h), group),
+      TableEntry(scope + "output_weights", "classifier.weight", (None, h),
+                 group),
       TableEntry(scope + "output_bias", "classifier.bias", (None,), group),
   ]
   return table

@@ -149,7 +149,8 @@ class BertServingModel(object):
         [batch_size, max_seq_length].
 
     Returns:
-      dict output name -> numpy array (see `bert_tf.export.saved_model` for shapes).
+      dict output name -> numpy array (shapes: see
+      `bert_tf.export.saved_model`).
     """
     inputs = {name: tf2.constant(np.asarray(value, dtype=np.int32))
               for name, value in zip(export_utils.INPUT_NAMES,
@@ -204,9 +205,9 @@ def predict_squad(model, examples, output_dir, n_best_size, max_answer_length,
   Features are made by `squad_data.convert_examples_to_features` with the
   export's `max_seq_length`, `doc_stride` and `max_query_length`, run in
   batches of `batch_size` as they are made, and decoded by
-  `squad_predictions.write_predictions` (predictions.json, nbest_predictions.json
-  and, for SQuAD 2.0 exports, null_odds.json in `output_dir`; a temporary
-  folder when None).
+  `squad_predictions.write_predictions` (predictions.json,
+  nbest_predictions.json and, for SQuAD 2.0 exports, null_odds.json in
+  `output_dir`; a temporary folder when None).
 
   Returns:
     `squad_predictions.WrittenPredictions`.
