@@ -4,13 +4,14 @@ Pipeline (Devlin et al. 2018, sections 4.2 and 4.3; the reference release's
 `run_squad.py`):
 
   1. `read_squad_examples` and `convert_examples_to_features`
-     (`squad_data.py`): SQuAD JSON -> examples -> windowed
+     (`bert_tf/tasks/squad/data.py`): SQuAD JSON -> examples -> windowed
      `[CLS] query [SEP] span [SEP]` features, streamed to a TFRecord.
-  2. `model_fn_builder` (here): BERT plus one dense layer giving per-token
-     start and end logits (`cls/squad/output_weights`, `cls/squad/output_bias`);
-     the loss is the mean of the start and end cross-entropies.
-  3. `write_predictions` (`squad_predictions.py`): the n-best span search,
-     `predictions.json`, `nbest_predictions.json` and, for 2.0,
+  2. `model_fn_builder` (`bert_tf/tasks/squad/model.py`): BERT plus one
+     dense layer giving per-token start and end logits
+     (`cls/squad/output_weights`, `cls/squad/output_bias`); the loss is the
+     mean of the start and end cross-entropies.
+  3. `write_predictions` (`bert_tf/tasks/squad/predictions.py`): the n-best
+     span search, `predictions.json`, `nbest_predictions.json` and, for 2.0,
      `null_odds.json`; and, beyond the reference, the official scores in
      `eval_results.json` when `--predict_file` carries answers.
 
@@ -23,16 +24,13 @@ Example (SQuAD 1.1):
     --learning_rate=3e-5 --num_train_epochs=2.0 --max_seq_length=384 \
     --doc_stride=128 --output_dir=/tmp/squad_base/
 
-Public names: `create_model`, `model_fn_builder`, `input_fn_builder`,
-`validate_flags_or_throw`, and (from `squad_data` and `squad_predictions`)
-`SquadExample`, `InputFeatures`, `read_squad_examples`,
-`convert_examples_to_features`, `FeatureWriter`, `RawResult`,
-`write_predictions`, `get_final_text`, `score_predictions`.
+The reference's public names (`SquadExample`, `read_squad_examples`,
+`write_predictions`, `create_model`, `model_fn_builder`, ...) are imported
+from `bert_tf.tasks.squad` (`data`, `model`, `predictions`); see `__all__`.
 """
 
 from bert_tf.cli import quiet as tf_quiet  # pylint: disable=unused-import  # First: before TensorFlow.
 
-import collections
 import os
 import random
 
@@ -40,27 +38,39 @@ from absl import flags
 from absl import logging
 import tensorflow.compat.v1 as tf
 
-from bert_tf.train import estimator as estimator_utils
-from bert_tf.export import saved_model as export_utils
-import modeling
 from bert_tf.checks import reliability
-# The reference's public names of this module live in squad_data and
-# squad_predictions; code written for it (`run_squad.read_squad_examples`)
-# keeps working.
+from bert_tf.cli import startup
+from bert_tf.export import saved_model as export_utils
+# The reference's public names of this module (`run_squad.read_squad_examples`,
+# `run_squad.model_fn_builder`, ...) live in the package.
 from bert_tf.tasks.squad.data import check_span_lengths
 from bert_tf.tasks.squad.data import convert_examples_to_features
 from bert_tf.tasks.squad.data import FeatureWriter
-from bert_tf.tasks.squad.data import InputFeatures  # pylint: disable=unused-import
+from bert_tf.tasks.squad.data import InputFeatures
 from bert_tf.tasks.squad.data import read_squad_examples
-from bert_tf.tasks.squad.data import SquadExample  # pylint: disable=unused-import
+from bert_tf.tasks.squad.data import SquadExample
+from bert_tf.tasks.squad.model import create_model
+from bert_tf.tasks.squad.model import input_fn_builder
+from bert_tf.tasks.squad.model import model_fn_builder
+from bert_tf.tasks.squad.model import span_loss as _span_loss
 from bert_tf.tasks.squad.predictions import FeatureMetadata
-from bert_tf.tasks.squad.predictions import get_final_text  # pylint: disable=unused-import
+from bert_tf.tasks.squad.predictions import get_final_text
 from bert_tf.tasks.squad.predictions import RawResult
 from bert_tf.tasks.squad.predictions import score_predictions
 from bert_tf.tasks.squad.predictions import write_predictions
-from bert_tf.cli import startup
-import tokenization
+from bert_tf.train import estimator as estimator_utils
 from bert_tf.train import options as training_options
+# `run_squad.modeling` and `.tokenization`, as in the reference.
+import modeling  # pylint: disable=unused-import
+import tokenization
+
+__all__ = [
+    "SquadExample", "InputFeatures", "read_squad_examples",
+    "convert_examples_to_features", "FeatureWriter", "RawResult",
+    "write_predictions", "get_final_text", "score_predictions",
+    "create_model", "model_fn_builder", "input_fn_builder",
+    "validate_flags_or_throw", "define_flags", "main", "cli",
+]
 
 FLAGS = flags.FLAGS
 
@@ -91,134 +101,6 @@ def define_flags():
   flags.DEFINE_float("null_score_diff_threshold", 0.0,
                      "SQuAD 2.0: answer nothing when the no-answer score "
                      "beats the best answer's score by more than this.")
-
-
-# ----------------------------------------------------------------------------
-# Model
-# ----------------------------------------------------------------------------
-
-
-def create_model(bert_config, is_training, input_ids, input_mask, segment_ids,
-                 use_one_hot_embeddings, compute_dtype=tf.float32):
-  """BERT with a per-token start/end classifier.
-
-  Args:
-    bert_config: `modeling.BertConfig`.
-    is_training: bool, enables dropout.
-    input_ids: int32 Tensor of shape [batch_size, seq_length].
-    input_mask: int32 Tensor of shape [batch_size, seq_length].
-    segment_ids: int32 Tensor of shape [batch_size, seq_length].
-    use_one_hot_embeddings: bool, one-hot matmul embeddings (for TPUs).
-    compute_dtype: the encoder's compute dtype (see `modeling.BertModel`);
-      the logits are float32.
-
-  Returns:
-    (start_logits, end_logits): float32 Tensors of shape
-    [batch_size, seq_length].
-  """
-  model = modeling.BertModel(
-      config=bert_config, is_training=is_training, input_ids=input_ids,
-      input_mask=input_mask, token_type_ids=segment_ids,
-      use_one_hot_embeddings=use_one_hot_embeddings,
-      compute_dtype=compute_dtype)
-  final_hidden = model.get_sequence_output()
-  batch_size, seq_length, hidden_size = modeling.get_shape_list(
-      final_hidden, expected_rank=3)
-  # Kept for parity: a fixed stddev of 0.02, not config.initializer_range.
-  output_weights = tf.get_variable(
-      "cls/squad/output_weights", [2, hidden_size],
-      initializer=tf.truncated_normal_initializer(stddev=0.02))
-  output_bias = tf.get_variable("cls/squad/output_bias", [2],
-                                initializer=tf.zeros_initializer())
-  # [B, S, H] -> [B * S, H]
-  hidden_matrix = tf.reshape(final_hidden,
-                             [batch_size * seq_length, hidden_size])
-  logits = tf.matmul(hidden_matrix, output_weights, transpose_b=True)
-  logits = tf.nn.bias_add(logits, output_bias)
-  # [B * S, 2] -> [B, S, 2] -> [2, B, S]
-  logits = tf.reshape(logits, [batch_size, seq_length, 2])
-  logits = tf.transpose(logits, [2, 0, 1])
-  start_logits, end_logits = tf.unstack(logits, axis=0)
-  return start_logits, end_logits
-
-
-def _span_loss(start_logits, end_logits, start_positions, end_positions):
-  """Mean of the start and end cross-entropies over the batch.
-
-  Args:
-    start_logits: float32 Tensor of shape [batch_size, seq_length].
-    end_logits: float32 Tensor of shape [batch_size, seq_length].
-    start_positions: int32 Tensor of shape [batch_size].
-    end_positions: int32 Tensor of shape [batch_size].
-
-  Returns:
-    float32 scalar Tensor.
-  """
-  seq_length = modeling.get_shape_list(start_logits, expected_rank=2)[1]
-
-  def cross_entropy(logits, positions):
-    one_hot = tf.one_hot(positions, depth=seq_length, dtype=tf.float32)
-    log_probs = tf.nn.log_softmax(logits, axis=-1)
-    return -tf.reduce_mean(tf.reduce_sum(one_hot * log_probs, axis=-1))
-
-  return (cross_entropy(start_logits, start_positions) +
-          cross_entropy(end_logits, end_positions)) / 2.0
-
-
-def model_fn_builder(bert_config, init_checkpoint, learning_rate,
-                     num_train_steps, num_warmup_steps, use_tpu,
-                     use_one_hot_embeddings, options=None):
-  """Returns the `model_fn` for `TPUEstimator` (TRAIN and PREDICT modes).
-
-  PREDICT yields `unique_ids`, `start_logits` and `end_logits` per feature.
-  `options` (optional `optimization.OptimizerOptions`) sets the encoder's
-  compute dtype and the optimizer; default the reference's.
-  """
-
-  def model_fn(features, labels, mode, params):
-    """Builds the graph for one mode."""
-    del labels, params
-    start_logits, end_logits = create_model(
-        bert_config=bert_config,
-        is_training=(mode == tf.estimator.ModeKeys.TRAIN),
-        input_ids=features["input_ids"], input_mask=features["input_mask"],
-        segment_ids=features["segment_ids"],
-        use_one_hot_embeddings=use_one_hot_embeddings,
-        compute_dtype=options.compute_dtype if options else tf.float32)
-    scaffold_fn = estimator_utils.init_from_checkpoint(init_checkpoint,
-                                                       use_tpu)
-    if mode == tf.estimator.ModeKeys.TRAIN:
-      total_loss = _span_loss(start_logits, end_logits,
-                              features["start_positions"],
-                              features["end_positions"])
-      return estimator_utils.train_spec(
-          total_loss, learning_rate, num_train_steps, num_warmup_steps,
-          use_tpu, scaffold_fn, options=options)
-    if mode == tf.estimator.ModeKeys.PREDICT:
-      predictions = {"unique_ids": features["unique_ids"],
-                     "start_logits": start_logits,
-                     "end_logits": end_logits}
-      return tf.estimator.tpu.TPUEstimatorSpec(
-          mode=mode, predictions=predictions, scaffold_fn=scaffold_fn)
-    raise ValueError("run_squad supports only the TRAIN and PREDICT modes, "
-                     "got %s" % mode)
-
-  return model_fn
-
-
-def input_fn_builder(input_file, seq_length, is_training, drop_remainder):
-  """An `input_fn` over a `FeatureWriter` TFRecord file."""
-  name_to_features = {
-      "unique_ids": tf.io.FixedLenFeature([], tf.int64),
-      "input_ids": tf.io.FixedLenFeature([seq_length], tf.int64),
-      "input_mask": tf.io.FixedLenFeature([seq_length], tf.int64),
-      "segment_ids": tf.io.FixedLenFeature([seq_length], tf.int64),
-  }
-  if is_training:
-    name_to_features["start_positions"] = tf.io.FixedLenFeature([], tf.int64)
-    name_to_features["end_positions"] = tf.io.FixedLenFeature([], tf.int64)
-  return estimator_utils.tfrecord_input_fn_builder(
-      [input_file], name_to_features, is_training, drop_remainder)
 
 
 # ----------------------------------------------------------------------------

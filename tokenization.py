@@ -1,11 +1,10 @@
 # coding=utf-8
 """WordPiece tokenization, output-identical to the BERT research release.
 
-Pure Python (no TensorFlow needed to tokenize). Public names (the reference's):
-`FullTokenizer`, `BasicTokenizer`, `WordpieceTokenizer`, `load_vocab`,
-`convert_by_vocab`, `convert_tokens_to_ids`, `convert_ids_to_tokens`,
-`whitespace_tokenize`, `convert_to_unicode`, `printable_text` and
-`validate_case_matches_checkpoint`.
+Pure Python (no TensorFlow needed to tokenize) and standalone: it imports the
+standard library only (TensorFlow for a vocabulary on a remote file system,
+`gs://...`), so the file can be copied alone into another project. Public
+names are the reference's (see `__all__`).
 
 Pipeline of `FullTokenizer.tokenize` (Devlin et al. 2018, §3 / appendix A.2 and
 the released `tokenization.py` behaviour):
@@ -29,12 +28,21 @@ Speed (same output as the plain algorithm):
 """
 
 import collections
+import logging
+import os
 import re
 import unicodedata
 
-from absl import logging
+__all__ = [
+    "FullTokenizer", "BasicTokenizer", "WordpieceTokenizer", "load_vocab",
+    "convert_by_vocab", "convert_tokens_to_ids", "convert_ids_to_tokens",
+    "whitespace_tokenize", "convert_to_unicode", "printable_text",
+    "validate_case_matches_checkpoint",
+]
 
-from bert_tf import io as io_utils
+# The standard library's logging: records reach absl's handler (the scripts'
+# log format) through the root logger, and this file needs nothing else.
+_LOGGER = logging.getLogger(__name__)
 
 # Bound on every per-instance cache (entries); a full cache is simply cleared.
 _CACHE_MAX_ENTRIES = 1 << 16
@@ -136,11 +144,88 @@ def printable_text(text):
   return convert_to_unicode(text)
 
 
+# Compressed or binary files refused as a vocabulary: leading magic bytes.
+_BINARY_MAGIC = ((b"\x1f\x8b", "gzip"), (b"BZh", "bzip2"),
+                 (b"\xfd7zXZ\x00", "xz"), (b"PK\x03\x04", "zip"))
+# How much of the file is looked at for NUL bytes.
+_SNIFF_BYTES = 8192
+
+
+def _gfile():
+  """`tf.io.gfile`, for remote paths only."""
+  # Imported here, not at the top: a local vocabulary needs only the standard
+  # library, and `import tokenization` stays free of TensorFlow.
+  import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
+  return tf.io.gfile
+
+
+def _read_file_bytes(path):
+  """The bytes of `path` (local or `tf.io.gfile`), refusing non-text files.
+
+  Raises:
+    FileNotFoundError: `path` does not exist.
+    ValueError: a directory, or a compressed or binary file (gzip, bzip2,
+      xz or zip magic bytes, or at least 10% NUL bytes in the first 8 KiB).
+  """
+  remote = "://" in path
+  if not (_gfile().exists(path) if remote else os.path.exists(path)):
+    raise FileNotFoundError("%s: no such file" % path)
+  if _gfile().isdir(path) if remote else os.path.isdir(path):
+    raise ValueError("%s is a directory; expected a text file" % path)
+  with (_gfile().GFile(path, "rb") if remote else open(path, "rb")) as reader:
+    data = reader.read()
+  head = data[:_SNIFF_BYTES]
+  for magic, kind in _BINARY_MAGIC:
+    if head.startswith(magic) and (kind != "bzip2" or head[3:4].isdigit()):
+      raise ValueError("%s is a %s file, not UTF-8 text; decompress it first" %
+                       (path, kind))
+  if head and head.count(b"\x00") * 10 >= len(head):
+    raise ValueError("%s is a binary file (%d NUL bytes in its first %d), not "
+                     "UTF-8 text" % (path, head.count(b"\x00"), len(head)))
+  return data
+
+
+def _read_lines(path):
+  """Yields the lines of a text file as `tf.io.gfile.GFile.readline()` does.
+
+  The reference's rule (SPEC section 2): a line ends at `\\n` only (never at
+  U+2028, U+0085 or form feed), every `\\r` is removed, bytes that are not
+  UTF-8 are dropped (counted in one warning), and a last line without `\\n`
+  that decodes to nothing is no line.
+
+  Args:
+    path: str, the file (local or on a `tf.io.gfile` file system).
+
+  Yields:
+    str, one line without its `\\n`.
+
+  Raises:
+    FileNotFoundError, ValueError: see `_read_file_bytes`.
+  """
+  lines = _read_file_bytes(path).split(b"\n")
+  last = lines.pop()  # After the final "\n": b"" unless the file lacks one.
+  dropped_bytes = dropped_lines = 0
+  for raw, ended in [(line, True) for line in lines] + [(last, False)]:
+    text = raw.replace(b"\r", b"").decode("utf-8", "ignore")
+    if not raw.isascii():
+      lost = len(raw) - raw.count(b"\r") - len(text.encode("utf-8"))
+      if lost:
+        dropped_bytes += lost
+        dropped_lines += 1
+    if text or ended:
+      yield text
+  if dropped_bytes:
+    _LOGGER.warning(
+        "%s: dropped %d bytes that are not UTF-8, on %d lines (the "
+        "reference's rule; a Latin-1 file? convert it with iconv -f latin1 "
+        "-t utf-8)", path, dropped_bytes, dropped_lines)
+
+
 def load_vocab(vocab_file):
   """Loads a WordPiece vocabulary: one token per line, id = 0-based line number.
 
-  Lines are read by `io_utils.read_lines` (the reference's rule: they end
-  at `\\n` only, `\\r` and invalid UTF-8 are dropped) and `str.strip()`-ed
+  Lines are read as the reference reads them (`_read_lines`: they end at
+  `\\n` only, `\\r` and invalid UTF-8 are dropped) and `str.strip()`-ed
   (so a line holding only U+2028 is the empty token ""). A token seen twice
   keeps its first position in the mapping and takes the later id (reference
   behaviour), with one warning naming the first such token and both of its
@@ -154,18 +239,19 @@ def load_vocab(vocab_file):
 
   Raises:
     FileNotFoundError: the file does not exist.
-    ValueError: the file holds no tokens.
+    ValueError: the file holds no tokens, is a directory, or is compressed
+      or binary.
   """
   vocab = collections.OrderedDict()
   duplicates = []
-  for index, (_, line) in enumerate(io_utils.read_lines(vocab_file)):
+  for index, line in enumerate(_read_lines(vocab_file)):
     token = line.strip()
     if token in vocab:
       duplicates.append((token, vocab[token], index))
     vocab[token] = index
   if duplicates:
     token, first, later = duplicates[0]
-    logging.warning("%s: %d tokens appear twice, such as %r on lines %d and "
+    _LOGGER.warning("%s: %d tokens appear twice, such as %r on lines %d and "
                     "%d; each takes the id of its last line (as in the "
                     "reference)", vocab_file, len(duplicates), token,
                     first + 1, later + 1)
@@ -284,29 +370,32 @@ def _is_chinese_char(cp):
   return False
 
 
-class _CleanTable(dict):
-  """`str.translate` table for steps 1-2, filled lazily one code point at a time.
+def _clean_value(cp):
+  """What steps 1-2 make of code point `cp`: None (dropped: U+0000, U+FFFD,
+  Cc/Cf), " " (whitespace), " c " (CJK ideograph, padded) or `cp` itself."""
+  char = chr(cp)
+  if cp == 0 or cp == 0xFFFD or _is_control(char):
+    return None
+  if _is_whitespace(char):
+    return " "
+  if _is_chinese_char(cp):
+    return " %s " % char
+  return cp
 
-  Maps a code point to None (dropped: U+0000, U+FFFD, Cc/Cf), " " (whitespace),
-  " c " (CJK ideograph, padded) or itself.
-  """
+
+class _CleanTable(dict):
+  """`str.translate` table for steps 1-2 (`_clean_value`), filled lazily one
+  code point at a time; each `BasicTokenizer` holds its own."""
 
   def __missing__(self, cp):
-    char = chr(cp)
-    if cp == 0 or cp == 0xFFFD or _is_control(char):
-      value = None
-    elif _is_whitespace(char):
-      value = " "
-    elif _is_chinese_char(cp):
-      value = " %s " % char
-    else:
-      value = cp
+    value = _clean_value(cp)
     self[cp] = value
     return value
 
 
 class _PunctTable(dict):
-  """`str.translate` table padding every punctuation character with spaces."""
+  """`str.translate` table padding every punctuation character with spaces,
+  filled lazily; each `BasicTokenizer` holds its own."""
 
   def __missing__(self, cp):
     char = chr(cp)
@@ -315,16 +404,12 @@ class _PunctTable(dict):
     return value
 
 
-_CLEAN_TABLE = _CleanTable()
-_PUNCT_TABLE = _PunctTable()
-
-
 def _ascii_table(do_lower_case):
   """One-pass table for all-ASCII text: steps 1, 4 (lowercase, punctuation)."""
   table = {}
   for cp in range(128):
     char = chr(cp)
-    value = _CLEAN_TABLE[cp]
+    value = _clean_value(cp)
     if isinstance(value, int):
       if _is_punctuation(char):
         value = " %s " % char
@@ -334,7 +419,8 @@ def _ascii_table(do_lower_case):
   return table
 
 
-_ASCII_TABLES = {True: _ascii_table(True), False: _ascii_table(False)}
+# Built once and never changed: index 0 keeps case, index 1 lowercases.
+_ASCII_TABLES = (_ascii_table(False), _ascii_table(True))
 
 
 def _strip_accents(text):
@@ -357,6 +443,8 @@ class BasicTokenizer(object):
     self.do_lower_case = do_lower_case
     self._word_cache = {}
     self._word_cache_lower = do_lower_case
+    self._clean_table = _CleanTable()
+    self._punct_table = _PunctTable()
 
   def tokenize(self, text):
     """Returns the basic tokens (list of str) of `text` (str or bytes).
@@ -374,7 +462,7 @@ class BasicTokenizer(object):
       self._word_cache_lower = lower
     cache = self._word_cache
     output = []
-    for word in text.translate(_CLEAN_TABLE).split():
+    for word in text.translate(self._clean_table).split():
       tokens = cache.get(word)
       if tokens is None:
         tokens = self._split_word(word, lower)
@@ -384,14 +472,13 @@ class BasicTokenizer(object):
       output.extend(tokens)
     return output
 
-  @staticmethod
-  def _split_word(word, lower):
+  def _split_word(self, word, lower):
     """Basic tokens (tuple) of one cleaned whitespace-free word."""
     if lower:
       # Kept for parity: lowercasing also strips accents (NFD, drop Mn), which
       # decomposes Hangul syllables into jamo; released uncased models use it.
       word = _strip_accents(word.lower())
-    return tuple(word.translate(_PUNCT_TABLE).split())
+    return tuple(word.translate(self._punct_table).split())
 
 
 class WordpieceTokenizer(object):

@@ -9,6 +9,7 @@ entry points; everything they share lives here, one folder per concern:
 * `checks/`: checks of configs, checkpoints, records, disk and locks;
 * `tasks/`: data, features and metrics of each task;
 * `export/`: SavedModel export and serving;
+* `convert/`: checkpoint conversion to and from Hugging Face folders;
 * `io.py`: files: reading lines, atomic writes, globs, feature encoders.
 
 Dependencies point down: the scripts import this package, and nothing here

@@ -310,3 +310,23 @@ def test_missing_data_file_names_the_path(tmp_path):
   with pytest.raises(FileNotFoundError,
                      match=r"multinli\.train\.zh\.tsv: no such file"):
     classifier_data.XnliProcessor().get_train_examples(str(tmp_path))
+
+
+def test_records_keep_the_reference_signatures():
+  example = run_classifier.InputExample("train-1", "a")
+  assert (example.guid, example.text_a, example.text_b, example.label) == (
+      "train-1", "a", None, None)
+  example = run_classifier.InputExample(guid="dev-2", text_a="a", text_b="b",
+                                        label="1")
+  assert (example.text_b, example.label) == ("b", "1")
+  features = run_classifier.InputFeatures([1], [1], [0], 1)
+  assert features.is_real_example is True
+  features = run_classifier.InputFeatures(
+      input_ids=[1], input_mask=[1], segment_ids=[0], label_id=0.5,
+      is_real_example=False)
+  assert (features.label_id, features.is_real_example) == (0.5, False)
+  assert isinstance(run_classifier.PaddingInputExample(),
+                    classifier_data.PaddingInputExample)
+  # Identity, as in the reference: records stay hashable.
+  assert len({run_classifier.PaddingInputExample(),
+              run_classifier.PaddingInputExample()}) == 2

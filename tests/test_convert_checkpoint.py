@@ -8,6 +8,7 @@ checkpoint (which has the pre-training heads).
 import json
 import os
 
+import ml_dtypes
 import numpy as np
 import pytest
 from safetensors.numpy import save_file
@@ -332,7 +333,6 @@ def test_names_without_prefix_gamma_beta_and_buffers_are_accepted():
 
 
 def test_sharded_bf16_folder_without_vocab_txt(tmp_path):
-  import ml_dtypes  # pylint: disable=g-import-not-at-top
   hf_tensors = _tiny_hf_tensors()
   folder = _write_hf_folder(str(tmp_path / "hf"), None, vocab=False)
   names = sorted(hf_tensors)

@@ -49,9 +49,33 @@ def _pyproject():
 
 def test_py_modules_are_every_top_level_module():
   listed = _pyproject()["tool"]["setuptools"]["py-modules"]
-  on_disk = sorted(name[:-3] for name in os.listdir(REPO_ROOT)
-                   if name.endswith(".py"))
-  assert sorted(listed) == on_disk
+  assert sorted(listed) == _root_modules()
+
+
+def _root_modules():
+  return sorted(name[:-3] for name in os.listdir(REPO_ROOT)
+                if name.endswith(".py"))
+
+
+def _package_files():
+  """Every .py file of the bert_tf package, as paths relative to the root."""
+  found = []
+  for folder, dirs, names in os.walk(os.path.join(REPO_ROOT, "bert_tf")):
+    dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+    found += [os.path.relpath(os.path.join(folder, name), REPO_ROOT)
+              for name in sorted(names) if name.endswith(".py")]
+  return found
+
+
+def test_packages_found_are_every_package_folder():
+  setuptools = import_or_skip("setuptools")
+  include = _pyproject()["tool"]["setuptools"]["packages"]["find"]["include"]
+  found = setuptools.find_packages(where=REPO_ROOT, include=include)
+  folders = sorted({os.path.dirname(path).replace(os.sep, ".")
+                    for path in _package_files()})
+  # A folder of modules without __init__.py would be left out of the wheel.
+  assert sorted(found) == folders
+  assert {name.split(".")[0] for name in found} == {"bert_tf"}
 
 
 def test_console_scripts_call_cli_which_main_blocks_call_too():
@@ -124,6 +148,30 @@ def _module_file(python, module, cwd):
   return result.stdout.strip().splitlines()[-1]
 
 
+def _installed_top_level_names(python):
+  """The top-level importable names that the installed distribution holds.
+
+  Read from its `RECORD` (every installed file), cross-checked with
+  `top_level.txt`; files outside site-packages (console scripts) and the
+  dist-info folder itself are not names.
+  """
+  code = ("import importlib.metadata as m, json; d = m.distribution('bert-tf');"
+          " print(json.dumps([[str(f) for f in d.files], "
+          "d.read_text('top_level.txt')]))")
+  result = subprocess.run([python, "-c", code], capture_output=True,
+                          text=True, timeout=300)
+  assert result.returncode == 0, result.stderr[-2000:]
+  files, top_level = json.loads(result.stdout.strip().splitlines()[-1])
+  names = set()
+  for path in files:
+    first = path.split("/")[0]
+    if first in ("..", "__pycache__") or first.endswith(".dist-info"):
+      continue
+    names.add(first[:-3] if first.endswith(".py") else first)
+  assert names == set(top_level.split()), (sorted(names), top_level)
+  return names
+
+
 @pytest.mark.slow
 def test_install_into_fresh_venv_gives_working_console_commands(tmp_path):
   source = tmp_path / "checkout"
@@ -138,6 +186,10 @@ def test_install_into_fresh_venv_gives_working_console_commands(tmp_path):
   # The installed modules, not the checkout's, are what the venv imports.
   assert _module_file(python, "bert_tf", str(work)).startswith(
       str(tmp_path / "venv"))
+  # Exactly the package and the root modules are installed: no other
+  # top-level name (no tests/, bench/, or a stray helper module).
+  assert _installed_top_level_names(python) == (
+      {"bert_tf"} | set(_root_modules()))
 
   started = {name: subprocess.Popen(
       [os.path.join(bin_dir, name), "--helpfull"], stdout=subprocess.PIPE,

@@ -238,3 +238,45 @@ def test_feature_writer_leaves_nothing_on_error(tmp_path):
     with squad_data.FeatureWriter(path, is_training=False):
       raise RuntimeError("boom")
   assert not os.listdir(tmp_path)
+
+
+# ----------------------------------------------------------------------------
+# Records
+# ----------------------------------------------------------------------------
+
+
+def test_squad_example_keeps_its_constructor_attributes_and_repr():
+  example = squad_data.SquadExample("q1", "Who?", ["The", "cat", "sat."],
+                                    "cat", 1, 1)
+  assert (example.qas_id, example.question_text, example.doc_tokens,
+          example.orig_answer_text, example.start_position,
+          example.end_position, example.is_impossible) == (
+              "q1", "Who?", ["The", "cat", "sat."], "cat", 1, 1, False)
+  want = ("SquadExample(qas_id='q1', question_text='Who?', doc_tokens=[The "
+          "cat sat.], start_position=1, end_position=1, is_impossible=False)")
+  assert repr(example) == str(example) == want
+  predicting = squad_data.SquadExample(qas_id=7, question_text="Q",
+                                       doc_tokens=["a"])
+  assert repr(predicting) == (
+      "SquadExample(qas_id=7, question_text='Q', doc_tokens=[a], "
+      "start_position=None, end_position=None, is_impossible=False)")
+  # Identity, as in the reference (no field-wise equality): examples stay
+  # hashable and two equal questions stay two examples.
+  twin = squad_data.SquadExample("q1", "Who?", ["The", "cat", "sat."], "cat",
+                                 1, 1)
+  assert example != twin and len({example, twin}) == 2
+
+
+def test_input_features_keep_the_reference_signature():
+  feature = squad_data.InputFeatures(1000000000, 0, 0, ["[CLS]"], {}, {},
+                                     [101], [1], [0])
+  assert (feature.start_position, feature.end_position,
+          feature.is_impossible) == (None, None, None)
+  feature = squad_data.InputFeatures(
+      unique_id=1, example_index=2, doc_span_index=3, tokens=["a"],
+      token_to_orig_map={1: 0}, token_is_max_context={1: True},
+      input_ids=[5], input_mask=[1], segment_ids=[1], start_position=4,
+      end_position=5, is_impossible=False)
+  assert (feature.unique_id, feature.example_index, feature.doc_span_index,
+          feature.start_position, feature.end_position,
+          feature.is_impossible) == (1, 2, 3, 4, 5, False)

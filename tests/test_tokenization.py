@@ -6,14 +6,21 @@ ids, with the real uncased, cased and Chinese vocabularies. A plain,
 unoptimised statement of the algorithm (`_plain_*` below, written from SPEC §2)
 is the oracle for randomised tests of the fast paths.
 """
+import ast
+import gzip
 import json
+import logging
 import os
 import random
+import shutil
+import subprocess
+import sys
 import unicodedata
 
 import pytest
 
 from helpers import import_or_skip
+from helpers import REPO_ROOT
 from helpers import shared_path
 from helpers import skip_or_fail
 import tokenization
@@ -125,6 +132,29 @@ def test_load_vocab_strips_each_line(tmp_path):
 def test_load_vocab_ignores_invalid_utf8_bytes(tmp_path):
   vocab = tokenization.load_vocab(_write(tmp_path, b"a\xffb\n\xc3\xa9\n"))
   assert list(vocab) == ["ab", "\u00e9"]
+
+
+def test_load_vocab_counts_dropped_bytes_in_one_warning(tmp_path, caplog):
+  caplog.set_level(logging.WARNING)
+  path = _write(tmp_path, "caf\u00e9\nna\u00efve\nplain\r\n".encode("latin-1"))
+  assert list(tokenization.load_vocab(path)) == ["caf", "nave", "plain"]
+  warnings = [r.getMessage() for r in caplog.records
+              if "not UTF-8" in r.getMessage()]
+  assert len(warnings) == 1
+  assert "dropped 2 bytes that are not UTF-8, on 2 lines" in warnings[0]
+
+
+def test_load_vocab_refuses_directories_and_compressed_files(tmp_path):
+  with pytest.raises(ValueError, match="is a directory; expected a text file"):
+    tokenization.load_vocab(str(tmp_path))
+  path = str(tmp_path / "vocab.txt.gz")
+  with gzip.open(path, "wb") as f:
+    f.write(b"[PAD]\n[UNK]\n" * 50)
+  with pytest.raises(ValueError, match="vocab.txt.gz is a gzip file"):
+    tokenization.load_vocab(path)
+  path = _write(tmp_path, b"\x00" * 64 + b"a\n", "nul.txt")
+  with pytest.raises(ValueError, match="nul.txt is a binary file"):
+    tokenization.load_vocab(path)
 
 
 def test_load_vocab_missing_file_names_path(tmp_path):
@@ -396,13 +426,44 @@ def test_ascii_fast_path_matches_plain_algorithm_on_every_ascii_char():
 
 
 def test_module_imports_without_tensorflow():
-  import subprocess  # pylint: disable=g-import-not-at-top
-  import sys  # pylint: disable=g-import-not-at-top
-  repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
   code = ("import sys, tokenization; "
           "tokenization.BasicTokenizer().tokenize('x'); "
           "assert 'tensorflow' not in sys.modules")
-  subprocess.run([sys.executable, "-c", code], cwd=repo, check=True)
+  subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, check=True)
+
+
+def test_module_imports_only_the_standard_library_six_and_tensorflow():
+  with open(os.path.join(REPO_ROOT, "tokenization.py"), encoding="utf-8") as f:
+    tree = ast.parse(f.read())
+  imported = set()
+  for node in ast.walk(tree):
+    if isinstance(node, ast.Import):
+      imported.update(alias.name.split(".")[0] for alias in node.names)
+    elif isinstance(node, ast.ImportFrom):
+      assert node.level == 0, "relative import on line %d" % node.lineno
+      imported.add(node.module.split(".")[0])
+  assert imported, "no imports found"
+  allowed = set(sys.stdlib_module_names) | {"six", "tensorflow"}
+  assert imported <= allowed, sorted(imported - allowed)
+
+
+def test_module_works_copied_alone_into_another_folder(tmp_path):
+  shutil.copy(os.path.join(REPO_ROOT, "tokenization.py"), str(tmp_path))
+  vocab = tmp_path / "vocab.txt"
+  vocab.write_bytes(b"[UNK]\r\nhello\n\xe2\x80\xa8\n##s\nhello\nworld")
+  code = ("import sys; sys.path.insert(0, sys.argv[1]); "
+          "import tokenization; "
+          "assert tokenization.__file__.startswith(sys.argv[1]); "
+          "t = tokenization.FullTokenizer(sys.argv[2]); "
+          "assert list(t.vocab.items()) == [('[UNK]', 0), ('hello', 4), "
+          "('', 2), ('##s', 3), ('world', 5)], t.vocab; "
+          "assert t.tokenize('Hellos, world!') == "
+          "['hello', '##s', '[UNK]', 'world', '[UNK]']; "
+          "assert 'bert_tf' not in sys.modules")
+  # -I: isolated mode (no PYTHONPATH, no user site, not even the current
+  # folder), so the checkout is not on sys.path; only the copy's folder is.
+  subprocess.run([sys.executable, "-I", "-c", code, str(tmp_path),
+                  str(vocab)], cwd=str(tmp_path), check=True, timeout=120)
 
 
 def test_full_tokenizer_honours_overridden_wordpiece_tokenize(tmp_path):

@@ -28,9 +28,18 @@ import json
 import os
 import shutil
 import tempfile
+import types
 
 from absl import logging
 import tensorflow.compat.v1 as tf
+
+__all__ = [
+    "CLASSIFIER", "REGRESSION", "SQUAD", "NER", "KINDS", "INPUT_NAMES",
+    "ASSETS_DIR", "VOCAB_ASSET", "CONFIG_ASSET", "SERVING_ASSET",
+    "ASSET_NAMES", "CLASSIFIER_FEATURES", "REGRESSION_FEATURES",
+    "SQUAD_FEATURES", "ner_features", "serving_input_fn_builder",
+    "checkpoint_to_export", "export_saved_model",
+]
 
 # Kinds of export (`serving_config.json`'s "kind").
 CLASSIFIER = "classifier"
@@ -49,12 +58,12 @@ ASSET_NAMES = (VOCAB_ASSET, CONFIG_ASSET, SERVING_ASSET)
 # Features the scripts' model_fns read besides the three inputs, filled in
 # by the serving graph: name -> (dtype, shape after the batch dimension,
 # value). Classification reads a label and a real-example flag (unused in
-# PREDICT mode); SQuAD echoes a unique id.
-CLASSIFIER_FEATURES = {"label_ids": (tf.int32, [], 0),
-                       "is_real_example": (tf.int32, [], 1)}
-REGRESSION_FEATURES = {"label_ids": (tf.float32, [], 0.0),
-                       "is_real_example": (tf.int32, [], 1)}
-SQUAD_FEATURES = {"unique_ids": (tf.int32, [], 0)}
+# PREDICT mode); SQuAD echoes a unique id. Read-only.
+CLASSIFIER_FEATURES = types.MappingProxyType(
+    {"label_ids": (tf.int32, (), 0), "is_real_example": (tf.int32, (), 1)})
+REGRESSION_FEATURES = types.MappingProxyType(
+    {"label_ids": (tf.float32, (), 0.0), "is_real_example": (tf.int32, (), 1)})
+SQUAD_FEATURES = types.MappingProxyType({"unique_ids": (tf.int32, (), 0)})
 
 
 def ner_features(max_seq_length):

@@ -1,16 +1,18 @@
 """Loading an exported BERT SavedModel and predicting from raw text.
 
-The export (see `export_utils`) carries its vocabulary, config and
+The export (see `bert_tf.export.saved_model`) carries its vocabulary, config and
 tokenization settings in `assets.extra/`, so a client needs nothing else:
 
+    from bert_tf.export import serving
     model = serving.BertServingModel("/tmp/mrpc_export")  # newest version
     model.classify("The cat sat.", "A cat was sitting.")  # {label: prob}
     model.answer("Who sat?", "The cat sat on the mat.")   # {"text": ...}
 
 Inputs are built exactly as at fine-tuning time: `[CLS] a [SEP] b [SEP]`
-through `feature_utils` for sentence (pair) tasks, and `run_squad`'s
-sliding document windows for questions, so a context longer than one window
-is answered by `run_squad.write_predictions`' span search over all of them.
+through `bert_tf.tasks.features` for sentence (pair) tasks, and SQuAD's
+sliding document windows (`bert_tf.tasks.squad.data`) for questions, so a
+context longer than one window is answered by the span search of
+`bert_tf.tasks.squad.predictions.write_predictions` over all of them.
 """
 
 import json
@@ -23,9 +25,12 @@ import tensorflow as tf2
 
 from bert_tf.export import saved_model as export_utils
 from bert_tf.tasks import features as feature_utils
-import run_squad
 from bert_tf.tasks.squad import data as squad_data
+from bert_tf.tasks.squad import predictions as squad_predictions
 import tokenization
+
+__all__ = ["resolve_version", "read_assets", "encode_text",
+           "BertServingModel", "predict_squad"]
 
 
 def resolve_version(model_dir):
@@ -144,7 +149,8 @@ class BertServingModel(object):
         [batch_size, max_seq_length].
 
     Returns:
-      dict output name -> numpy array (see `export_utils` for shapes).
+      dict output name -> numpy array (shapes: see
+      `bert_tf.export.saved_model`).
     """
     inputs = {name: tf2.constant(np.asarray(value, dtype=np.int32))
               for name, value in zip(export_utils.INPUT_NAMES,
@@ -184,7 +190,7 @@ class BertServingModel(object):
     if self.kind != export_utils.SQUAD:
       raise ValueError("answer: %s is a %s export" %
                        (self.version_dir, self.kind))
-    doc_tokens, _ = squad_data._split_document(context)  # pylint: disable=protected-access
+    doc_tokens, _ = squad_data.split_document(context)
     example = squad_data.SquadExample("q", question, doc_tokens)
     written = predict_squad(self, [example], None, n_best_size,
                             max_answer_length, null_score_diff_threshold,
@@ -196,15 +202,15 @@ def predict_squad(model, examples, output_dir, n_best_size, max_answer_length,
                   null_score_diff_threshold, batch_size, log_every=100):
   """Predicts SQuAD examples with a loaded export; writes the JSON files.
 
-  Features are made by `run_squad.convert_examples_to_features` with the
+  Features are made by `squad_data.convert_examples_to_features` with the
   export's `max_seq_length`, `doc_stride` and `max_query_length`, run in
   batches of `batch_size` as they are made, and decoded by
-  `run_squad.write_predictions` (predictions.json, nbest_predictions.json
-  and, for SQuAD 2.0 exports, null_odds.json in `output_dir`; a temporary
-  folder when None).
+  `squad_predictions.write_predictions` (predictions.json,
+  nbest_predictions.json and, for SQuAD 2.0 exports, null_odds.json in
+  `output_dir`; a temporary folder when None).
 
   Returns:
-    `squad_predictions.WrittenPredictions` (via `run_squad.write_predictions`).
+    `squad_predictions.WrittenPredictions`.
   """
   config = model.config
   metadata, results, pending = [], [], []
@@ -218,7 +224,7 @@ def predict_squad(model, examples, output_dir, n_best_size, max_answer_length,
                         [f.input_mask for f in pending],
                         [f.segment_ids for f in pending])
     for i, feature in enumerate(pending):
-      results.append(run_squad.RawResult(
+      results.append(squad_predictions.RawResult(
           unique_id=feature.unique_id,
           start_logits=[float(x) for x in outputs["start_logits"][i]],
           end_logits=[float(x) for x in outputs["end_logits"][i]]))
@@ -228,7 +234,7 @@ def predict_squad(model, examples, output_dir, n_best_size, max_answer_length,
       logging.info("Predicted %d features", len(results))
 
   def on_feature(feature):
-    metadata.append(run_squad.FeatureMetadata(
+    metadata.append(squad_predictions.FeatureMetadata(
         feature.unique_id, feature.example_index, feature.doc_span_index,
         feature.tokens, feature.token_to_orig_map,
         feature.token_is_max_context))
@@ -243,7 +249,7 @@ def predict_squad(model, examples, output_dir, n_best_size, max_answer_length,
         truncated_questions.add(example.qas_id)
       yield example
 
-  run_squad.convert_examples_to_features(
+  squad_data.convert_examples_to_features(
       counted(examples), model.tokenizer, config["max_seq_length"],
       config["doc_stride"], config["max_query_length"], is_training=False,
       output_fn=on_feature)
@@ -258,7 +264,7 @@ def predict_squad(model, examples, output_dir, n_best_size, max_answer_length,
   version_2 = bool(config.get("version_2_with_negative", False))
   with tempfile.TemporaryDirectory() as scratch:
     out = output_dir or scratch
-    return run_squad.write_predictions(
+    return squad_predictions.write_predictions(
         examples, metadata, results, n_best_size, max_answer_length,
         config["do_lower_case"], os.path.join(out, "predictions.json"),
         os.path.join(out, "nbest_predictions.json"),

@@ -3,11 +3,13 @@
 Shared by sentence(-pair) classification and feature extraction, which build
 their inputs the same way in the reference release:
 `[CLS] a [SEP]` with segment 0, then `b [SEP]` with segment 1, padded with 0.
-
-Public names: `truncate_seq_pair`, `pack_tokens`, `pad_input`.
 """
 
 from bert_tf import io as io_utils
+
+__all__ = [
+    "truncate_seq_pair", "pack_tokens", "pad_input",
+]
 
 
 def truncate_seq_pair(tokens_a, tokens_b, max_length):

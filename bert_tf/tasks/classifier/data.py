@@ -6,43 +6,51 @@ MRPC and CoLA processors with their file layouts, plus the rest of GLUE
 `mnli-mm` for the mismatched sets) and a `tsv` task for a user's own files.
 `run_classifier.py` imports every public name from here, so code written for
 the reference (`run_classifier.MrpcProcessor()`) keeps working.
-
-Public names: `InputExample`, `PaddingInputExample`, `read_tsv_rows`,
-`DataProcessor` and its subclasses, `PROCESSORS`, `get_processor`.
 """
 
 import collections
+import dataclasses
 import math
 import os
+import types
+from typing import Any, Optional
 
 import tensorflow.compat.v1 as tf
 
 from bert_tf import io as io_utils
 import tokenization
 
-
-class InputExample(object):
-  """A single training/test example for simple sequence classification."""
-
-  def __init__(self, guid, text_a, text_b=None, label=None):
-    """Constructs an InputExample.
-
-    Args:
-      guid: Unique id for the example, `"<set>-<n>"`.
-      text_a: string. The untokenized text of the first sequence.
-      text_b: (Optional) string. The untokenized text of the second sequence;
-        None for single-sequence tasks.
-      label: (Optional) string. The label of the example (for a regression
-        task, the score as a string). Test examples carry the task's dummy
-        label.
-    """
-    self.guid = guid
-    self.text_a = text_a
-    self.text_b = text_b
-    self.label = label
+__all__ = [
+    "InputExample", "PaddingInputExample", "read_tsv_rows", "DataProcessor",
+    "XnliProcessor", "MnliProcessor", "MnliMismatchedProcessor",
+    "MrpcProcessor", "ColaProcessor", "Sst2Processor", "QqpProcessor",
+    "QnliProcessor", "RteProcessor", "WnliProcessor", "StsbProcessor",
+    "TsvProcessor", "PROCESSORS", "get_processor",
+]
 
 
-class PaddingInputExample(object):
+@dataclasses.dataclass(eq=False)
+class InputExample:
+  """A single training/test example for simple sequence classification.
+
+  Attributes:
+    guid: Unique id for the example, `"<set>-<n>"`.
+    text_a: string. The untokenized text of the first sequence.
+    text_b: (Optional) string. The untokenized text of the second sequence;
+      None for single-sequence tasks.
+    label: (Optional) string. The label of the example (for a regression
+      task, the score as a string). Test examples carry the task's dummy
+      label.
+  """
+
+  guid: Any
+  text_a: str
+  text_b: Optional[str] = None
+  label: Optional[str] = None
+
+
+@dataclasses.dataclass(eq=False)
+class PaddingInputExample:
   """Fake example that pads an eval/predict set to a whole number of batches.
 
   TPUs need fixed-size batches, so on TPU the eval and predict sets are padded
@@ -449,8 +457,8 @@ class TsvProcessor(DataProcessor):
     return cells[column]
 
 
-# Task name (lower case) -> processor class.
-PROCESSORS = {
+# Task name (lower case) -> processor class (read-only).
+PROCESSORS = types.MappingProxyType({
     "cola": ColaProcessor,
     "mnli": MnliProcessor,
     "mnli-mm": MnliMismatchedProcessor,
@@ -463,7 +471,7 @@ PROCESSORS = {
     "wnli": WnliProcessor,
     "sts-b": StsbProcessor,
     "tsv": TsvProcessor,
-}
+})
 
 
 def get_processor(task_name, data_dir=None, text_a_column=0,

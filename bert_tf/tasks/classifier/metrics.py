@@ -5,16 +5,17 @@ reference's accuracy and loss: F1 of the positive class (MRPC, QQP), the
 Matthews correlation (CoLA), and Pearson's and Spearman's correlations
 (STS-B). The scores are numpy functions, testable by hand, and enter the
 graph through `tf.numpy_function`.
-
-Public names: `f1_from_counts`, `matthews_from_counts`,
-`pearson_correlation`, `spearman_correlation`, `classification_metric_fn`,
-`regression_metric_fn`.
 """
 
 import math
 
 import numpy as np
 import tensorflow.compat.v1 as tf
+
+__all__ = [
+    "f1_from_counts", "matthews_from_counts", "pearson_correlation",
+    "spearman_correlation", "classification_metric_fn", "regression_metric_fn",
+]
 
 
 def f1_from_counts(tp, fp, fn):

@@ -1,1 +1,2 @@
-"""SQuAD 1.1/2.0: examples, features, predictions and the official metrics."""
+"""SQuAD 1.1/2.0: examples and features (`data`), the span head and model_fn
+(`model`), predictions (`predictions`) and the official metrics (`metrics`)."""

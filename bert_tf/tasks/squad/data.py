@@ -5,24 +5,28 @@ The reference release's `run_squad.py` reading and feature conversion
 training answers located by `answer_start`, WordPiece sub-tokens, and
 `[CLS] query [SEP] span [SEP]` features over sliding document spans
 (`doc_stride`), each token's "max context" span marked. `run_squad.py`
-imports every public name from here.
-
-Public names: `SquadExample`, `read_squad_examples`, `load_squad_data`,
-`InputFeatures`, `check_span_lengths`, `convert_examples_to_features`,
-`FeatureWriter`, and the windowing rules `DocSpan`, `doc_spans` and
-`is_max_context` (also used by `ner_data.py`).
+imports every public name from here; the windowing rules (`DocSpan`,
+`doc_spans`, `is_max_context`) are shared with NER.
 """
 
 import collections
 import contextlib
+import dataclasses
 import json
+from typing import Any, Dict, List, Optional
 
 from absl import logging
 import tensorflow.compat.v1 as tf
 
-from bert_tf.tasks import features as feature_utils
 from bert_tf import io as io_utils
+from bert_tf.tasks import features as feature_utils
 import tokenization
+
+__all__ = [
+    "SquadExample", "read_squad_examples", "load_squad_data", "split_document",
+    "InputFeatures", "check_span_lengths", "convert_examples_to_features",
+    "FeatureWriter", "DocSpan", "doc_spans", "is_max_context",
+]
 
 # Document words are split on these characters only (reference behaviour:
 # U+202F NARROW NO-BREAK SPACE is included, U+00A0 and other spaces are not).
@@ -36,23 +40,28 @@ _LOG_EVERY_EXAMPLES = 1000
 # ----------------------------------------------------------------------------
 
 
-class SquadExample(object):
+@dataclasses.dataclass(eq=False, repr=False)
+class SquadExample:
   """One question about one paragraph.
 
-  `doc_tokens` are the paragraph's whitespace-separated words;
-  `start_position` / `end_position` index them (training only; -1/-1 for an
-  impossible SQuAD 2.0 question; None when predicting).
+  Attributes:
+    qas_id: the question's id in the SQuAD file.
+    question_text: str, the question.
+    doc_tokens: list of str, the paragraph's whitespace-separated words.
+    orig_answer_text: str or None, the training answer as written.
+    start_position, end_position: int or None, the answer's first and last
+      word in `doc_tokens` (training only; -1/-1 for an impossible SQuAD 2.0
+      question; None when predicting).
+    is_impossible: bool, a SQuAD 2.0 question without an answer.
   """
 
-  def __init__(self, qas_id, question_text, doc_tokens, orig_answer_text=None,
-               start_position=None, end_position=None, is_impossible=False):
-    self.qas_id = qas_id
-    self.question_text = question_text
-    self.doc_tokens = doc_tokens
-    self.orig_answer_text = orig_answer_text
-    self.start_position = start_position
-    self.end_position = end_position
-    self.is_impossible = is_impossible
+  qas_id: Any
+  question_text: str
+  doc_tokens: List[str]
+  orig_answer_text: Optional[str] = None
+  start_position: Optional[int] = None
+  end_position: Optional[int] = None
+  is_impossible: bool = False
 
   def __repr__(self):
     return ("SquadExample(qas_id=%r, question_text=%r, doc_tokens=[%s], "
@@ -87,7 +96,7 @@ def read_squad_examples(input_file, is_training, version_2_with_negative=False):
   skipped = 0
   seen_ids = {}
   for where, context, qas in _iter_paragraphs(input_file):
-    doc_tokens, char_to_word_offset = _split_document(context)
+    doc_tokens, char_to_word_offset = split_document(context)
     for q_index, qa in enumerate(qas):
       q_where = "%s.qas[%d]" % (where, q_index)
       qas_id = _field(qa, "id", object, input_file, q_where)
@@ -167,8 +176,10 @@ def _iter_paragraphs(input_file):
       yield p_where, context, qas
 
 
-def _split_document(context):
-  """Splits a paragraph into words on `_DOC_SPLIT_CHARS`.
+def split_document(context):
+  """Splits a paragraph into words as the reference's SQuAD reader does.
+
+  Words are separated by space, tab, CR, LF and U+202F only.
 
   Returns:
     (doc_tokens, char_to_word_offset): the words, and for every character of
@@ -243,31 +254,39 @@ def _training_answer(qa, doc_tokens, char_to_word_offset,
 # ----------------------------------------------------------------------------
 
 
-class InputFeatures(object):
+@dataclasses.dataclass(eq=False)
+class InputFeatures:
   """The model inputs for one document span of one example.
 
-  `token_to_orig_map` and `token_is_max_context` are keyed by position in
-  `tokens` (document tokens only). `start_position` / `end_position` are
-  positions in `tokens` (training only; 0/0 = `[CLS]` when the span does not
-  hold the answer or the question is impossible).
+  Attributes:
+    unique_id: int, counts features from 1000000000.
+    example_index: int, the example's index in the converted list.
+    doc_span_index: int, the span's index among its example's spans.
+    tokens: list of str, `[CLS] query [SEP] span [SEP]`.
+    token_to_orig_map: dict position in `tokens` -> document word index
+      (document tokens only).
+    token_is_max_context: dict position in `tokens` -> bool, whether this
+      span is the token's max-context span (document tokens only).
+    input_ids, input_mask, segment_ids: lists of `max_seq_length` ints,
+      padded with 0.
+    start_position, end_position: int or None, the answer's positions in
+      `tokens` (training only; 0/0 = `[CLS]` when the span does not hold the
+      answer or the question is impossible).
+    is_impossible: bool or None, the example's flag (training only).
   """
 
-  def __init__(self, unique_id, example_index, doc_span_index, tokens,
-               token_to_orig_map, token_is_max_context, input_ids, input_mask,
-               segment_ids, start_position=None, end_position=None,
-               is_impossible=None):
-    self.unique_id = unique_id
-    self.example_index = example_index
-    self.doc_span_index = doc_span_index
-    self.tokens = tokens
-    self.token_to_orig_map = token_to_orig_map
-    self.token_is_max_context = token_is_max_context
-    self.input_ids = input_ids
-    self.input_mask = input_mask
-    self.segment_ids = segment_ids
-    self.start_position = start_position
-    self.end_position = end_position
-    self.is_impossible = is_impossible
+  unique_id: int
+  example_index: int
+  doc_span_index: int
+  tokens: List[str]
+  token_to_orig_map: Dict[int, int]
+  token_is_max_context: Dict[int, bool]
+  input_ids: List[int]
+  input_mask: List[int]
+  segment_ids: List[int]
+  start_position: Optional[int] = None
+  end_position: Optional[int] = None
+  is_impossible: Optional[bool] = None
 
 
 # The sub-tokens of a document and the maps between them and its words.

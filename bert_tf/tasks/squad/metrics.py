@@ -17,14 +17,16 @@ Answer normalization (both versions): lowercase, drop ASCII punctuation, drop
 the articles a/an/the, collapse whitespace. The two official scripts differ on
 one point, kept here: in 1.1 an empty prediction against an empty gold answer
 has F1 0, in 2.0 it has F1 1 (that is how a correct "no answer" scores).
-
-Public names: `normalize_answer`, `exact_match`, `token_f1`, `gold_answers`,
-`evaluate_v1`, `evaluate_v2`, `best_threshold`, `best_f1_predictions`.
 """
 
 import collections
 import re
 import string
+
+__all__ = [
+    "normalize_answer", "exact_match", "token_f1", "gold_answers",
+    "evaluate_v1", "evaluate_v2", "best_threshold", "best_f1_predictions",
+]
 
 _PUNCTUATION = frozenset(string.punctuation)
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)

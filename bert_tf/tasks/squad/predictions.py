@@ -7,12 +7,10 @@ token's max context), mapped back onto the original text by
 `null_score_diff_threshold`. Beyond the reference, `score_predictions`
 computes the official scores (`squad_metrics`) when the predicted file
 carries answers. `run_squad.py` imports every public name from here.
-
-Public names: `RawResult`, `FeatureMetadata`, `WrittenPredictions`,
-`write_predictions`, `get_final_text`, `score_predictions`.
 """
 
 import collections
+import functools
 import json
 import math
 import os
@@ -24,6 +22,11 @@ from bert_tf import io as io_utils
 from bert_tf.tasks.squad import data as squad_data
 from bert_tf.tasks.squad import metrics as squad_metrics
 import tokenization
+
+__all__ = [
+    "RawResult", "FeatureMetadata", "WrittenPredictions", "write_predictions",
+    "get_final_text", "score_predictions",
+]
 
 
 # ----------------------------------------------------------------------------
@@ -306,7 +309,12 @@ def _extend_over_dropped_marks(text, end, origins):
   return end
 
 
-_NORMALIZED_LENGTHS = {True: {}, False: {}}
+@functools.lru_cache(maxsize=1 << 16)
+def _normalized_length(char, do_lower_case):
+  """How many non-space characters `BasicTokenizer` makes of `char` (a pure
+  function of its arguments, memoized: answers repeat the same letters)."""
+  tokenizer = tokenization.BasicTokenizer(do_lower_case=do_lower_case)
+  return len("".join(tokenizer.tokenize(char)))
 
 
 def _normalized_char_origins(text, tokenizer):
@@ -319,14 +327,10 @@ def _normalized_char_origins(text, tokenizer):
   Returns:
     list of int, indexes into `text`.
   """
-  cache = _NORMALIZED_LENGTHS[bool(tokenizer.do_lower_case)]
+  lower = bool(tokenizer.do_lower_case)
   origins = []
   for index, char in enumerate(text):
-    count = cache.get(char)
-    if count is None:
-      count = len("".join(tokenizer.tokenize(char)))
-      cache[char] = count
-    origins.extend([index] * count)
+    origins.extend([index] * _normalized_length(char, lower))
   return origins
 
 

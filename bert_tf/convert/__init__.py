@@ -1,0 +1,7 @@
+"""Checkpoint conversion between Hugging Face and the TF release layouts.
+
+`config` maps `config.json` to `bert_config.json` and back, `weights` holds
+the tensor name table and converts numpy arrays in memory, `files` reads and
+writes safetensors, TF checkpoints and output folders, and `folders` runs the
+two whole-folder conversions that `convert_checkpoint.py` exposes as flags.
+"""

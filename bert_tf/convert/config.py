@@ -1,0 +1,116 @@
+"""Config mapping between `bert_config.json` and Hugging Face `config.json`.
+
+Keys are copied by name (Hugging Face's defaults fill keys a `config.json`
+omits) and `hidden_act` is mapped by meaning: Hugging Face `gelu` is the exact
+erf form (this project's `gelu_exact`), `gelu_new` / `gelu_pytorch_tanh` /
+`gelu_fast` are the tanh approximation (this project's `gelu`, as the released
+models were trained).
+"""
+
+import math
+
+__all__ = ["BERT_CONFIG_KEYS", "hf_config_to_bert_config",
+           "bert_config_to_hf_config"]
+
+BERT_CONFIG_KEYS = (
+    "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+    "intermediate_size", "hidden_act", "hidden_dropout_prob",
+    "attention_probs_dropout_prob", "max_position_embeddings",
+    "type_vocab_size", "initializer_range")
+
+# Defaults of Hugging Face's BertConfig, used for keys a config.json omits.
+_HF_DEFAULTS = {
+    "vocab_size": 30522, "hidden_size": 768, "num_hidden_layers": 12,
+    "num_attention_heads": 12, "intermediate_size": 3072, "hidden_act": "gelu",
+    "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1,
+    "max_position_embeddings": 512, "type_vocab_size": 2,
+    "initializer_range": 0.02, "layer_norm_eps": 1e-12,
+}
+
+# Hugging Face activation name -> this project's name, by meaning.
+_HF_TO_TF_ACT = {
+    "gelu": "gelu_exact",          # erf form.
+    "gelu_python": "gelu_exact",   # erf form, pure Python.
+    "gelu_new": "gelu",            # tanh approximation.
+    "gelu_pytorch_tanh": "gelu",   # tanh approximation, fused.
+    "gelu_fast": "gelu",           # tanh approximation, refactored.
+    "relu": "relu", "tanh": "tanh", "linear": "linear",
+}
+_TF_TO_HF_ACT = {
+    "gelu": "gelu_new", "gelu_exact": "gelu", "relu": "relu", "tanh": "tanh",
+    "linear": "linear", "": "linear", None: "linear",
+}
+
+
+def hf_config_to_bert_config(hf_config, source="config.json"):
+  """Maps a Hugging Face BERT `config.json` dict to a `bert_config.json` dict.
+
+  Args:
+    hf_config: dict read from a Hugging Face `config.json`.
+    source: file name used in error messages.
+
+  Returns:
+    dict with the eleven `BERT_CONFIG_KEYS`, `hidden_act` mapped by meaning.
+
+  Raises:
+    ValueError: naming the key, when the model is not a BERT this project can
+      run: another `model_type` (RoBERTa's position offset, ALBERT, ...),
+      `layer_norm_eps` other than 1e-12, relative position embeddings, a
+      decoder, a factorized embedding size, or an unknown activation.
+  """
+  def fail(key, expected):
+    raise ValueError("%s: %s = %r, expected %s" %
+                     (source, key, hf_config.get(key), expected))
+
+  model_type = hf_config.get("model_type", "bert")
+  if model_type != "bert":
+    fail("model_type", "'bert' (this project runs BERT only; e.g. RoBERTa "
+         "offsets its position ids by the padding id)")
+  eps = hf_config.get("layer_norm_eps", _HF_DEFAULTS["layer_norm_eps"])
+  if not math.isclose(eps, 1e-12, rel_tol=1e-6):
+    fail("layer_norm_eps", "1e-12 (this project's layer norm epsilon)")
+  if hf_config.get("position_embedding_type", "absolute") != "absolute":
+    fail("position_embedding_type", "'absolute'")
+  for key in ("is_decoder", "add_cross_attention"):
+    if hf_config.get(key):
+      fail(key, "false (an encoder)")
+  if hf_config.get("embedding_size", hf_config.get("hidden_size")) != (
+      hf_config.get("hidden_size")):
+    fail("embedding_size", "hidden_size (no factorized embeddings)")
+  config = {key: hf_config.get(key, _HF_DEFAULTS[key])
+            for key in BERT_CONFIG_KEYS}
+  if config["hidden_act"] not in _HF_TO_TF_ACT:
+    fail("hidden_act", "one of %s" % ", ".join(sorted(_HF_TO_TF_ACT)))
+  config["hidden_act"] = _HF_TO_TF_ACT[config["hidden_act"]]
+  return config
+
+
+def bert_config_to_hf_config(bert_config, architectures, num_labels=None):
+  """Maps a `bert_config.json` dict to a Hugging Face `config.json` dict.
+
+  Args:
+    bert_config: dict with this project's `bert_config.json` keys.
+    architectures: list of Hugging Face class names (["BertForPreTraining"]).
+    num_labels: optional int, classes of a classifier head.
+
+  Returns:
+    dict for `config.json` (model_type "bert", layer_norm_eps 1e-12).
+
+  Raises:
+    ValueError: if `hidden_act` has no Hugging Face equivalent.
+  """
+  act = bert_config.get("hidden_act", "gelu")
+  if act not in _TF_TO_HF_ACT:
+    raise ValueError("bert_config: hidden_act = %r, expected one of %s" %
+                     (act, ", ".join(sorted(k for k in _TF_TO_HF_ACT if k))))
+  config = {"architectures": list(architectures), "model_type": "bert"}
+  for key in BERT_CONFIG_KEYS:
+    config[key] = bert_config.get(key, _HF_DEFAULTS[key])
+  config["hidden_act"] = _TF_TO_HF_ACT[act]
+  config.update({"layer_norm_eps": 1e-12, "pad_token_id": 0,
+                 "position_embedding_type": "absolute",
+                 "tie_word_embeddings": True, "torch_dtype": "float32"})
+  if num_labels is not None:
+    config["id2label"] = {str(i): "LABEL_%d" % i for i in range(num_labels)}
+    config["label2id"] = {"LABEL_%d" % i: i for i in range(num_labels)}
+  return config

@@ -1,0 +1,228 @@
+"""Files of a conversion: safetensors, TF checkpoints, JSON and output folders.
+
+Hugging Face weights are read with the `safetensors` numpy API (one
+`model.safetensors`, or the shards of `model.safetensors.index.json`);
+PyTorch pickles (`pytorch_model.bin`) are never loaded. TF checkpoints are
+read with `tf.train.load_checkpoint` and written with plain `tf.compat.v1`
+variables, so the names are exactly those of the released checkpoints. Every
+output folder is written under a temporary name and renamed when complete.
+"""
+
+import contextlib
+import json
+import os
+
+from absl import logging
+# ml_dtypes (a TensorFlow dependency) registers numpy's bfloat16, so the
+# safetensors numpy API can read bf16 checkpoints.
+import ml_dtypes  # pylint: disable=unused-import
+from safetensors import safe_open
+import tensorflow.compat.v1 as tf
+
+from bert_tf import io as io_utils
+from bert_tf.cli import startup
+
+__all__ = ["read_json", "safetensors_files", "read_hf_weights",
+           "hf_vocab_text", "log_lower_case", "write_tf_checkpoint",
+           "resolve_tf_checkpoint", "read_tf_checkpoint",
+           "atomic_output_dir", "check_output_dir"]
+
+# TF checkpoint variables that are not weights: optimizer state.
+_TF_SKIPPED_SUFFIXES = ("/adam_m", "/adam_v")
+_TF_SKIPPED_NAMES = ("global_step",)
+_PYTORCH_BIN_HINT = (
+    "this converter never unpickles PyTorch files; convert it to safetensors "
+    "first, e.g. python -c \"import torch, safetensors.torch as s; "
+    "s.save_file({k: v.clone().contiguous() for k, v in torch.load("
+    "'%s', weights_only=True).items()}, '%s')\"")
+
+
+def read_json(path):
+  """The JSON value in the local file `path`.
+
+  Raises:
+    FileNotFoundError: `path` is not a file.
+    ValueError: not valid JSON, naming the file.
+  """
+  if not os.path.isfile(path):
+    raise FileNotFoundError("%s not found" % path)
+  with open(path, encoding="utf-8") as f:
+    try:
+      return json.load(f)
+    except json.JSONDecodeError as e:
+      raise ValueError("%s: not valid JSON (%s)" % (path, e)) from None
+
+
+def safetensors_files(hf_dir):
+  """The folder's safetensors files (one, or the shards of an index).
+
+  Raises:
+    FileNotFoundError: when there is none; a folder holding only
+      `pytorch_model.bin` gets the command that converts it.
+  """
+  single = os.path.join(hf_dir, "model.safetensors")
+  if os.path.isfile(single):
+    return [single]
+  index = os.path.join(hf_dir, "model.safetensors.index.json")
+  if os.path.isfile(index):
+    weight_map = read_json(index).get("weight_map", {})
+    return [os.path.join(hf_dir, name)
+            for name in sorted(set(weight_map.values()))]
+  pickle_path = os.path.join(hf_dir, "pytorch_model.bin")
+  if os.path.exists(pickle_path) or os.path.exists(pickle_path + ".index.json"):
+    raise FileNotFoundError(
+        "%s has pytorch_model.bin but no model.safetensors: " % hf_dir +
+        _PYTORCH_BIN_HINT % (pickle_path, single))
+  raise FileNotFoundError("%s: no model.safetensors (found: %s)" %
+                          (hf_dir, ", ".join(sorted(os.listdir(hf_dir))) or
+                           "nothing"))
+
+
+def read_hf_weights(hf_dir):
+  """Reads every tensor of a Hugging Face folder with safetensors' numpy API.
+
+  Returns:
+    dict name -> numpy array, names as stored.
+
+  Raises:
+    FileNotFoundError: no safetensors file (see `safetensors_files`).
+    ValueError: a tensor stored in two shards.
+  """
+  tensors = {}
+  for path in safetensors_files(hf_dir):
+    if not os.path.isfile(path):
+      raise FileNotFoundError("%s not found (listed in the shard index)" % path)
+    with safe_open(path, framework="np") as f:
+      for name in f.keys():
+        if name in tensors:
+          raise ValueError("%s: tensor %r is stored twice" % (path, name))
+        tensors[name] = f.get_tensor(name)
+  return tensors
+
+
+def hf_vocab_text(hf_dir):
+  """vocab.txt's text, or the WordPiece vocab of tokenizer.json in id order."""
+  vocab_path = os.path.join(hf_dir, "vocab.txt")
+  if os.path.isfile(vocab_path):
+    with open(vocab_path, "rb") as f:
+      return f.read()
+  tokenizer_path = os.path.join(hf_dir, "tokenizer.json")
+  if os.path.isfile(tokenizer_path):
+    model = read_json(tokenizer_path).get("model", {})
+    if model.get("type") == "WordPiece":
+      by_id = sorted(model["vocab"].items(), key=lambda item: item[1])
+      if [i for _, i in by_id] != list(range(len(by_id))):
+        raise ValueError("%s: WordPiece vocab ids are not 0..n-1" %
+                         tokenizer_path)
+      logging.info("No vocab.txt: writing the WordPiece vocab of %s",
+                   tokenizer_path)
+      return "".join(token + "\n" for token, _ in by_id).encode("utf-8")
+  raise FileNotFoundError("%s: no vocab.txt (nor a WordPiece tokenizer.json)" %
+                          hf_dir)
+
+
+def log_lower_case(hf_dir):
+  """Tells which --do_lower_case the converted model needs, when known."""
+  path = os.path.join(hf_dir, "tokenizer_config.json")
+  if os.path.isfile(path):
+    lower = read_json(path).get("do_lower_case")
+    if lower is not None:
+      logging.info("%s says do_lower_case=%s: pass --do_lower_case=%s to the "
+                   "scripts", path, lower, bool(lower))
+
+
+def write_tf_checkpoint(tf_tensors, checkpoint_prefix):
+  """Writes arrays as a TF checkpoint whose variable names are the dict keys.
+
+  Uses plain tf.compat.v1 variables and a Saver in a fresh graph, so the names
+  are exactly those of the released checkpoints (no object-graph prefixes).
+  Values are fed through placeholders, so large embeddings never become graph
+  constants (the 2 GB GraphDef limit).
+
+  Args:
+    tf_tensors: dict variable name -> numpy array.
+    checkpoint_prefix: path prefix, e.g. `out/bert_model.ckpt`.
+  """
+  with tf.Graph().as_default():
+    feeds, variables = {}, {}
+    for name, value in sorted(tf_tensors.items()):
+      placeholder = tf.placeholder(tf.as_dtype(value.dtype), value.shape)
+      variables[name] = tf.Variable(placeholder, name=name, trainable=False)
+      feeds[placeholder] = value
+    saver = tf.train.Saver(var_list=variables)
+    with tf.Session() as sess:
+      sess.run([v.initializer for v in variables.values()], feed_dict=feeds)
+      saver.save(sess, checkpoint_prefix, write_meta_graph=False,
+                 write_state=False)
+
+
+def resolve_tf_checkpoint(path):
+  """Checkpoint prefix for a folder, a prefix, or a prefix's `.index` file.
+
+  The same rule as every script's `--init_checkpoint`
+  (`startup.resolve_init_checkpoint`): a folder means its `bert_model.ckpt`,
+  else its latest checkpoint (a training `output_dir`).
+
+  Raises:
+    ValueError: naming `--input` and the path, when no checkpoint is there.
+  """
+  return startup.resolve_init_checkpoint(path, flag_name="input")
+
+
+def read_tf_checkpoint(checkpoint_prefix):
+  """Reads a checkpoint's weights, skipping optimizer slots and global_step.
+
+  Returns:
+    dict variable name -> numpy array.
+  """
+  reader = tf.train.load_checkpoint(checkpoint_prefix)
+  tensors, skipped = {}, 0
+  for name in sorted(reader.get_variable_to_shape_map()):
+    if name in _TF_SKIPPED_NAMES or name.endswith(_TF_SKIPPED_SUFFIXES):
+      skipped += 1
+      continue
+    tensors[name] = reader.get_tensor(name)
+  if skipped:
+    logging.info("Skipped %d optimizer variables (adam_m, adam_v, global_step)",
+                 skipped)
+  return tensors
+
+
+@contextlib.contextmanager
+def atomic_output_dir(output_dir):
+  """Yields a new temporary folder that becomes `output_dir` on success.
+
+  Built on `io_utils.atomic_path`; the folder and its files get the modes
+  of newly created ones.
+  """
+  check_output_dir(output_dir)
+  with io_utils.atomic_path(os.path.abspath(output_dir)) as tmp:
+    os.makedirs(tmp)
+    yield tmp
+    _give_default_permissions(tmp)
+
+
+def _give_default_permissions(folder):
+  """Gives `folder` and its files the modes of newly created ones (umask).
+
+  `mkdtemp` makes the folder private, safetensors writes its file 0600 and a
+  copied vocabulary keeps its source's (possibly read-only) mode; results
+  meant to be handed on should be readable like any other new file.
+  """
+  umask = os.umask(0)
+  os.umask(umask)
+  os.chmod(folder, 0o777 & ~umask)
+  for name in os.listdir(folder):
+    os.chmod(os.path.join(folder, name), 0o666 & ~umask)
+
+
+def check_output_dir(output_dir):
+  """Refuses an `--output` that exists and is not an empty folder.
+
+  Raises:
+    ValueError: naming the folder.
+  """
+  if os.path.exists(output_dir) and (not os.path.isdir(output_dir) or
+                                     os.listdir(output_dir)):
+    raise ValueError("--output: %s already exists and is not an empty folder"
+                     % output_dir)

@@ -1,0 +1,162 @@
+"""The two conversions of whole folders: Hugging Face <-> the TF release.
+
+`hf_to_tf` turns a Hugging Face BERT folder (`config.json`,
+`model.safetensors`, `vocab.txt`) into Google's release layout
+(`bert_config.json`, `bert_model.ckpt.*`, `vocab.txt`) that every script
+reads; `tf_to_hf` turns this project's checkpoints into a folder that Hugging
+Face's `BertModel` and `BertForPreTraining` (or the fine-tuned heads'
+classes) load.
+"""
+
+import json
+import os
+
+from absl import logging
+from safetensors.numpy import save_file as save_safetensors
+import tensorflow.compat.v1 as tf
+
+from bert_tf.convert import files
+from bert_tf.convert.config import bert_config_to_hf_config
+from bert_tf.convert.config import hf_config_to_bert_config
+from bert_tf.convert.weights import architectures
+from bert_tf.convert.weights import hf_to_tf_weights
+from bert_tf.convert.weights import is_token_classification
+from bert_tf.convert.weights import tf_to_hf_weights
+
+__all__ = ["hf_to_tf", "tf_to_hf"]
+
+_GROUP_DESCRIPTIONS = {
+    "pooler": "pooler (bert/pooler/*; BertModel initialises it randomly)",
+    "mlm": "masked-LM head (cls/predictions/*)",
+    "nsp": "next-sentence head (cls/seq_relationship/*)",
+    "classifier": "classifier head (output_weights, output_bias)",
+    "squad": "SQuAD head (cls/squad/*)",
+    "ner": "token-classification head (cls/ner/*)",
+}
+
+
+def _log_groups(groups, source):
+  """Logs what was converted and, clearly, what the source lacks."""
+  logging.info("Converted %s: %s", source, ", ".join(sorted(groups)))
+  for group in ("pooler", "mlm", "nsp"):
+    if group not in groups:
+      logging.warning("The source has no %s", _GROUP_DESCRIPTIONS[group])
+
+
+def hf_to_tf(hf_dir, output_dir):
+  """Converts a Hugging Face BERT folder to the TF release layout.
+
+  Args:
+    hf_dir: folder with `config.json`, `model.safetensors` (or shards with
+      `model.safetensors.index.json`) and `vocab.txt` (or a WordPiece
+      `tokenizer.json`).
+    output_dir: new (or empty) folder; receives `bert_config.json`,
+      `bert_model.ckpt.{index,data-00000-of-00001}` and `vocab.txt`.
+
+  Returns:
+    The set of tensor groups converted (see `hf_to_tf_weights`).
+
+  Raises:
+    FileNotFoundError: a missing file (a `pytorch_model.bin`-only folder is
+      told how to make safetensors).
+    ValueError: a config that is not BERT, or unknown, missing or misshapen
+      tensors, each naming the key or tensor.
+  """
+  files.check_output_dir(output_dir)
+  config_path = os.path.join(hf_dir, "config.json")
+  hf_config = files.read_json(config_path)
+  bert_config = hf_config_to_bert_config(hf_config, config_path)
+  weight_files = files.safetensors_files(hf_dir)
+  source = weight_files[0] if len(weight_files) == 1 else os.path.join(
+      hf_dir, "model.safetensors.index.json")
+  tf_tensors, groups = hf_to_tf_weights(
+      files.read_hf_weights(hf_dir), bert_config, source,
+      token_classification=is_token_classification(hf_config))
+  vocab = files.hf_vocab_text(hf_dir)
+  files.log_lower_case(hf_dir)
+  with files.atomic_output_dir(output_dir) as tmp:
+    with open(os.path.join(tmp, "bert_config.json"), "w",
+              encoding="utf-8") as f:
+      f.write(json.dumps(bert_config, indent=2) + "\n")
+    files.write_tf_checkpoint(tf_tensors,
+                              os.path.join(tmp, "bert_model.ckpt"))
+    with open(os.path.join(tmp, "vocab.txt"), "wb") as f:
+      f.write(vocab)
+  _log_groups(groups, source)
+  logging.info("Wrote %d variables to %s (hidden_act %s)", len(tf_tensors),
+               output_dir, bert_config["hidden_act"])
+  return groups
+
+
+def tf_to_hf(checkpoint, output_dir, bert_config_file=None, vocab_file=None,
+             do_lower_case=True):
+  """Converts this project's checkpoint to a Hugging Face BERT folder.
+
+  Args:
+    checkpoint: a checkpoint prefix (`.../bert_model.ckpt`,
+      `.../model.ckpt-1000`), its `.index` file, or a folder (its
+      `bert_model.ckpt`, else its latest checkpoint).
+    output_dir: new (or empty) folder; receives `config.json`,
+      `model.safetensors`, `vocab.txt` and `tokenizer_config.json`.
+    bert_config_file: optional; default `bert_config.json` beside the
+      checkpoint.
+    vocab_file: optional; default `vocab.txt` beside the checkpoint.
+    do_lower_case: bool, written to `tokenizer_config.json`.
+
+  Returns:
+    The set of tensor groups converted (see `tf_to_hf_weights`).
+
+  Raises:
+    FileNotFoundError: missing checkpoint, config or vocab, naming the path.
+    ValueError: unknown, missing or misshapen variables, naming them.
+  """
+  files.check_output_dir(output_dir)
+  prefix = files.resolve_tf_checkpoint(checkpoint)
+  folder = os.path.dirname(prefix)
+  bert_config_file = bert_config_file or os.path.join(folder,
+                                                      "bert_config.json")
+  vocab_file = vocab_file or os.path.join(folder, "vocab.txt")
+  for path, flag in ((bert_config_file, "bert_config_file"),
+                     (vocab_file, "vocab_file")):
+    if not tf.io.gfile.exists(path):
+      raise FileNotFoundError("%s not found: pass --%s" % (path, flag))
+  bert_config = files.read_json(bert_config_file)
+  hf_tensors, groups = tf_to_hf_weights(files.read_tf_checkpoint(prefix),
+                                        bert_config, prefix)
+  num_labels = (hf_tensors["classifier.weight"].shape[0]
+                if groups & {"classifier", "ner"} else None)
+  hf_config = bert_config_to_hf_config(bert_config, architectures(groups),
+                                       num_labels)
+  if "ner" in groups:
+    _name_ner_labels(hf_config, os.path.join(folder, "label_list.txt"))
+  tokenizer_config = {"do_lower_case": bool(do_lower_case),
+                      "tokenizer_class": "BertTokenizer",
+                      "model_max_length": bert_config.get(
+                          "max_position_embeddings", 512)}
+  with files.atomic_output_dir(output_dir) as tmp:
+    for name, content in (("config.json", hf_config),
+                          ("tokenizer_config.json", tokenizer_config)):
+      with open(os.path.join(tmp, name), "w", encoding="utf-8") as f:
+        f.write(json.dumps(content, indent=2) + "\n")
+    save_safetensors(hf_tensors, os.path.join(tmp, "model.safetensors"),
+                     metadata={"format": "pt"})
+    tf.io.gfile.copy(vocab_file, os.path.join(tmp, "vocab.txt"))
+  _log_groups(groups, prefix)
+  logging.info("Wrote %d tensors to %s (%s, hidden_act %s)", len(hf_tensors),
+               output_dir, hf_config["architectures"][0],
+               hf_config["hidden_act"])
+  return groups
+
+
+def _name_ner_labels(hf_config, label_file):
+  """Puts run_ner.py's label names (its `label_list.txt`) in id2label."""
+  if not tf.io.gfile.exists(label_file):
+    return
+  with tf.io.gfile.GFile(label_file, "r") as f:
+    labels = [line.rstrip("\r\n") for line in f if line.strip()]
+  if len(labels) != len(hf_config["id2label"]):
+    logging.warning("%s has %d labels, the head %d; labels stay LABEL_<i>",
+                    label_file, len(labels), len(hf_config["id2label"]))
+    return
+  hf_config["id2label"] = {str(i): label for i, label in enumerate(labels)}
+  hf_config["label2id"] = {label: i for i, label in enumerate(labels)}

@@ -1,0 +1,140 @@
+"""The SQuAD model: BERT and a per-token start/end classifier.
+
+The reference release's `run_squad.py` head (Devlin et al. 2018, section
+4.2): one dense layer `cls/squad/output_weights` [2, hidden_size],
+`cls/squad/output_bias` [2] over the sequence output giving start and end
+logits, trained on the mean of the start and end cross-entropies; its
+`model_fn` for `TPUEstimator` (TRAIN and PREDICT) and the `input_fn` over a
+`FeatureWriter` file. `run_squad.py` imports every public name from here.
+"""
+
+import tensorflow.compat.v1 as tf
+
+from bert_tf.train import estimator as estimator_utils
+import modeling
+
+__all__ = ["create_model", "span_loss", "model_fn_builder",
+           "input_fn_builder"]
+
+
+def create_model(bert_config, is_training, input_ids, input_mask, segment_ids,
+                 use_one_hot_embeddings, compute_dtype=tf.float32):
+  """BERT with a per-token start/end classifier.
+
+  Args:
+    bert_config: `modeling.BertConfig`.
+    is_training: bool, enables dropout.
+    input_ids: int32 Tensor of shape [batch_size, seq_length].
+    input_mask: int32 Tensor of shape [batch_size, seq_length].
+    segment_ids: int32 Tensor of shape [batch_size, seq_length].
+    use_one_hot_embeddings: bool, one-hot matmul embeddings (for TPUs).
+    compute_dtype: the encoder's compute dtype (see `modeling.BertModel`);
+      the logits are float32.
+
+  Returns:
+    (start_logits, end_logits): float32 Tensors of shape
+    [batch_size, seq_length].
+  """
+  model = modeling.BertModel(
+      config=bert_config, is_training=is_training, input_ids=input_ids,
+      input_mask=input_mask, token_type_ids=segment_ids,
+      use_one_hot_embeddings=use_one_hot_embeddings,
+      compute_dtype=compute_dtype)
+  final_hidden = model.get_sequence_output()
+  batch_size, seq_length, hidden_size = modeling.get_shape_list(
+      final_hidden, expected_rank=3)
+  # Kept for parity: a fixed stddev of 0.02, not config.initializer_range.
+  output_weights = tf.get_variable(
+      "cls/squad/output_weights", [2, hidden_size],
+      initializer=tf.truncated_normal_initializer(stddev=0.02))
+  output_bias = tf.get_variable("cls/squad/output_bias", [2],
+                                initializer=tf.zeros_initializer())
+  # [B, S, H] -> [B * S, H]
+  hidden_matrix = tf.reshape(final_hidden,
+                             [batch_size * seq_length, hidden_size])
+  logits = tf.matmul(hidden_matrix, output_weights, transpose_b=True)
+  logits = tf.nn.bias_add(logits, output_bias)
+  # [B * S, 2] -> [B, S, 2] -> [2, B, S]
+  logits = tf.reshape(logits, [batch_size, seq_length, 2])
+  logits = tf.transpose(logits, [2, 0, 1])
+  start_logits, end_logits = tf.unstack(logits, axis=0)
+  return start_logits, end_logits
+
+
+def span_loss(start_logits, end_logits, start_positions, end_positions):
+  """Mean of the start and end cross-entropies over the batch.
+
+  Args:
+    start_logits: float32 Tensor of shape [batch_size, seq_length].
+    end_logits: float32 Tensor of shape [batch_size, seq_length].
+    start_positions: int32 Tensor of shape [batch_size].
+    end_positions: int32 Tensor of shape [batch_size].
+
+  Returns:
+    float32 scalar Tensor.
+  """
+  seq_length = modeling.get_shape_list(start_logits, expected_rank=2)[1]
+
+  def cross_entropy(logits, positions):
+    one_hot = tf.one_hot(positions, depth=seq_length, dtype=tf.float32)
+    log_probs = tf.nn.log_softmax(logits, axis=-1)
+    return -tf.reduce_mean(tf.reduce_sum(one_hot * log_probs, axis=-1))
+
+  return (cross_entropy(start_logits, start_positions) +
+          cross_entropy(end_logits, end_positions)) / 2.0
+
+
+def model_fn_builder(bert_config, init_checkpoint, learning_rate,
+                     num_train_steps, num_warmup_steps, use_tpu,
+                     use_one_hot_embeddings, options=None):
+  """Returns the `model_fn` for `TPUEstimator` (TRAIN and PREDICT modes).
+
+  PREDICT yields `unique_ids`, `start_logits` and `end_logits` per feature.
+  `options` (optional `optimization.OptimizerOptions`) sets the encoder's
+  compute dtype and the optimizer; default the reference's.
+  """
+
+  def model_fn(features, labels, mode, params):
+    """Builds the graph for one mode."""
+    del labels, params
+    start_logits, end_logits = create_model(
+        bert_config=bert_config,
+        is_training=(mode == tf.estimator.ModeKeys.TRAIN),
+        input_ids=features["input_ids"], input_mask=features["input_mask"],
+        segment_ids=features["segment_ids"],
+        use_one_hot_embeddings=use_one_hot_embeddings,
+        compute_dtype=options.compute_dtype if options else tf.float32)
+    scaffold_fn = estimator_utils.init_from_checkpoint(init_checkpoint,
+                                                       use_tpu)
+    if mode == tf.estimator.ModeKeys.TRAIN:
+      total_loss = span_loss(start_logits, end_logits,
+                              features["start_positions"],
+                              features["end_positions"])
+      return estimator_utils.train_spec(
+          total_loss, learning_rate, num_train_steps, num_warmup_steps,
+          use_tpu, scaffold_fn, options=options)
+    if mode == tf.estimator.ModeKeys.PREDICT:
+      predictions = {"unique_ids": features["unique_ids"],
+                     "start_logits": start_logits,
+                     "end_logits": end_logits}
+      return tf.estimator.tpu.TPUEstimatorSpec(
+          mode=mode, predictions=predictions, scaffold_fn=scaffold_fn)
+    raise ValueError("run_squad supports only the TRAIN and PREDICT modes, "
+                     "got %s" % mode)
+
+  return model_fn
+
+
+def input_fn_builder(input_file, seq_length, is_training, drop_remainder):
+  """An `input_fn` over a `FeatureWriter` TFRecord file."""
+  name_to_features = {
+      "unique_ids": tf.io.FixedLenFeature([], tf.int64),
+      "input_ids": tf.io.FixedLenFeature([seq_length], tf.int64),
+      "input_mask": tf.io.FixedLenFeature([seq_length], tf.int64),
+      "segment_ids": tf.io.FixedLenFeature([seq_length], tf.int64),
+  }
+  if is_training:
+    name_to_features["start_positions"] = tf.io.FixedLenFeature([], tf.int64)
+    name_to_features["end_positions"] = tf.io.FixedLenFeature([], tf.int64)
+  return estimator_utils.tfrecord_input_fn_builder(
+      [input_file], name_to_features, is_training, drop_remainder)
