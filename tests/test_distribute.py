@@ -1,4 +1,4 @@
-"""Data-parallel training on tf.distribute (issue #14), on CPU replicas.
+"""Data-parallel training on tf.distribute, on CPU replicas.
 
 (a) two logical CPU replicas vs one device through run_pretraining.py;
 (b) two worker processes over loopback (TF_CONFIG on 127.0.0.1), a kill and
