@@ -23,10 +23,11 @@ import sys
 
 import pytest
 
-__all__ = ["REPO_ROOT", "DATA_DIR", "READ_FROM_SHARED", "in_ci", "skip_or_fail", "import_or_skip",
-           "data_path", "shared_dir", "shared_path", "write_tsv", "write_json",
-           "read_lines", "script_env", "script_command", "run_script",
-           "tiny_model_flags", "write_corpus"]
+__all__ = ["REPO_ROOT", "DATA_DIR", "READ_FROM_SHARED", "in_ci",
+           "skip_or_fail", "import_or_skip", "data_path", "shared_dir",
+           "shared_path", "write_tsv", "write_json", "read_lines",
+           "script_env", "script_command", "run_script", "tiny_model_flags",
+           "write_corpus"]
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if REPO_ROOT not in sys.path:

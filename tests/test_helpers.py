@@ -61,7 +61,8 @@ def test_data_path_is_in_the_repo_whatever_the_shared_folder(monkeypatch,
   assert path == os.path.join(helpers.REPO_ROOT, "tests", "data",
                               "conformance", "modeling", "bert_config.json")
   assert os.path.isfile(path)
-  with pytest.raises(FileNotFoundError, match=r"no_such_case\.json.*tests/data"):
+  with pytest.raises(FileNotFoundError,
+                     match=r"no_such_case\.json.*tests/data"):
     helpers.data_path("cases", "no_such_case.json")
 
 

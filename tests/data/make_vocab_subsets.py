@@ -20,8 +20,8 @@ splits `[`, `~` and `]` off any word. A line is kept when its token is
 * or any piece (`w[:j]`, or `##` + `w[i:j]`) of a word that the basic
   tokenizer makes of a string of the test data, lower-cased and cased.
 
-The strings are every JSON string (keys too) and every line of text under
-tests/data, and every string constant of the tests (tests/*.py) but
+The strings are every JSON string (keys too) and every line of the data files
+under tests/data, and every string constant of the tests (tests/*.py) but
 docstrings. Kept lines are byte-identical to the released file, so tokens and
 ids are those of the release on every text the tests tokenize (the
 conformance and case tests compare them with the release's output);
@@ -76,9 +76,9 @@ VOCAB_SUBSETS = {
 
 PLACEHOLDER = "[~%d]"
 
-# Files under tests/data that hold no text a tokenizer sees.
-_BINARY_SUFFIXES = (".npz", ".tf_record", ".tfrecord", ".index",
-                    ".data-00000-of-00001")
+# The files under tests/data whose text the tests may tokenize (the others
+# are binary, code or documentation).
+_TEXT_SUFFIXES = (".json", ".jsonl", ".txt", ".tsv")
 
 
 def _json_strings(value, out):
@@ -103,7 +103,7 @@ def tested_strings(shared_dir, skip=()):
     skip: iterable of absolute paths not to read (the vocab subsets).
 
   Returns:
-    The JSON strings and text lines of tests/data (all but binary files and
+    The JSON strings and text lines of the data files of tests/data (but
     `skip`) and of the inputs the tests read from the shared folder instead,
     and the str constants of tests/*.py that are not docstrings.
   """
@@ -113,8 +113,8 @@ def tested_strings(shared_dir, skip=()):
   inputs += [os.path.join(shared_dir, *parts)
              for parts in helpers.READ_FROM_SHARED.values()]
   for path in sorted(inputs):
-    if (os.path.isdir(path) or path in skip or path.endswith(".py") or
-        path.endswith(_BINARY_SUFFIXES)):
+    if (os.path.isdir(path) or path in skip or
+        not path.endswith(_TEXT_SUFFIXES)):
       continue
     with open(path, encoding="utf-8") as f:
       text = f.read()
