@@ -24,9 +24,9 @@ import time
 import numpy as np
 import pytest
 
+from helpers import data_path
 from helpers import REPO_ROOT
 from helpers import script_env
-from helpers import shared_path
 
 # `{script}`: the module of a repo-root script (run_classifier, ...).
 _DUMPING_MAIN = textwrap.dedent("""
@@ -61,8 +61,8 @@ _DUMPING_MAIN = textwrap.dedent("""
 
 def tiny_checkpoint():
   """Prefix of the tiny conformance model's bert_model.ckpt."""
-  return shared_path("conformance", "modeling",
-                     "bert_model.ckpt.index")[:-len(".index")]
+  return data_path("conformance", "modeling",
+                   "bert_model.ckpt.index")[:-len(".index")]
 
 
 # One CPU replica vs two logical CPU replicas of one machine.

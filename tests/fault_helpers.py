@@ -17,8 +17,8 @@ import time
 
 import numpy as np
 
+from helpers import data_path
 from helpers import REPO_ROOT
-from helpers import shared_path
 
 SEQ = 16
 PREDS = 4
@@ -26,7 +26,7 @@ PREDS = 4
 
 def tiny(name):
   """A file of the tiny 2-layer, 32-wide conformance model."""
-  return shared_path("conformance", "modeling", name)
+  return data_path("conformance", "modeling", name)
 
 
 def tiny_checkpoint():

@@ -8,6 +8,8 @@ import os
 
 from helpers import write_tsv
 
+__all__ = ["QQP_TRAIN", "QQP_TEST", "QNLI_TRAIN", "QNLI_TEST", "WNLI_TRAIN",
+           "WNLI_TEST", "STSB_HEADER", "STSB_PAIRS", "stsb_lines", "write_glue"]
 
 QQP_TRAIN = [
     "id\tqid1\tqid2\tquestion1\tquestion2\tis_duplicate",

@@ -1,12 +1,16 @@
 """Shared test helpers: locating the test data and ../shared, running the scripts.
 
-The conformance vectors, bug-report cases and real data live outside the repo in
-``$BERT_SHARED_DIR`` (default ``../shared`` next to the checkout). Outside CI a
-missing directory skips the tests that need it, with a message saying how to
-provide it; under CI (``CI=true``) it is a failure. The same rule holds for
-every other skip (an optional package, a Python or Unicode version, a platform
-feature): tests call ``skip_or_fail`` or ``import_or_skip`` rather than
-``pytest.skip``, so a CI run never passes with tests silently left out.
+The conformance vectors (golden outputs of the BERT research release) and the
+bug-report cases live in the repo under ``tests/data`` (``data_path``), so a
+fresh clone checks itself. Real data sets (GLUE, XNLI, SQuAD, CoNLL-2003,
+WNUT-17, the released vocabularies) are read from the team's shared folder
+``$BERT_SHARED_DIR`` (default ``../shared`` next to the checkout;
+``shared_path``). Outside CI a missing shared folder skips the tests that need
+it, with a message saying how to provide it; under CI (``CI=true``) it is a
+failure. The same rule holds for every other skip (an optional package, a
+Python or Unicode version, a platform feature): tests call ``skip_or_fail`` or
+``import_or_skip`` rather than ``pytest.skip``, so a CI run never passes with
+tests silently left out.
 
 Tests that take more than about ten seconds carry ``@pytest.mark.slow``;
 ``pytest -m "not slow" tests`` is the quick run, CI runs everything.
@@ -19,9 +23,23 @@ import sys
 
 import pytest
 
+__all__ = ["REPO_ROOT", "DATA_DIR", "READ_FROM_SHARED", "in_ci",
+           "skip_or_fail", "import_or_skip", "data_path", "shared_dir",
+           "shared_path", "write_tsv", "write_json", "read_lines",
+           "script_env", "script_command", "run_script", "tiny_model_flags",
+           "write_corpus"]
+
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if REPO_ROOT not in sys.path:
   sys.path.insert(0, REPO_ROOT)
+DATA_DIR = os.path.join(REPO_ROOT, "tests", "data")
+# Conformance inputs that are byte-identical to a real data file of the shared
+# folder are not committed (no copy of shared/data may be): data_path reads
+# them from there. tests/data path -> parts under $BERT_SHARED_DIR.
+READ_FROM_SHARED = {
+    os.path.join("conformance", "pretraining_data", "sample_text.txt"):
+        ("data", "pretrain", "sample_text.txt"),
+}
 
 
 def in_ci():
@@ -48,6 +66,26 @@ def import_or_skip(name, hint=None):
                  (name, e, "; install it with " + hint if hint else ""))
 
 
+def data_path(*parts):
+  """Path of the in-repo test data ``tests/data/<parts>``.
+
+  ``conformance/`` holds the golden vectors, ``cases/`` the bug-report cases
+  (see tests/data/README.md). An input that is a copy of a real data file
+  (``READ_FROM_SHARED``) comes from the shared folder, as ``shared_path``.
+
+  Raises:
+    FileNotFoundError: the path does not exist (the checkout is incomplete).
+  """
+  relative = os.path.join(*parts)
+  if relative in READ_FROM_SHARED:
+    return shared_path(*READ_FROM_SHARED[relative])
+  path = os.path.join(DATA_DIR, relative)
+  if not os.path.exists(path):
+    raise FileNotFoundError("%s not found: it is part of the repo's test data "
+                            "(tests/data)" % path)
+  return path
+
+
 def shared_dir():
   """Absolute path of the shared folder (may not exist)."""
   return os.path.abspath(
@@ -55,7 +93,11 @@ def shared_dir():
 
 
 def shared_path(*parts):
-  """Path under the shared folder; skips (or fails under CI) when it is absent."""
+  """Path under the shared folder; skips (or fails under CI) when it is absent.
+
+  For the real data sets only, e.g. ``shared_path("data", "glue", "MRPC")``;
+  the conformance vectors and cases are in the repo (``data_path``).
+  """
   path = os.path.join(shared_dir(), *parts)
   if not os.path.exists(path):
     skip_or_fail("%s not found: set BERT_SHARED_DIR to the team's shared "
@@ -117,10 +159,10 @@ def tiny_model_flags(folder=("conformance", "modeling"), checkpoint=True,
                      do_lower_case=None):
   """--vocab_file, --bert_config_file (and --init_checkpoint) of a tiny model.
 
-  `folder` is the shared folder holding vocab.txt, bert_config.json and
+  `folder` (parts under tests/data) holds vocab.txt, bert_config.json and
   bert_model.ckpt (the 2-layer, 32-wide conformance model by default).
   """
-  model_dir = shared_path(*folder)
+  model_dir = data_path(*folder)
   flags = ["--vocab_file=%s" % os.path.join(model_dir, "vocab.txt"),
            "--bert_config_file=%s" % os.path.join(model_dir,
                                                    "bert_config.json")]

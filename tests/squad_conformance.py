@@ -1,4 +1,4 @@
-"""The SQuAD conformance vectors (shared/conformance/squad) and readers of
+"""The SQuAD conformance vectors (tests/data/conformance/squad) and readers of
 them, shared by test_squad_data.py, test_squad_predictions.py and
 test_run_squad.py.
 
@@ -8,10 +8,13 @@ max_query_length).
 
 import json
 
-from helpers import shared_path
+from helpers import data_path
 
 from bert_tf.tasks.squad import data as squad_data
 import tokenization
+
+__all__ = ["CONFIGS", "VERSIONS", "squad_path", "read_jsonl", "make_tokenizer",
+           "read_examples", "convert_features"]
 
 CONFIGS = {"seq384_stride128_query64": (384, 128, 64),
            "seq96_stride32_query24": (96, 32, 24)}
@@ -19,8 +22,8 @@ VERSIONS = ("v1.1", "v2.0")
 
 
 def squad_path(*parts):
-  """A path under shared/conformance/squad (skips or fails when absent)."""
-  return shared_path("conformance", "squad", *parts)
+  """A path under tests/data/conformance/squad."""
+  return data_path("conformance", "squad", *parts)
 
 
 def read_jsonl(path):

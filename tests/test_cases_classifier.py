@@ -1,6 +1,7 @@
-"""Bug-report case B21 (test_results.tsv has one line per test example) and
-its neighbours: test sets of 1, 7, 8, 9 and 0 examples against batch 8, with
-and without TPU padding."""
+"""Bug-report case: test_results.tsv has one line per test example (the
+CoLA test header is skipped, TPU padding examples are never written), and its
+neighbours: test sets of 1, 7, 8, 9 and 0 examples against batch 8, with and
+without TPU padding."""
 
 import json
 import os
@@ -8,8 +9,8 @@ import os
 import pytest
 import tensorflow.compat.v1 as tf
 
+from helpers import data_path
 from helpers import run_script
-from helpers import shared_path
 
 from bert_tf.tasks.classifier import data as classifier_data
 import run_classifier
@@ -20,13 +21,14 @@ _COLA_TEST_HEADER = "index\tsentence"
 
 @pytest.fixture(scope="module")
 def case():
-  with open(shared_path("cases", "B21.json"), encoding="utf-8") as f:
+  with open(data_path("cases", "classifier_one_line_per_test_example.json"),
+            encoding="utf-8") as f:
     return json.load(f)
 
 
 @pytest.fixture(scope="module")
 def vocab_file():
-  return shared_path("data", "vocab", "uncased_L-12_H-768_A-12", "vocab.txt")
+  return data_path("conformance", "tokenization", "vocab.txt")
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +37,7 @@ def tokenizer(vocab_file):
 
 
 def _write_cola(data_dir, num_test, dev_lines):
-  """CoLA files as in B21: test has a header, train/dev do not."""
+  """CoLA files as in the case: test has a header, train/dev do not."""
   os.makedirs(data_dir, exist_ok=True)
   with open(os.path.join(data_dir, "test.tsv"), "w", encoding="utf-8") as f:
     f.write(_COLA_TEST_HEADER + "\n")
@@ -84,7 +86,7 @@ def _predict_lines(examples, tokenizer, tmp_path, batch_size, use_tpu,
     return len(examples), f.read().splitlines()
 
 
-def test_b21_cola_header_skip_and_dev_rows(case, tmp_path):
+def test_case_cola_header_skip_and_dev_rows(case, tmp_path):
   inputs, expected = case["input"], case["expected"]
   data_dir = _write_cola(str(tmp_path), 10, inputs["dev.tsv"])
   processor = run_classifier.get_processor(inputs["flags"]["task_name"])
@@ -97,7 +99,7 @@ def test_b21_cola_header_skip_and_dev_rows(case, tmp_path):
   assert [e.label for e in dev] == ["1", "0", "1"]
 
 
-def test_b21_tpu_padding_at_function_level(case, tokenizer, tmp_path):
+def test_case_tpu_padding_at_function_level(case, tokenizer, tmp_path):
   padding_case = case["input"]["padding_case"]
   want = case["expected"]["with_tpu_padding"]
   data_dir = _write_cola(str(tmp_path / "data"), padding_case["n_examples"],
@@ -119,7 +121,7 @@ def test_b21_tpu_padding_at_function_level(case, tokenizer, tmp_path):
 
 
 @pytest.mark.parametrize("max_seq_length", [8, 16])
-def test_b21_padding_feature_is_all_zero(case, tokenizer, max_seq_length):
+def test_case_padding_feature_is_all_zero(case, tokenizer, max_seq_length):
   want = case["expected"]["padding_feature"]
   feature = run_classifier.convert_single_example(
       0, classifier_data.PaddingInputExample(), ["0", "1"], max_seq_length,
@@ -136,7 +138,7 @@ def test_b21_padding_feature_is_all_zero(case, tokenizer, max_seq_length):
 
 
 @pytest.mark.slow
-def test_b21_end_to_end_random_init(case, vocab_file, tmp_path):
+def test_case_end_to_end_random_init(case, vocab_file, tmp_path):
   inputs, expected = case["input"], case["expected"]
   data_dir = _write_cola(str(tmp_path / "data"), 10, inputs["dev.tsv"])
   config_file = str(tmp_path / "bert_config.json")

@@ -1,10 +1,12 @@
-"""Bug-report case B23 (extract_features input format) and its neighbours."""
+"""Bug-report case on extract_features' input format (a line splits into
+text_a/text_b only on the last ' ||| '; a blank line is still an example), and
+its neighbours."""
 
 import json
 
 import pytest
 
-from helpers import shared_path
+from helpers import data_path
 
 import extract_features
 import tokenization
@@ -12,14 +14,15 @@ import tokenization
 
 @pytest.fixture(scope="module")
 def case():
-  with open(shared_path("cases", "B23.json"), encoding="utf-8") as f:
+  with open(data_path("cases", "extract_features_input_format.json"),
+            encoding="utf-8") as f:
     return json.load(f)
 
 
 @pytest.fixture(scope="module")
 def tokenizer():
   return tokenization.FullTokenizer(
-      shared_path("data", "vocab", "uncased_L-12_H-768_A-12", "vocab.txt"),
+      data_path("conformance", "tokenization", "vocab.txt"),
       do_lower_case=True)
 
 
@@ -29,7 +32,7 @@ def _write_lines(tmp_path, lines):
   return str(path)
 
 
-def test_b23_examples_and_features(case, tokenizer, tmp_path):
+def test_case_examples_and_features(case, tokenizer, tmp_path):
   inputs = case["input"]
   examples = extract_features.read_examples(
       _write_lines(tmp_path, inputs["input_lines"]))

@@ -1,8 +1,9 @@
-"""Bug-report cases B26 (lr schedule), B28 (max position), B29 (assignment map).
+"""Bug-report cases: the learning-rate schedule, sequences longer than
+max_position_embeddings, and the assignment map from a checkpoint.
 
-Each case file is read from the shared folder and its `expected` (or `right`)
-value asserted; the neighbour tests cover the rest of each kind (issue 9: fix
-the whole kind, not the one input).
+Each case file (tests/data/cases) is read and its `expected` (or `right`)
+value asserted; the neighbour tests cover the rest of each kind (the whole
+kind is fixed, not the one input).
 """
 
 import collections
@@ -12,20 +13,20 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
+from helpers import data_path
 from helpers import import_or_skip
-from helpers import shared_path
 import modeling
 import optimization
 from bert_tf.cli import startup
 
 
 def _load_case(name):
-  with open(shared_path("cases", name)) as f:
+  with open(data_path("cases", name)) as f:
     return json.load(f)
 
 
 # ---------------------------------------------------------------------------
-# B26: learning-rate schedule.
+# Learning-rate schedule.
 # ---------------------------------------------------------------------------
 
 
@@ -61,8 +62,8 @@ def _reference_rule(init_lr, num_train_steps, num_warmup_steps, steps):
   return np.array(values)
 
 
-def test_b26_learning_rate_schedule():
-  case = _load_case("B26.json")
+def test_case_learning_rate_schedule():
+  case = _load_case("optimization_learning_rate_schedule.json")
   inputs, expected = case["input"], case["expected"]
   steps = inputs["query_steps"]
   actual = _schedule(inputs["init_lr"], inputs["num_train_steps"],
@@ -95,7 +96,7 @@ def test_b26_learning_rate_schedule():
 
 
 @pytest.mark.parametrize("init_lr,num_train_steps,num_warmup_steps,steps", [
-    # Around the warmup end and the train end of B26's schedule.
+    # Around the warmup end and the train end of the case's schedule.
     (1e-4, 100, 10, list(range(0, 13)) + list(range(97, 104))),
     # No warmup: the decay line from init_lr at step 0.
     (2e-5, 50, 0, [0, 1, 2, 25, 49, 50, 51, 500]),
@@ -106,15 +107,15 @@ def test_b26_learning_rate_schedule():
     # One-step warmup.
     (5e-5, 10, 1, [0, 1, 2, 9, 10]),
 ])
-def test_b26_neighbours_follow_the_rule(init_lr, num_train_steps,
-                                        num_warmup_steps, steps):
+def test_schedule_neighbours_follow_the_rule(init_lr, num_train_steps,
+                                             num_warmup_steps, steps):
   actual = _schedule(init_lr, num_train_steps, num_warmup_steps, steps)
   np.testing.assert_allclose(
       actual, _reference_rule(init_lr, num_train_steps, num_warmup_steps,
                               steps), rtol=1e-6, atol=1e-11)
 
 
-def test_b26_peak_is_never_reached_with_warmup():
+def test_schedule_peak_is_never_reached_with_warmup():
   steps = list(range(0, 101))
   actual = _schedule(1e-4, 100, 10, steps)
   assert actual[0] == 0.0  # Kept for parity: no update at step 0.
@@ -124,17 +125,17 @@ def test_b26_peak_is_never_reached_with_warmup():
 
 
 # ---------------------------------------------------------------------------
-# B28: sequences longer than max_position_embeddings.
+# Sequences longer than max_position_embeddings.
 # ---------------------------------------------------------------------------
 
 
-def _b28_config():
-  case = _load_case("B28.json")
+def _max_position_case():
+  case = _load_case("modeling_max_position_embeddings.json")
   return modeling.BertConfig.from_dict(case["input"]["bert_config"]), case
 
 
-def test_b28_max_position_embeddings():
-  config, case = _b28_config()
+def test_case_max_position_embeddings():
+  config, case = _max_position_case()
   inputs = [c for c in case["input"]["cases"] if "BertModel_input_shape" in c]
   too_long = inputs[0]["BertModel_input_shape"]
   exact = inputs[1]["BertModel_input_shape"]
@@ -156,8 +157,8 @@ def test_b28_max_position_embeddings():
             case["expected"]["seq_8"]["sequence_output_shape"])
 
 
-def test_b28_neighbour_max_plus_one_raises_and_max_is_allowed():
-  config, _ = _b28_config()
+def test_max_position_neighbour_max_plus_one_raises_and_max_is_allowed():
+  config, _ = _max_position_case()
   for seq_length in (9, 64):
     with tf.Graph().as_default():
       with pytest.raises(ValueError, match=r"%d.*8" % seq_length):
@@ -169,15 +170,15 @@ def test_b28_neighbour_max_plus_one_raises_and_max_is_allowed():
                          input_ids=tf.zeros([2, seq_length], tf.int32))
 
 
-def test_b28_neighbour_embedding_postprocessor_checks_statically():
+def test_max_position_neighbour_embedding_postprocessor_checks_statically():
   with tf.Graph().as_default():
     with pytest.raises(ValueError, match=r"12.*max_position_embeddings 8"):
       modeling.embedding_postprocessor(tf.zeros([2, 12, 16]),
                                        max_position_embeddings=8)
 
 
-def test_b28_neighbour_unknown_length_checked_at_run_time():
-  config, _ = _b28_config()
+def test_max_position_neighbour_unknown_length_checked_at_run_time():
+  config, _ = _max_position_case()
   with tf.Graph().as_default():
     input_ids = tf.placeholder(tf.int32, shape=[1, None])
     model = modeling.BertModel(config, is_training=False, input_ids=input_ids)
@@ -192,7 +193,7 @@ def test_b28_neighbour_unknown_length_checked_at_run_time():
                  {input_ids: np.zeros([1, 10], np.int32)})
 
 
-def test_b28_neighbour_max_seq_length_flag_check():
+def test_max_position_neighbour_max_seq_length_flag_check():
   import_or_skip("tensorflow", "./setup.sh")
   config = modeling.BertConfig(vocab_size=10, max_position_embeddings=512)
   with pytest.raises(ValueError) as info:
@@ -202,7 +203,7 @@ def test_b28_neighbour_max_seq_length_flag_check():
 
 
 # ---------------------------------------------------------------------------
-# B29: assignment map from a checkpoint.
+# Assignment map from a checkpoint.
 # ---------------------------------------------------------------------------
 
 
@@ -228,8 +229,8 @@ def _graph_variables(shapes):
           for name, shape in shapes.items()]
 
 
-def test_b29_assignment_map(tmp_path):
-  case = _load_case("B29.json")
+def test_case_assignment_map(tmp_path):
+  case = _load_case("checkpoint_assignment_map.json")
   inputs, expected = case["input"], case["expected"]
   checkpoint = _write_checkpoint(tmp_path, inputs["checkpoint_vars"])
 
@@ -258,7 +259,8 @@ def test_b29_assignment_map(tmp_path):
       tf.train.init_from_checkpoint(checkpoint, assignment_map)
 
 
-def test_b29_neighbour_checkpoint_only_and_graph_only_variables(tmp_path):
+def test_assignment_map_neighbour_checkpoint_only_and_graph_only_variables(
+    tmp_path):
   checkpoint = _write_checkpoint(
       tmp_path, {"bert/pooler/dense/kernel": [2, 2]},
       extra_non_trainable=["bert/pooler/dense/kernel/adam_m", "global_step"])
@@ -274,7 +276,7 @@ def test_b29_neighbour_checkpoint_only_and_graph_only_variables(tmp_path):
   assert "cls/squad/output_weights:0" not in initialized
 
 
-def test_b29_neighbour_colon_zero_suffix_and_scoped_names(tmp_path):
+def test_assignment_map_neighbour_colon_zero_suffix_and_scoped_names(tmp_path):
   checkpoint = _write_checkpoint(
       tmp_path, {"bert/embeddings/word_embeddings": [4, 2]})
   with tf.Graph().as_default():
@@ -295,7 +297,7 @@ def test_b29_neighbour_colon_zero_suffix_and_scoped_names(tmp_path):
     assert not scoped_only
 
 
-def test_b29_neighbour_missing_checkpoint_names_the_path(tmp_path):
+def test_assignment_map_neighbour_missing_checkpoint_names_the_path(tmp_path):
   missing = str(tmp_path / "nowhere" / "bert_model.ckpt")
   with tf.Graph().as_default():
     tvars = _graph_variables({"w": [1]})

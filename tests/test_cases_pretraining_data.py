@@ -1,7 +1,7 @@
 # coding=utf-8
-"""Bug-report case B24 (pretraining-data/single-document) and its neighbours.
+"""Bug-report case: a corpus of one document, and its neighbours.
 
-B24: with one document, the reference draws the "random" next segment from
+With one document, the reference draws the "random" next segment from
 that same document and labels real continuations as random. The case's
 `right` value: refuse a corpus with fewer than two documents, in one line that
 says next-sentence prediction needs two documents and that blank lines
@@ -11,38 +11,35 @@ one document, and two documents (accepted; random B always from the other
 document, even when ten draws in a row hit the current one).
 """
 
-import hashlib
 import json
 import os
 import random
 
 import pytest
 
+from helpers import data_path
 from helpers import run_script
-from helpers import shared_path
 import create_pretraining_data as cpd
 import tokenization
 
-_UNCASED_VOCAB = ("data", "vocab", "uncased_L-12_H-768_A-12", "vocab.txt")
+_UNCASED_VOCAB = ("conformance", "tokenization", "vocab.txt")
 _TWO_DOCS = "two documents"
 
 
 @pytest.fixture(scope="module")
-def b24():
-  with open(shared_path("cases", "B24.json"), encoding="utf-8") as f:
-    case = json.load(f)
-  assert case["id"] == "B24"
-  assert case["category"] == "pretraining-data/single-document"
-  return case
+def case():
+  with open(data_path("cases", "pretraining_single_document.json"),
+            encoding="utf-8") as f:
+    loaded = json.load(f)
+  assert loaded["id"] == "pretraining_single_document"
+  assert loaded["category"] == "pretraining-data/single-document"
+  return loaded
 
 
 @pytest.fixture(scope="module")
 def tokenizer():
-  path = shared_path(*_UNCASED_VOCAB)
-  with open(path, "rb") as f:
-    assert hashlib.md5(f.read()).hexdigest() == (
-        "64800d5d8528ce344256daf115d4965e")
-  return tokenization.FullTokenizer(path, do_lower_case=True)
+  return tokenization.FullTokenizer(data_path(*_UNCASED_VOCAB),
+                                    do_lower_case=True)
 
 
 def _write(tmp_path, name, text):
@@ -51,8 +48,8 @@ def _write(tmp_path, name, text):
   return str(path)
 
 
-def _create(files, tokenizer, b24, seed=12345, dupe_factor=None):
-  params = b24["input"]
+def _create(files, tokenizer, case, seed=12345, dupe_factor=None):
+  params = case["input"]
   return cpd.create_training_instances(
       files, tokenizer, params["max_seq_length"],
       dupe_factor or params["dupe_factor"], params["short_seq_prob"],
@@ -60,12 +57,12 @@ def _create(files, tokenizer, b24, seed=12345, dupe_factor=None):
       random.Random(seed), do_whole_word_mask=params["do_whole_word_mask"])
 
 
-def test_b24_single_document_is_refused(tmp_path, tokenizer, b24):
-  assert "error" in b24["expected"]["right"]
+def test_case_single_document_is_refused(tmp_path, tokenizer, case):
+  assert "error" in case["expected"]["right"]
   path = _write(tmp_path, "one_doc.txt",
-                "\n".join(b24["input"]["input_file_lines"]) + "\n")
+                "\n".join(case["input"]["input_file_lines"]) + "\n")
   with pytest.raises(ValueError) as raised:
-    _create([path], tokenizer, b24)
+    _create([path], tokenizer, case)
   message = str(raised.value)
   assert "\n" not in message
   assert path in message
@@ -73,7 +70,7 @@ def test_b24_single_document_is_refused(tmp_path, tokenizer, b24):
   assert "separated by blank lines" in message
   # The reference's output for this input labels B as random although it is
   # the same document's text: the bug being refused.
-  assert any(i["is_random_next"] for i in b24["expected"]["instances"])
+  assert any(i["is_random_next"] for i in case["expected"]["instances"])
 
 
 @pytest.mark.parametrize("texts", [
@@ -81,41 +78,41 @@ def test_b24_single_document_is_refused(tmp_path, tokenizer, b24):
     ["\n \n\t\n\n"],  # Blank lines only.
     ["", "\n\n"],  # Several files, none with text.
 ])
-def test_no_documents_is_refused(tmp_path, tokenizer, b24, texts):
+def test_no_documents_is_refused(tmp_path, tokenizer, case, texts):
   files = [_write(tmp_path, "f%d.txt" % k, t) for k, t in enumerate(texts)]
   with pytest.raises(ValueError, match="holds no text: expected plain text, "
                      "one sentence per line, with a blank line between "
                      "documents"):
-    _create(files, tokenizer, b24)
+    _create(files, tokenizer, case)
 
 
 @pytest.mark.parametrize("texts", [
     ["hello\ntom sawyer\n", "how are you\n"],  # A new file is no new doc.
     ["\n\nhello\n", "tom sawyer", "how are you\n\n\n"],  # f1 ends mid-line.
 ])
-def test_one_document_over_several_files_is_refused(tmp_path, tokenizer, b24,
+def test_one_document_over_several_files_is_refused(tmp_path, tokenizer, case,
                                                     texts):
   files = [_write(tmp_path, "f%d.txt" % k, t) for k, t in enumerate(texts)]
   with pytest.raises(ValueError, match="holds only 1 document; next-sentence "
                      "prediction needs at least two documents"):
-    _create(files, tokenizer, b24)
+    _create(files, tokenizer, case)
 
 
 def test_blank_line_in_a_file_between_makes_two_documents(tmp_path, tokenizer,
-                                                          b24):
+                                                          case):
   texts = ["hello\ntom sawyer\n", "\n", "how are you\n"]
   files = [_write(tmp_path, "f%d.txt" % k, t) for k, t in enumerate(texts)]
-  assert _create(files, tokenizer, b24)
+  assert _create(files, tokenizer, case)
 
 
 def test_documents_empty_after_tokenization_do_not_count(tmp_path, tokenizer,
-                                                         b24):
+                                                         case):
   # Control and format characters (U+0000, BEL, U+200B, U+FFFD) tokenize to
   # nothing: the second "document" is dropped, leaving one.
   path = _write(tmp_path, "odd.txt",
                 "hello\ntom sawyer\n\n\x00\x07\u200b\n\ufffd\n")
   with pytest.raises(ValueError, match="holds only 1 document"):
-    _create([path], tokenizer, b24)
+    _create([path], tokenizer, case)
 
 
 def _original_tokens(instance):
@@ -127,14 +124,14 @@ def _original_tokens(instance):
 
 
 def test_two_documents_random_next_always_from_the_other(tmp_path, tokenizer,
-                                                         b24):
+                                                         case):
   doc_a = "apple banana cherry\ngrape lemon mango\npeach plum pear\n"
   doc_b = "zebra yak wolf\nfox tiger lion\nbear deer moose\n"
   path = _write(tmp_path, "two.txt", doc_a + "\n" + doc_b)
   words_a = set(tokenizer.tokenize(doc_a))
   words_b = set(tokenizer.tokenize(doc_b))
   assert not words_a & words_b
-  instances = _create([path], tokenizer, b24, dupe_factor=40)
+  instances = _create([path], tokenizer, case, dupe_factor=40)
   num_random = 0
   for instance in instances:
     tokens = _original_tokens(instance)
@@ -194,13 +191,13 @@ def test_worker_part_with_one_document_is_refused(tmp_path, tokenizer):
 
 
 @pytest.mark.slow
-def test_cli_single_document_one_line_error(tmp_path, b24):
+def test_cli_single_document_one_line_error(tmp_path, case):
   path = _write(tmp_path, "one_doc.txt",
-                "\n".join(b24["input"]["input_file_lines"]) + "\n")
+                "\n".join(case["input"]["input_file_lines"]) + "\n")
   proc = run_script(
       "create_pretraining_data.py",
       ["--input_file=" + path, "--output_file=" + str(tmp_path / "o"),
-       "--vocab_file=" + shared_path(*_UNCASED_VOCAB),
+       "--vocab_file=" + data_path(*_UNCASED_VOCAB),
        "--max_seq_length=16", "--max_predictions_per_seq=3",
        "--dupe_factor=2"], timeout=600, env={"TF_CPP_MIN_LOG_LEVEL": "3"})
   assert proc.returncode == 1

@@ -1,8 +1,8 @@
-"""Bug-report cases B15, B17, B18, B20 (run_squad) and their neighbours.
+"""Bug-report cases on run_squad, and their neighbours.
 
-B15 answer offsets (wrong offset / NBSP mismatch skipped), B17 doc-stride
-windows, B18 SQuAD 2.0 impossible questions, B20 mapping the predicted text
-back onto the original words (the reference's NBSP bug is fixed here for
+Answer offsets (a wrong offset or an NBSP mismatch is skipped), doc-stride
+windows, SQuAD 2.0 impossible questions, and mapping the predicted text back
+onto the original words (the reference's NBSP bug is fixed here for
 every character the tokenizer drops or treats as a space).
 """
 
@@ -13,7 +13,7 @@ import unicodedata
 
 import pytest
 
-from helpers import shared_path
+from helpers import data_path
 
 import run_squad
 from bert_tf.tasks.squad import data as squad_data
@@ -21,14 +21,14 @@ import tokenization
 
 
 def _case(name):
-  with open(shared_path("cases", name + ".json"), encoding="utf-8") as f:
+  with open(data_path("cases", name + ".json"), encoding="utf-8") as f:
     return json.load(f)
 
 
 @pytest.fixture(scope="module")
 def tokenizer():
   return tokenization.FullTokenizer(
-      shared_path("data", "vocab", "uncased_L-12_H-768_A-12", "vocab.txt"),
+      data_path("conformance", "tokenization", "vocab.txt"),
       do_lower_case=True)
 
 
@@ -55,12 +55,12 @@ def _convert(examples, tokenizer, inputs, is_training):
 
 
 # ----------------------------------------------------------------------------
-# B15: answer offsets
+# Answer offsets
 # ----------------------------------------------------------------------------
 
 
-def test_b15_expected(tokenizer, tmp_path, caplog):
-  case = _case("B15")
+def test_offset_case(tokenizer, tmp_path, caplog):
+  case = _case("squad_answer_offset_mismatch")
   inputs, expected = case["input"], case["expected"]
   path = _write_json(tmp_path, inputs["squad_json"])
   caplog.set_level("INFO")
@@ -95,8 +95,8 @@ _SPLIT_SPACES = " \u202f"  # the only Zs characters that split document words
 
 @pytest.mark.parametrize("space", _unicode_spaces(), ids=lambda c: "U+%04X" %
                          ord(c))
-def test_b15_answer_inside_a_word_with_any_unicode_space(tokenizer, tmp_path,
-                                                         space):
+def test_offset_answer_inside_a_word_with_any_unicode_space(
+    tokenizer, tmp_path, space):
   context = "The trail is 10%skm long." % space
   path = _write_json(tmp_path, _one_question(context, "km", 16))
   examples = run_squad.read_squad_examples(path, is_training=True)
@@ -119,7 +119,7 @@ def test_b15_answer_inside_a_word_with_any_unicode_space(tokenizer, tmp_path,
 
 @pytest.mark.parametrize("space", _unicode_spaces(), ids=lambda c: "U+%04X" %
                          ord(c))
-def test_b15_answer_written_with_plain_space(tmp_path, space):
+def test_offset_answer_written_with_plain_space(tmp_path, space):
   """'10 km' is found only where the context's space splits words."""
   context = "The trail is 10%skm long." % space
   path = _write_json(tmp_path, _one_question(context, "10 km", 13))
@@ -131,7 +131,7 @@ def test_b15_answer_written_with_plain_space(tmp_path, space):
 
 
 @pytest.mark.parametrize("separator", ["\t", "\n", "\r", "\u202f"])
-def test_b15_other_word_separators_split_the_document(tmp_path, separator):
+def test_offset_other_word_separators_split_the_document(tmp_path, separator):
   context = "The trail is 10%skm long." % separator
   path = _write_json(tmp_path, _one_question(context, "10 km", 13))
   examples = run_squad.read_squad_examples(path, is_training=True)
@@ -140,20 +140,20 @@ def test_b15_other_word_separators_split_the_document(tmp_path, separator):
   assert (examples[0].start_position, examples[0].end_position) == (3, 4)
 
 
-def test_b15_answer_text_whitespace_is_normalized(tmp_path):
+def test_offset_answer_text_whitespace_is_normalized(tmp_path):
   context = "The quick brown fox jumps."
   path = _write_json(tmp_path, _one_question(context, "brown\t fox", 10))
   examples = run_squad.read_squad_examples(path, is_training=True)
   assert (examples[0].start_position, examples[0].end_position) == (2, 3)
 
 
-def test_b15_offset_past_the_context_is_skipped_not_a_crash(tmp_path):
+def test_offset_past_the_context_is_skipped_not_a_crash(tmp_path):
   path = _write_json(tmp_path, _one_question("Short.", "Short.", 3))
   assert run_squad.read_squad_examples(path, is_training=True) == []
 
 
 # ----------------------------------------------------------------------------
-# B17: doc_stride windows
+# doc_stride windows
 # ----------------------------------------------------------------------------
 
 
@@ -169,8 +169,8 @@ def _features_as_case(features, is_training):
   return rows
 
 
-def test_b17_expected(tokenizer, tmp_path):
-  case = _case("B17")
+def test_windows_case(tokenizer, tmp_path):
+  case = _case("squad_doc_stride_windows")
   inputs, expected = case["input"], case["expected"]
   path = _write_json(tmp_path, inputs["squad_json"])
   train = _convert(run_squad.read_squad_examples(path, True), tokenizer,
@@ -199,13 +199,13 @@ def test_b17_expected(tokenizer, tmp_path):
     (1, 1, 1, [(0, 1)]),
     (0, 4, 2, []),
 ])
-def test_b17_doc_spans(num_tokens, max_tokens, stride, starts):
+def test_windows_doc_spans(num_tokens, max_tokens, stride, starts):
   spans = squad_data.doc_spans(
       num_tokens, max_tokens, stride)
   assert [(s.start, s.length) for s in spans] == starts
 
 
-def test_b17_max_context_tie_goes_to_the_earlier_span():
+def test_windows_max_context_tie_goes_to_the_earlier_span():
   span = squad_data.DocSpan  # pylint: disable=protected-access
   spans = [span(0, 5), span(2, 5)]
   is_max = squad_data.is_max_context
@@ -214,8 +214,8 @@ def test_b17_max_context_tie_goes_to_the_earlier_span():
 
 
 @pytest.mark.parametrize("stride", [1, 2, 3, 5, 8, 100])
-def test_b17_every_token_has_exactly_one_max_context_window(tokenizer,
-                                                            tmp_path, stride):
+def test_windows_every_token_has_exactly_one_max_context_window(
+    tokenizer, tmp_path, stride):
   context = ("alpha beta gamma delta epsilon zeta eta theta iota kappa "
              "lambda mu nu xi omicron pi rho sigma tau upsilon")
   path = _write_json(tmp_path, _one_question(context, "sigma",
@@ -248,7 +248,7 @@ def test_b17_every_token_has_exactly_one_max_context_window(tokenizer,
              for f in features if f not in holding)
 
 
-def test_b17_answer_straddling_windows_is_labelled_only_where_whole(
+def test_windows_answer_straddling_windows_is_labelled_only_where_whole(
     tokenizer, tmp_path):
   context = "one two three four five six seven eight nine ten"
   path = _write_json(tmp_path, _one_question(context, "four five six", 14))
@@ -264,12 +264,12 @@ def test_b17_answer_straddling_windows_is_labelled_only_where_whole(
 
 
 # ----------------------------------------------------------------------------
-# B18: SQuAD 2.0 impossible questions
+# SQuAD 2.0 impossible questions
 # ----------------------------------------------------------------------------
 
 
-def test_b18_expected(tokenizer, tmp_path):
-  case = _case("B18")
+def test_impossible_case(tokenizer, tmp_path):
+  case = _case("squad_v2_impossible_questions")
   inputs, expected = case["input"], case["expected"]
   path = _write_json(tmp_path, inputs["squad_json"])
   with pytest.raises(ValueError) as error:
@@ -290,9 +290,10 @@ def test_b18_expected(tokenizer, tmp_path):
 
 
 @pytest.mark.parametrize("flag", [False, True])
-def test_b18_prediction_mode_reads_impossible_questions_either_way(
+def test_impossible_questions_read_in_prediction_mode_either_way(
     tmp_path, flag):
-  path = _write_json(tmp_path, _case("B18")["input"]["squad_json"])
+  path = _write_json(
+      tmp_path, _case("squad_v2_impossible_questions")["input"]["squad_json"])
   examples = run_squad.read_squad_examples(path, False,
                                            version_2_with_negative=flag)
   assert [(e.qas_id, e.is_impossible, e.start_position, e.orig_answer_text)
@@ -300,7 +301,7 @@ def test_b18_prediction_mode_reads_impossible_questions_either_way(
                                  ("i2", False, None, None)]
 
 
-def test_b18_v1_data_under_the_v2_flag_is_all_answerable(tmp_path):
+def test_impossible_v1_data_under_the_v2_flag_is_all_answerable(tmp_path):
   path = _write_json(tmp_path, _one_question("Paris is big.", "Paris", 0))
   examples = run_squad.read_squad_examples(path, True,
                                            version_2_with_negative=True)
@@ -308,9 +309,9 @@ def test_b18_v1_data_under_the_v2_flag_is_all_answerable(tmp_path):
       (0, False)]
 
 
-def test_b18_answerable_training_question_with_two_answers_is_refused(
+def test_impossible_answerable_training_question_with_two_answers_is_refused(
     tmp_path):
-  data = _case("B18")["input"]["squad_json"]
+  data = _case("squad_v2_impossible_questions")["input"]["squad_json"]
   qa = data["data"][0]["paragraphs"][0]["qas"][0]
   qa["answers"].append({"text": "Paris", "answer_start": 0})
   path = _write_json(tmp_path, data)
@@ -318,7 +319,7 @@ def test_b18_answerable_training_question_with_two_answers_is_refused(
     run_squad.read_squad_examples(path, True, version_2_with_negative=True)
 
 
-def test_b18_impossible_question_ignores_plausible_answers_and_spans(
+def test_impossible_question_ignores_plausible_answers_and_spans(
     tokenizer, tmp_path):
   context = " ".join("word%d" % i for i in range(30))
   data = {"data": [{"paragraphs": [{"context": context, "qas": [{
@@ -358,8 +359,8 @@ def _predict_one(tokenizer, tmp_path, context, question, span_token,
     (True, 1.0, "Paris", 2.0 - 10.0),   # answer wins
     (False, 8.0, "Paris", None),        # 1.1: never null
 ])
-def test_b18_null_answer_decision(tokenizer, tmp_path, version_2, cls_logit,
-                                  text, odds):
+def test_impossible_null_answer_decision(tokenizer, tmp_path, version_2,
+                                         cls_logit, text, odds):
   written = _predict_one(tokenizer, tmp_path, "Paris is the capital.",
                          "Capital of Mars?", "paris", version_2, cls_logit)
   assert written.predictions == {"q": text}
@@ -372,7 +373,7 @@ def test_b18_null_answer_decision(tokenizer, tmp_path, version_2, cls_logit,
 
 
 # ----------------------------------------------------------------------------
-# B20: mapping the predicted text back onto the original words
+# Mapping the predicted text back onto the original words
 # ----------------------------------------------------------------------------
 
 
@@ -399,8 +400,8 @@ def _reference_final_text(pred_text, orig_text, do_lower_case):
   return orig_text[orig_map[tok_inverse[start]]:orig_map[tok_inverse[end]] + 1]
 
 
-def _b20_rows():
-  case = _case("B20")
+def _final_text_rows():
+  case = _case("squad_final_text_alignment")
   rows = []
   for pred, orig, lower in case["input"]["cases"]:
     key = "%s|%s|%s" % (pred, orig, lower)
@@ -409,13 +410,13 @@ def _b20_rows():
   return rows
 
 
-def test_b20_expected_right_values():
-  for pred, orig, lower, right, _ in _b20_rows():
+def test_final_text_case_right_values():
+  for pred, orig, lower, right, _ in _final_text_rows():
     assert run_squad.get_final_text(pred, orig, lower) == right, (pred, orig)
 
 
-def test_b20_only_the_nbsp_row_differs_from_the_reference():
-  for pred, orig, lower, right, original in _b20_rows():
+def test_final_text_only_the_nbsp_row_differs_from_the_reference():
+  for pred, orig, lower, right, original in _final_text_rows():
     assert _reference_final_text(pred, orig, lower) == original
     assert (right != original) == ("\u00a0" in orig and pred == "km")
 
@@ -430,14 +431,14 @@ _INVISIBLE = sorted(set(_chars_in({"Zs", "Zl", "Zp", "Cc", "Cf"}) +
                         ["\u0000", "\ufffd"]))
 
 
-def test_b20_neighbour_character_classes_are_covered():
+def test_final_text_neighbour_character_classes_are_covered():
   assert len(_INVISIBLE) >= 240  # 17 Zs, 2 Zl/Zp, 65 Cc, 160+ Cf, U+FFFD
   for char in "\u00a0\u2007\u202f\u3000\u2028\u200b\u200d\u00ad\ufeff\x85":
     assert char in _INVISIBLE
 
 
 @pytest.mark.parametrize("lower", [True, False])
-def test_b20_every_invisible_character_inside_a_word(lower):
+def test_final_text_every_invisible_character_inside_a_word(lower):
   failures = []
   for char in _INVISIBLE:
     orig = "10%skm" % char
@@ -449,7 +450,7 @@ def test_b20_every_invisible_character_inside_a_word(lower):
 
 
 @pytest.mark.parametrize("lower", [True, False])
-def test_b20_invisible_character_between_words_keeps_the_span(lower):
+def test_final_text_invisible_character_between_words_keeps_the_span(lower):
   basic = tokenization.BasicTokenizer(do_lower_case=lower)
   failures = []
   for char in _INVISIBLE:
@@ -473,13 +474,15 @@ def test_b20_invisible_character_between_words_keeps_the_span(lower):
     ("paris", "Paris.", False, "Paris."),             # not found: all
     ("bogus", "Paris\u00a0France", True, "Paris\u00a0France"),  # not found
 ])
-def test_b20_other_length_changing_normalizations(pred, orig, lower, want):
+def test_final_text_other_length_changing_normalizations(pred, orig, lower,
+                                                         want):
   assert run_squad.get_final_text(pred, orig, lower) == want
 
 
-def test_b20_same_as_reference_on_texts_without_such_characters(tokenizer):
+def test_final_text_same_as_reference_on_texts_without_such_characters(
+    tokenizer):
   """On real SQuAD words, every sub-span maps exactly as the reference."""
-  path = shared_path("conformance", "squad", "v1.1", "input_dev.json")
+  path = data_path("conformance", "squad", "v1.1", "input_dev.json")
   examples = run_squad.read_squad_examples(path, False)
   basic = tokenization.BasicTokenizer(do_lower_case=True)
   checked = 0
@@ -497,7 +500,8 @@ def test_b20_same_as_reference_on_texts_without_such_characters(tokenizer):
   assert checked > 1000
 
 
-def test_b20_prediction_of_a_word_with_nbsp_end_to_end(tokenizer, tmp_path):
+def test_final_text_prediction_of_a_word_with_nbsp_end_to_end(tokenizer,
+                                                              tmp_path):
   written = _predict_one(tokenizer, tmp_path, "The trail is 10\u00a0km long.",
                          "Which unit?", "km", False, 0.0)
   assert written.predictions == {"q": "km"}

@@ -1,10 +1,12 @@
-"""Bug-report cases B01-B14 (tokenization/*, config/*) and their neighbours.
+"""Bug-report cases on tokenization and the casing flag, and their neighbours.
 
-Each `test_bNN_*` reads `$BERT_SHARED_DIR/cases/BNN.json` and asserts its
-`expected` (or `right` where a case gives one) exactly, with the standard
-BERT-Base uncased vocab. The `test_*_kind_*` tests then check the case's whole
-kind: every Cc/Cf and Zs character, every CJK block boundary and its outside
-neighbours, accents across scripts, emoji variants, and word lengths around
+Each `test_case_*` reads one `tests/data/cases/tokenization_*.json` (or
+`casing_flag_matches_checkpoint.json`) and asserts its `expected` (or `right`
+where a case gives one) exactly, with the BERT-Base uncased vocab (its
+conformance subset, which keeps the released id of every token these texts
+reach). The `test_*_kind_*` tests then check the case's whole kind: every
+Cc/Cf and Zs character, every CJK block boundary and its outside neighbours,
+accents across scripts, emoji variants, and word lengths around
 `max_input_chars_per_word` after lowercasing expansions. Where a case records
 a quirk the released checkpoints were trained with, the reference behaviour is
 kept (see the "kept for parity" comments in tokenization.py).
@@ -15,16 +17,16 @@ import unicodedata
 
 import pytest
 
-from helpers import shared_path
+from helpers import data_path
 import tokenization
 
-_UNCASED_VOCAB = ("data", "vocab", "uncased_L-12_H-768_A-12", "vocab.txt")
+_UNCASED_VOCAB = ("conformance", "tokenization", "vocab.txt")
 
 
 @pytest.fixture(scope="module")
 def uncased():
   """FullTokenizers on the standard uncased vocab: {do_lower_case: tokenizer}."""
-  path = shared_path(*_UNCASED_VOCAB)
+  path = data_path(*_UNCASED_VOCAB)
   return {lower: tokenization.FullTokenizer(path, lower) for lower in (True, False)}
 
 
@@ -38,10 +40,10 @@ def chars_by_category():
   return groups
 
 
-def _load_case(case_id, category_prefix):
-  with open(shared_path("cases", case_id + ".json"), encoding="utf-8") as f:
+def _load_case(name, category_prefix):
+  with open(data_path("cases", name + ".json"), encoding="utf-8") as f:
     case = json.load(f)
-  assert case["id"] == case_id
+  assert case["id"] == name
   assert case["category"].startswith(category_prefix)
   return case, case.get("right", case["expected"])
 
@@ -76,43 +78,50 @@ def _check_single_text(case, answer, uncased):
 # One test per case file.
 
 
-def test_b01_korean_hangul_decomposes_to_jamo_when_lowercasing(uncased):
-  case, answer = _load_case("B01", "tokenization/")
+def test_case_korean_hangul_decomposes_to_jamo_when_lowercasing(uncased):
+  case, answer = _load_case("tokenization_hangul_decomposes_to_jamo",
+                            "tokenization/")
   _check_casing_keyed_cases(case, answer, uncased)
 
 
-def test_b03_lowercasing_strips_accents_casing_keeps_them(uncased):
-  case, answer = _load_case("B03", "tokenization/")
+def test_case_lowercasing_strips_accents_casing_keeps_them(uncased):
+  case, answer = _load_case("tokenization_lowercasing_strips_accents",
+                            "tokenization/")
   for number, item in enumerate(case["input"]["cases"], 1):
     key = "case%d" % number
     _check_tokens_and_ids(uncased[item["do_lower_case"]], item["text"],
                           answer[key], answer.get(key + "_ids"))
 
 
-def test_b04_control_and_format_chars_are_deleted_not_split(uncased):
-  case, answer = _load_case("B04", "tokenization/")
+def test_case_control_and_format_chars_are_deleted_not_split(uncased):
+  case, answer = _load_case("tokenization_control_chars_are_deleted",
+                            "tokenization/")
   _check_casing_keyed_cases(case, answer, uncased)
 
 
-def test_b05_tab_newline_cr_split_vt_ff_join(uncased):
-  case, answer = _load_case("B05", "tokenization/")
+def test_case_tab_newline_cr_split_vt_ff_join(uncased):
+  case, answer = _load_case(
+      "tokenization_tab_newline_split_other_controls_join", "tokenization/")
   tokenizer = uncased[case["input"]["do_lower_case"]]
   for text in case["input"]["cases"]:
     _check_tokens_and_ids(tokenizer, text, answer[text])
 
 
-def test_b06_unicode_spaces_split_nel_joins(uncased):
-  case, answer = _load_case("B06", "tokenization/")
+def test_case_unicode_spaces_split_nel_joins(uncased):
+  case, answer = _load_case("tokenization_unicode_spaces_split",
+                            "tokenization/")
   _check_single_text(case, answer, uncased)
 
 
-def test_b08_each_cjk_char_is_its_own_word(uncased):
-  case, answer = _load_case("B08", "tokenization/")
+def test_case_each_cjk_char_is_its_own_word(uncased):
+  case, answer = _load_case("tokenization_cjk_char_out_of_vocab",
+                            "tokenization/")
   _check_single_text(case, answer, uncased)
 
 
-def test_b09_emoji_glued_to_word_makes_it_unk(uncased):
-  case, answer = _load_case("B09", "tokenization/")
+def test_case_emoji_glued_to_word_makes_it_unk(uncased):
+  case, answer = _load_case("tokenization_emoji_glued_to_word",
+                            "tokenization/")
   _check_single_text(case, answer, uncased)
 
 
@@ -124,8 +133,9 @@ def _expand_summary(summary):
   return [summary]
 
 
-def test_b10_words_over_200_chars_after_basic_tokenization_are_unk(uncased):
-  case, answer = _load_case("B10", "tokenization/")
+def test_case_words_over_200_chars_after_basic_tokenization_are_unk(uncased):
+  case, answer = _load_case("tokenization_words_over_200_chars",
+                            "tokenization/")
   tokenizer = uncased[case["input"]["do_lower_case"]]
   texts = {"a*200": "a" * 200, "a*201": "a" * 201,
            "eacute_nfd*100": "e\u0301" * 100}
@@ -141,13 +151,14 @@ def test_b10_words_over_200_chars_after_basic_tokenization_are_unk(uncased):
     _check_tokens_and_ids(tokenizer, text, want)
 
 
-def test_b12_special_tokens_in_raw_text_are_split(uncased):
-  case, answer = _load_case("B12", "tokenization/")
+def test_case_special_tokens_in_raw_text_are_split(uncased):
+  case, answer = _load_case("tokenization_special_tokens_in_text",
+                            "tokenization/")
   _check_casing_keyed_cases(case, answer, uncased)
 
 
-def test_b14_casing_flag_must_match_known_checkpoint(uncased):
-  case, answer = _load_case("B14", "config/")
+def test_case_casing_flag_must_match_known_checkpoint(uncased):
+  case, answer = _load_case("casing_flag_matches_checkpoint", "config/")
   assert len(answer["checks"]) == len(case["input"]["checks"]) == 8
   for check in case["input"]["checks"]:
     flag, path = check.split("|", 1)

@@ -5,6 +5,7 @@ import os
 
 import pytest
 
+from helpers import data_path
 from helpers import read_lines
 from helpers import shared_path
 from helpers import write_tsv
@@ -187,7 +188,7 @@ def test_stsb_processor_reads_float_scores(tmp_path):
   assert [e.label for e in train][:2] == ["5.000", "3.800"]
   assert len(processor.get_test_examples(data_dir)) == 2
   tokenizer = tokenization.FullTokenizer(
-      shared_path("conformance", "modeling", "vocab.txt"))
+      data_path("conformance", "modeling", "vocab.txt"))
   feature = run_classifier.convert_single_example(0, train[1], None, 16,
                                                   tokenizer)
   assert feature.label_id == pytest.approx(3.8)

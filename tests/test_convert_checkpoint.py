@@ -14,6 +14,7 @@ import pytest
 from safetensors.numpy import save_file
 import tensorflow.compat.v1 as tf
 
+from helpers import data_path
 from helpers import import_or_skip
 from helpers import run_script
 from helpers import shared_path
@@ -58,7 +59,7 @@ def _run_cli(*args):
 
 def _conformance_dir():
   return os.path.dirname(
-      shared_path("conformance", "modeling", "bert_config.json"))
+      data_path("conformance", "modeling", "bert_config.json"))
 
 
 def _read_checkpoint(prefix):

@@ -18,10 +18,10 @@ import types
 import pytest
 import tensorflow.compat.v1 as tf
 
+from helpers import data_path
 from helpers import REPO_ROOT
 from helpers import script_command
 from helpers import script_env
-from helpers import shared_path
 from helpers import write_corpus
 from helpers import skip_or_fail
 import create_pretraining_data as cpd
@@ -46,7 +46,7 @@ _tokenizers = {}
 
 
 def _conf(*parts):
-  return shared_path("conformance", "pretraining_data", *parts)
+  return data_path("conformance", "pretraining_data", *parts)
 
 
 def _tokenizer(vocab_name):
@@ -293,7 +293,7 @@ def _cli_cases(root):
                    "--vocab_file=" + _conf("vocab.txt")],
       "empty": ["--input_file=" + str(empty),
                 "--vocab_file=" + _conf("vocab.txt")],
-      "bad_vocab": ["--input_file=" + _conf("sample_text.txt"),
+      "bad_vocab": ["--input_file=" + _conf("zh_sample.txt"),
                     "--vocab_file=" + str(vocab)],
   }
   runs = {}

@@ -1,4 +1,4 @@
-"""Data-parallel training on tf.distribute (issue #14), on CPU replicas.
+"""Data-parallel training on tf.distribute, on CPU replicas.
 
 (a) two logical CPU replicas vs one device through run_pretraining.py;
 (b) two worker processes over loopback (TF_CONFIG on 127.0.0.1), a kill and
@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
-from helpers import shared_path
+from helpers import data_path
 import distribute_helpers as helpers
 from bert_tf.train import distribute as distribute_utils
 from bert_tf.cli import startup
@@ -32,7 +32,7 @@ def _setup(tmp_path):
   hold different numbers of predictions.
   """
   data = _write_records(str(tmp_path / "data.tfrecord"), 16, uneven=True)
-  with open(shared_path("conformance", "modeling", "bert_config.json")) as f:
+  with open(data_path("conformance", "modeling", "bert_config.json")) as f:
     config = json.load(f)
   config.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
   config_path = str(tmp_path / "bert_config.json")

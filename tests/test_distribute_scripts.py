@@ -1,4 +1,4 @@
-"""The fine-tuning scripts on tf.distribute (issue #14), on CPU replicas.
+"""The fine-tuning scripts on tf.distribute, on CPU replicas.
 
 run_classifier.py, run_squad.py and run_ner.py on two logical CPU replicas
 against one device (same global batch, dropout off): every replica's copy

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
+from helpers import data_path
 from helpers import REPO_ROOT
 from helpers import shared_path
 
@@ -39,7 +40,7 @@ _SAVED_MODEL_CLI = os.path.join(os.path.dirname(sys.executable),
 
 
 def _model_file(name):
-  return os.path.join(shared_path("conformance", "modeling"), name)
+  return os.path.join(data_path("conformance", "modeling"), name)
 
 
 def _bert_config():

@@ -5,8 +5,8 @@ import os
 
 import pytest
 
+from helpers import data_path
 from helpers import run_script
-from helpers import shared_path
 from helpers import tiny_model_flags
 
 import extract_features
@@ -14,7 +14,7 @@ import tokenization
 
 
 def _conformance(name):
-  return shared_path("conformance", "extract_features", name)
+  return data_path("conformance", "extract_features", name)
 
 
 def _read_jsonl(path):

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
-from helpers import shared_path
+from helpers import data_path
 import modeling
 
 _OUTPUT_KEYS = ("embedding_output", "all_encoder_layers_0",
@@ -16,7 +16,7 @@ _OUTPUT_KEYS = ("embedding_output", "all_encoder_layers_0",
 
 
 def _conformance(name):
-  return shared_path("conformance", "modeling", name)
+  return data_path("conformance", "modeling", name)
 
 
 def _tiny_config(**overrides):

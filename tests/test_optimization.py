@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
-from helpers import shared_path
+from helpers import data_path
 import optimization
 
 # The tiny graph of conformance/optimization (README section 3), in order.
@@ -45,7 +45,7 @@ def schedule_values(init_lr, num_train_steps, num_warmup_steps, steps):
 
 
 def test_learning_rate_schedule_matches_reference():
-  path = shared_path("conformance", "optimization", "lr_schedule.json")
+  path = data_path("conformance", "optimization", "lr_schedule.json")
   with open(path) as f:
     cases = json.load(f)
   assert len(cases) == 5
@@ -78,7 +78,7 @@ def _build_tiny_graph(data):
 
 @pytest.mark.parametrize("file_name", ["steps.npz", "steps_noclip.npz"])
 def test_twenty_adamw_steps_match_reference(file_name):
-  data = np.load(shared_path("conformance", "optimization", file_name))
+  data = np.load(data_path("conformance", "optimization", file_name))
   with tf.Graph().as_default():
     loss = _build_tiny_graph(data)
     train_op = optimization.create_optimizer(

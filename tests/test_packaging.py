@@ -11,11 +11,11 @@ import sysconfig
 
 import pytest
 
+from helpers import data_path
 from helpers import import_or_skip
 from helpers import read_lines
 from helpers import REPO_ROOT
 from helpers import script_env
-from helpers import shared_path
 from helpers import tiny_model_flags
 
 import tokenization
@@ -220,7 +220,7 @@ def test_install_into_fresh_venv_gives_working_console_commands(tmp_path):
   rows = [json.loads(line) for line in read_lines(str(output_file))]
   assert [row["linex_index"] for row in rows] == [0, 1]
   tokenizer = tokenization.FullTokenizer(
-      shared_path("conformance", "extract_features", "vocab.txt"))
+      data_path("conformance", "extract_features", "vocab.txt"))
   assert [f["token"] for f in rows[1]["features"]] == (
       ["[CLS]"] + tokenizer.tokenize("single line") + ["[SEP]"])
   assert len(rows[0]["features"][0]["layers"][0]["values"]) == 32

@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
-from helpers import shared_path
+from helpers import data_path
 import modeling
 
 
 def _conformance(name):
-  return shared_path("conformance", "modeling", name)
+  return data_path("conformance", "modeling", name)
 
 
 def _encoder_outputs(compute_dtype, is_training=False):

@@ -10,8 +10,8 @@ import random
 import pytest
 import tensorflow.compat.v1 as tf
 
+from helpers import data_path
 from helpers import skip_or_fail
-from helpers import shared_path
 from helpers import write_corpus
 import create_pretraining_data as cpd
 from bert_tf.tasks.pretraining import data as pdu
@@ -21,7 +21,7 @@ _tokenizers = {}
 
 
 def _conf(*parts):
-  return shared_path("conformance", "pretraining_data", *parts)
+  return data_path("conformance", "pretraining_data", *parts)
 
 
 def _tokenizer(vocab_name="vocab.txt"):

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
+from helpers import data_path
 from helpers import read_lines
 from helpers import run_script
 from helpers import shared_path
@@ -47,7 +48,7 @@ def _eval_results(path):
 
 
 def _conformance_examples(task):
-  data_dir = shared_path("conformance", "classifier", task, "data")
+  data_dir = data_path("conformance", "classifier", task, "data")
   processor = run_classifier.get_processor(task)
   rows = [("train", e) for e in processor.get_train_examples(data_dir)]
   rows += [("dev", e) for e in processor.get_dev_examples(data_dir)]
@@ -60,7 +61,7 @@ def _conformance_examples(task):
 @pytest.mark.parametrize("max_seq_length", [128, 32])
 @pytest.mark.parametrize("task", _CONFORMANCE_TASKS)
 def test_features_match_reference(task, max_seq_length):
-  folder = shared_path("conformance", "classifier", task)
+  folder = data_path("conformance", "classifier", task)
   with open(os.path.join(folder, "info.json"), encoding="utf-8") as f:
     info = json.load(f)
   tokenizer = tokenization.FullTokenizer(
@@ -87,7 +88,7 @@ def test_features_match_reference(task, max_seq_length):
 
 
 def test_convert_examples_to_features_matches_single_conversion():
-  folder = shared_path("conformance", "classifier", "MNLI")
+  folder = data_path("conformance", "classifier", "MNLI")
   tokenizer = tokenization.FullTokenizer(os.path.join(folder, "vocab.txt"))
   label_list, rows = _conformance_examples("MNLI")
   examples = [e for _, e in rows]
@@ -100,7 +101,7 @@ def test_convert_examples_to_features_matches_single_conversion():
 
 
 def test_mrpc_train_tf_record_matches_reference(tmp_path):
-  folder = shared_path("conformance", "classifier", "MRPC")
+  folder = data_path("conformance", "classifier", "MRPC")
   tokenizer = tokenization.FullTokenizer(os.path.join(folder, "vocab.txt"))
   processor = classifier_data.MrpcProcessor()
   examples = processor.get_train_examples(os.path.join(folder, "data"))
@@ -130,7 +131,7 @@ def test_mrpc_train_tf_record_matches_reference(tmp_path):
 
 
 def test_input_fn_reads_back_the_records(tmp_path):
-  folder = shared_path("conformance", "classifier", "CoLA")
+  folder = data_path("conformance", "classifier", "CoLA")
   tokenizer = tokenization.FullTokenizer(os.path.join(folder, "vocab.txt"))
   processor = classifier_data.ColaProcessor()
   examples = processor.get_dev_examples(os.path.join(folder, "data"))[:5]
@@ -157,7 +158,7 @@ def test_input_fn_reads_back_the_records(tmp_path):
 
 
 def test_model_fn_initializes_bert_from_checkpoint_and_adds_head():
-  model_dir = shared_path("conformance", "modeling")
+  model_dir = data_path("conformance", "modeling")
   config = modeling.BertConfig.from_json_file(
       os.path.join(model_dir, "bert_config.json"))
   checkpoint = os.path.join(model_dir, "bert_model.ckpt")
@@ -232,7 +233,7 @@ def test_cli_refuses_long_max_seq_length_before_running(tmp_path):
 
 @pytest.mark.slow
 def test_cli_refuses_case_contradicting_checkpoint_name(tmp_path):
-  model_dir = shared_path("conformance", "modeling")
+  model_dir = data_path("conformance", "modeling")
   output_dir = str(tmp_path / "out")
   result = _run_script(
       ["--task_name=mrpc", "--do_predict",
@@ -251,9 +252,9 @@ def test_cli_refuses_case_contradicting_checkpoint_name(tmp_path):
 
 @pytest.mark.slow
 def test_cli_refuses_vocab_larger_than_the_model(tmp_path):
-  model_dir = shared_path("conformance", "modeling")
+  model_dir = data_path("conformance", "modeling")
   output_dir = str(tmp_path / "out")
-  vocab = shared_path("data", "vocab", "cased_L-12_H-768_A-12", "vocab.txt")
+  vocab = data_path("conformance", "tokenization", "vocab_cased.txt")
   result = _run_script(
       ["--task_name=mrpc", "--do_predict", "--do_lower_case=False",
        "--max_seq_length=32",

@@ -17,6 +17,7 @@ import pytest
 from seqeval.metrics.sequence_labeling import get_entities
 import tensorflow.compat.v1 as tf
 
+from helpers import data_path
 from helpers import import_or_skip
 from helpers import REPO_ROOT
 from helpers import shared_path
@@ -82,7 +83,7 @@ def _run_script(args, timeout=300):
 
 
 def _tiny_model_flags():
-  model_dir = shared_path("conformance", "modeling")
+  model_dir = data_path("conformance", "modeling")
   return ["--vocab_file=%s" % os.path.join(model_dir, "vocab.txt"),
           "--bert_config_file=%s" % os.path.join(model_dir,
                                                   "bert_config.json"),
@@ -413,7 +414,7 @@ def test_token_only_file_reads_without_labels(tmp_path):
 
 def _tiny_config():
   return modeling.BertConfig.from_json_file(
-      shared_path("conformance", "modeling", "bert_config.json"))
+      data_path("conformance", "modeling", "bert_config.json"))
 
 
 def test_create_model_loss_weights_first_pieces_only():
@@ -448,7 +449,7 @@ def test_token_classifier_converts_to_hf_with_equal_outputs(tmp_path):
   transformers = import_or_skip("transformers",
                                 "./setup.sh --test")
   torch.set_num_threads(1)
-  model_dir = shared_path("conformance", "modeling")
+  model_dir = data_path("conformance", "modeling")
   reader = tf.train.load_checkpoint(os.path.join(model_dir,
                                                  "bert_model.ckpt"))
   weights = {n: reader.get_tensor(n) for n in reader.get_variable_to_shape_map()
@@ -511,7 +512,7 @@ def test_token_classifier_converts_to_hf_with_equal_outputs(tmp_path):
 
 
 def test_sequence_classifier_conversion_is_unchanged():
-  with open(shared_path("conformance", "modeling", "bert_config.json")) as f:
+  with open(data_path("conformance", "modeling", "bert_config.json")) as f:
     table = convert_checkpoint.tensor_table(json.load(f))
   names = {e.hf_name: e.tf_name for e in table}
   assert names["classifier.weight"] == "output_weights"

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
+from helpers import data_path
 from helpers import run_script
-from helpers import shared_path
 from bert_tf.train import estimator as estimator_utils
 from bert_tf import io as io_utils
 import modeling
@@ -19,7 +19,7 @@ _PREDS = 4
 
 
 def _conformance(name):
-  return shared_path("conformance", "modeling", name)
+  return data_path("conformance", "modeling", name)
 
 
 def _checkpoint():

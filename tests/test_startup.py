@@ -9,9 +9,9 @@ from absl import flags
 import pytest
 import tensorflow.compat.v1 as tf
 
+from helpers import data_path
 from helpers import REPO_ROOT
 from helpers import script_env
-from helpers import shared_path
 
 import modeling
 from bert_tf.cli import startup
@@ -116,7 +116,7 @@ def test_resolve_init_checkpoint_takes_a_released_model_folder(tmp_path):
 
 
 def test_prepare_model_reports_every_problem_together(tmp_path):
-  shared_model = shared_path("conformance", "modeling")
+  shared_model = data_path("conformance", "modeling")
   config = os.path.join(shared_model, "bert_config.json")
   with pytest.raises(ValueError) as info:
     startup.prepare_model(
@@ -135,7 +135,7 @@ def test_prepare_model_reports_every_problem_together(tmp_path):
 
 
 def test_prepare_model_returns_config_checkpoint_and_tokenizer(tmp_path):
-  model_dir = shared_path("conformance", "modeling")
+  model_dir = data_path("conformance", "modeling")
   model = startup.prepare_model(
       os.path.join(model_dir, "bert_config.json"), 64, model_dir, True,
       os.path.join(model_dir, "vocab.txt"), str(tmp_path / "out"))

@@ -19,9 +19,9 @@ import unicodedata
 
 import pytest
 
+from helpers import data_path
 from helpers import import_or_skip
 from helpers import REPO_ROOT
-from helpers import shared_path
 from helpers import skip_or_fail
 import tokenization
 
@@ -37,8 +37,8 @@ def golden():
   """Loads each vocab once: {name: (rows, {do_lower_case: FullTokenizer})}."""
   loaded = {}
   for name, (cases_file, vocab_file) in _CASE_FILES.items():
-    vocab_path = shared_path("conformance", "tokenization", vocab_file)
-    with open(shared_path("conformance", "tokenization", cases_file),
+    vocab_path = data_path("conformance", "tokenization", vocab_file)
+    with open(data_path("conformance", "tokenization", cases_file),
               encoding="utf-8") as f:
       rows = [json.loads(line) for line in f]
     tokenizers = {lower: tokenization.FullTokenizer(vocab_path, lower)
@@ -172,7 +172,7 @@ def test_load_vocab_empty_file_names_path(tmp_path):
 
 
 def test_chinese_vocab_u2028_line_is_empty_token():
-  path = shared_path("conformance", "tokenization", "vocab_chinese.txt")
+  path = data_path("conformance", "tokenization", "vocab_chinese.txt")
   with open(path, "rb") as f:
     lines = f.read().split(b"\n")
   line_no = lines.index("\u2028".encode("utf-8"))

@@ -11,8 +11,8 @@ import pytest
 import tensorflow as tf_v2
 import tensorflow.compat.v1 as tf
 
+from helpers import data_path
 from helpers import REPO_ROOT
-from helpers import shared_path
 from bert_tf.train import estimator as estimator_utils
 from bert_tf import io as io_utils
 import optimization
@@ -168,7 +168,7 @@ def test_use_xla_compiles_clusters_on_cpu():
 
 
 def _conformance(name):
-  return shared_path("conformance", "modeling", name)
+  return data_path("conformance", "modeling", name)
 
 
 def _write_records(path, num_examples, seed=0):
