@@ -21,7 +21,7 @@ printed with the table.
 Run from the repo root:
   python bench/bench_serving.py   # BERT-Base shape, seq 128
   python bench/bench_serving.py \
-    --bert_config_file=../shared/conformance/modeling/bert_config.json \
+    --bert_config_file=tests/data/conformance/modeling/bert_config.json \
     --seq_length=64
 """
 

@@ -245,8 +245,9 @@ def main(argv):
     if name != _OURS:
       print("- %s: %d lines differ%s" % (
           name, n_diff, "; first: %r" % (example,) if example else ""))
-  cases = os.path.join(os.path.dirname(data_dir), "conformance",
-                       "tokenization", "cases.jsonl")
+  cases = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
+      __file__))), "tests", "data", "conformance", "tokenization",
+                       "cases.jsonl")
   if os.path.exists(cases) and FLAGS.corpus == "en" and not FLAGS.vocab_file:
     print("\nConformance rows (original release's output, uncased vocab, "
           "do_lower_case=%s) reproduced exactly:" % FLAGS.do_lower_case)
