@@ -51,9 +51,9 @@ from bert_tf.tasks import features as feature_utils
 from bert_tf.tasks.classifier import metrics as glue_metrics
 from bert_tf import io as io_utils
 import modeling
-from bert_tf.checks import reliability
 from bert_tf.cli import startup
 import tokenization
+from bert_tf.train import hooks as train_hooks
 from bert_tf.train import options as training_options
 
 FLAGS = flags.FLAGS
@@ -605,7 +605,9 @@ def main(_):
   examples = _read_examples(processor, FLAGS.data_dir, splits)
   tf.io.gfile.makedirs(output_dir)
   if FLAGS.do_train:
-    reliability.start_training(output_dir)
+    # Held until main returns: a second training run into the folder is
+    # refused meanwhile.
+    output_lock = train_hooks.start_training(output_dir)
 
   # 3. The estimator. Steps count updates, of --train_batch_size times
   # --gradient_accumulation_steps examples each.
@@ -640,6 +642,9 @@ def main(_):
     logging.info("  Num examples = %d, batch size = %d, steps = %d",
                  len(examples["train"]), FLAGS.train_batch_size,
                  num_train_steps)
+    run_hooks = train_hooks.training_hooks(
+        output_dir, num_train_steps, FLAGS.save_checkpoints_steps,
+        FLAGS.save_checkpoints_secs, FLAGS.use_tpu)
     estimator.train(
         input_fn=file_based_input_fn_builder(
             train_file, seq_length, is_training=True, drop_remainder=True,
@@ -650,10 +655,8 @@ def main(_):
         hooks=[estimator_utils.ProgressHook(
             update_size, total_steps=num_train_steps,
             every_n_steps=min(100, max(1, num_train_steps // 10)))] +
-        reliability.training_hooks(
-            output_dir, num_train_steps, FLAGS.save_checkpoints_steps,
-            FLAGS.save_checkpoints_secs, FLAGS.use_tpu))
-    reliability.exit_if_preempted(output_dir)
+        run_hooks)
+    train_hooks.exit_if_preempted(output_dir, run_hooks)
   if FLAGS.do_eval:
     logging.info("***** Running evaluation *****")
     eval_file = os.path.join(output_dir, "eval.tf_record")

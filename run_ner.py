@@ -36,8 +36,8 @@ from bert_tf.export import saved_model as export_utils
 from bert_tf import io as io_utils
 import modeling
 from bert_tf.tasks.ner import data as ner_data
-from bert_tf.checks import reliability
 from bert_tf.cli import startup
+from bert_tf.train import hooks as train_hooks
 from bert_tf.train import options as training_options
 
 FLAGS = flags.FLAGS
@@ -316,7 +316,9 @@ def main(_):
   types = ner_data.entity_types(label_list)
   tf.io.gfile.makedirs(FLAGS.output_dir)
   if FLAGS.do_train:
-    reliability.start_training(FLAGS.output_dir)
+    # Held until main returns: a second training run into the folder is
+    # refused meanwhile.
+    output_lock = train_hooks.start_training(FLAGS.output_dir)
   # On TPU every batch is whole; the dev features are both evaluated and
   # predicted, so they fill whole batches of both sizes.
   pad_eval = (math.lcm(FLAGS.eval_batch_size, FLAGS.predict_batch_size)
@@ -356,16 +358,20 @@ def main(_):
     logging.info("***** Running training: %d features, batch %d, %d steps "
                  "*****", len(train_features), FLAGS.train_batch_size,
                  num_train_steps)
+    # The features are written before the hooks' warnings are logged.
+    train_input_fn = _input_fn(FLAGS, train_features, "train",
+                               is_training=True)
+    run_hooks = train_hooks.training_hooks(
+        FLAGS.output_dir, num_train_steps, FLAGS.save_checkpoints_steps,
+        FLAGS.save_checkpoints_secs, FLAGS.use_tpu)
     estimator.train(
-        input_fn=_input_fn(FLAGS, train_features, "train", is_training=True),
+        input_fn=train_input_fn,
         max_steps=num_train_steps,
         hooks=[estimator_utils.ProgressHook(
             update_size, total_steps=num_train_steps,
             every_n_steps=min(100, max(1, num_train_steps // 10)))] +
-        reliability.training_hooks(
-            FLAGS.output_dir, num_train_steps, FLAGS.save_checkpoints_steps,
-            FLAGS.save_checkpoints_secs, FLAGS.use_tpu))
-    reliability.exit_if_preempted(FLAGS.output_dir)
+        run_hooks)
+    train_hooks.exit_if_preempted(FLAGS.output_dir, run_hooks)
   if FLAGS.do_eval:
     path, sentences = files["dev"]
     features = _features(FLAGS, sentences, label_list, tokenizer, path,

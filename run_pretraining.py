@@ -34,8 +34,8 @@ import tensorflow.compat.v1 as tf
 from bert_tf.train import estimator as estimator_utils
 from bert_tf import io as io_utils
 import modeling
-from bert_tf.checks import reliability
 from bert_tf.cli import startup
+from bert_tf.train import hooks as train_hooks
 from bert_tf.train import options as training_options
 
 FLAGS = flags.FLAGS
@@ -421,7 +421,9 @@ def main(_):
   update_size = FLAGS.train_batch_size * training.gradient_accumulation_steps
   tf.io.gfile.makedirs(FLAGS.output_dir)
   if FLAGS.do_train:
-    reliability.start_training(FLAGS.output_dir)
+    # Held until main returns: a second training run into the folder is
+    # refused meanwhile.
+    output_lock = train_hooks.start_training(FLAGS.output_dir)
   logging.info("*** Input files (%d) ***", len(input_files))
   for path in input_files:
     logging.info("  %s", path)
@@ -446,6 +448,10 @@ def main(_):
     logging.info("***** Running training *****")
     logging.info("  Batch size = %d, steps = %d", FLAGS.train_batch_size,
                  FLAGS.num_train_steps)
+    run_hooks = train_hooks.training_hooks(
+        FLAGS.output_dir, FLAGS.num_train_steps,
+        FLAGS.save_checkpoints_steps, FLAGS.save_checkpoints_secs,
+        FLAGS.use_tpu)
     estimator.train(
         input_fn=input_fn_builder(input_files, FLAGS.max_seq_length,
                                   FLAGS.max_predictions_per_seq,
@@ -453,12 +459,8 @@ def main(_):
         max_steps=FLAGS.num_train_steps,
         hooks=[estimator_utils.ProgressHook(
             update_size, total_steps=FLAGS.num_train_steps,
-            every_n_steps=min(100, FLAGS.iterations_per_loop))] +
-        reliability.training_hooks(
-            FLAGS.output_dir, FLAGS.num_train_steps,
-            FLAGS.save_checkpoints_steps, FLAGS.save_checkpoints_secs,
-            FLAGS.use_tpu))
-    reliability.exit_if_preempted(FLAGS.output_dir)
+            every_n_steps=min(100, FLAGS.iterations_per_loop))] + run_hooks)
+    train_hooks.exit_if_preempted(FLAGS.output_dir, run_hooks)
 
   if FLAGS.do_eval:
     logging.info("***** Running evaluation *****")

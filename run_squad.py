@@ -43,7 +43,6 @@ import tensorflow.compat.v1 as tf
 from bert_tf.train import estimator as estimator_utils
 from bert_tf.export import saved_model as export_utils
 import modeling
-from bert_tf.checks import reliability
 # The reference's public names of this module live in squad_data and
 # squad_predictions; code written for it (`run_squad.read_squad_examples`)
 # keeps working.
@@ -60,6 +59,7 @@ from bert_tf.tasks.squad.predictions import score_predictions
 from bert_tf.tasks.squad.predictions import write_predictions
 from bert_tf.cli import startup
 import tokenization
+from bert_tf.train import hooks as train_hooks
 from bert_tf.train import options as training_options
 
 FLAGS = flags.FLAGS
@@ -369,7 +369,9 @@ def main(_):
         FLAGS.warmup_proportion)
   tf.io.gfile.makedirs(out)
   if FLAGS.do_train:
-    reliability.start_training(out)
+    # Held until main returns: a second training run into the folder is
+    # refused meanwhile.
+    output_lock = train_hooks.start_training(out)
 
   # 3. The estimator.
   model_fn = model_fn_builder(
@@ -392,15 +394,16 @@ def main(_):
     logging.info("  %d examples, %d features, batch size %d, %d steps",
                  len(train_examples), num_features, FLAGS.train_batch_size,
                  num_train_steps)
+    run_hooks = train_hooks.training_hooks(
+        out, num_train_steps, FLAGS.save_checkpoints_steps,
+        FLAGS.save_checkpoints_secs, FLAGS.use_tpu)
     estimator.train(
         input_fn=input_fn_builder(train_file, FLAGS.max_seq_length,
                                   is_training=True, drop_remainder=True),
         max_steps=num_train_steps,
         hooks=[estimator_utils.ProgressHook(update_size, num_train_steps)] +
-        reliability.training_hooks(
-            out, num_train_steps, FLAGS.save_checkpoints_steps,
-            FLAGS.save_checkpoints_secs, FLAGS.use_tpu))
-    reliability.exit_if_preempted(out)
+        run_hooks)
+    train_hooks.exit_if_preempted(out, run_hooks)
   if FLAGS.do_predict:
     examples = read_squad_examples(
         FLAGS.predict_file, is_training=False,
