@@ -31,6 +31,7 @@ from absl import flags
 from absl import logging
 import tensorflow.compat.v1 as tf
 
+from bert_tf.checks import records as record_checks
 from bert_tf.train import estimator as estimator_utils
 from bert_tf import io as io_utils
 import modeling
@@ -452,26 +453,28 @@ def main(_):
         FLAGS.output_dir, FLAGS.num_train_steps,
         FLAGS.save_checkpoints_steps, FLAGS.save_checkpoints_secs,
         FLAGS.use_tpu)
-    estimator.train(
-        input_fn=input_fn_builder(input_files, FLAGS.max_seq_length,
-                                  FLAGS.max_predictions_per_seq,
-                                  is_training=True),
-        max_steps=FLAGS.num_train_steps,
-        hooks=[estimator_utils.ProgressHook(
-            update_size, total_steps=FLAGS.num_train_steps,
-            every_n_steps=min(100, FLAGS.iterations_per_loop))] + run_hooks)
+    with record_checks.reading(input_files):
+      estimator.train(
+          input_fn=input_fn_builder(input_files, FLAGS.max_seq_length,
+                                    FLAGS.max_predictions_per_seq,
+                                    is_training=True),
+          max_steps=FLAGS.num_train_steps,
+          hooks=[estimator_utils.ProgressHook(
+              update_size, total_steps=FLAGS.num_train_steps,
+              every_n_steps=min(100, FLAGS.iterations_per_loop))] + run_hooks)
     train_hooks.exit_if_preempted(FLAGS.output_dir, run_hooks)
 
   if FLAGS.do_eval:
     logging.info("***** Running evaluation *****")
     logging.info("  Batch size = %d, at most %d steps", FLAGS.eval_batch_size,
                  FLAGS.max_eval_steps)
-    result = estimator.evaluate(
-        input_fn=input_fn_builder(input_files, FLAGS.max_seq_length,
-                                  FLAGS.max_predictions_per_seq,
-                                  is_training=False,
-                                  use_tpu=FLAGS.use_tpu),
-        steps=FLAGS.max_eval_steps)
+    with record_checks.reading(input_files):
+      result = estimator.evaluate(
+          input_fn=input_fn_builder(input_files, FLAGS.max_seq_length,
+                                    FLAGS.max_predictions_per_seq,
+                                    is_training=False,
+                                    use_tpu=FLAGS.use_tpu),
+          steps=FLAGS.max_eval_steps)
     io_utils.write_eval_results(
         os.path.join(FLAGS.output_dir, "eval_results.txt"), result)
 

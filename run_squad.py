@@ -57,6 +57,7 @@ from bert_tf.tasks.squad.predictions import get_final_text  # pylint: disable=un
 from bert_tf.tasks.squad.predictions import RawResult
 from bert_tf.tasks.squad.predictions import score_predictions
 from bert_tf.tasks.squad.predictions import write_predictions
+from bert_tf.checks import records as record_checks
 from bert_tf.cli import startup
 import tokenization
 from bert_tf.train import hooks as train_hooks
@@ -397,12 +398,13 @@ def main(_):
     run_hooks = train_hooks.training_hooks(
         out, num_train_steps, FLAGS.save_checkpoints_steps,
         FLAGS.save_checkpoints_secs, FLAGS.use_tpu)
-    estimator.train(
-        input_fn=input_fn_builder(train_file, FLAGS.max_seq_length,
-                                  is_training=True, drop_remainder=True),
-        max_steps=num_train_steps,
-        hooks=[estimator_utils.ProgressHook(update_size, num_train_steps)] +
-        run_hooks)
+    with record_checks.reading([train_file]):
+      estimator.train(
+          input_fn=input_fn_builder(train_file, FLAGS.max_seq_length,
+                                    is_training=True, drop_remainder=True),
+          max_steps=num_train_steps,
+          hooks=[estimator_utils.ProgressHook(update_size, num_train_steps)] +
+          run_hooks)
     train_hooks.exit_if_preempted(out, run_hooks)
   if FLAGS.do_predict:
     examples = read_squad_examples(
@@ -414,11 +416,12 @@ def main(_):
     logging.info("***** Running predictions *****")
     logging.info("  %d examples, %d features, batch size %d", len(examples),
                  num_features, FLAGS.predict_batch_size)
-    results = _raw_results(
-        estimator.predict(
-            input_fn_builder(eval_file, FLAGS.max_seq_length,
-                             is_training=False, drop_remainder=False),
-            yield_single_examples=True), num_features)
+    with record_checks.reading([eval_file]):
+      results = _raw_results(
+          estimator.predict(
+              input_fn_builder(eval_file, FLAGS.max_seq_length,
+                               is_training=False, drop_remainder=False),
+              yield_single_examples=True), num_features)
     written = write_predictions(
         examples, metadata, results, FLAGS.n_best_size,
         FLAGS.max_answer_length, FLAGS.do_lower_case,

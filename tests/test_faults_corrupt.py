@@ -60,7 +60,6 @@ def _prepare(**overrides):
 
 def _read_all(paths):
   with tf.Graph().as_default():
-    record_checks.note_record_files(paths)
     batch = tf.data.make_one_shot_iterator(
         tf.data.TFRecordDataset(paths)).get_next()
     with tf.Session() as sess:
@@ -84,12 +83,14 @@ def test_data_loss_names_the_damaged_tfrecord_file(tmp_path, damage):
       f.seek(-1, os.SEEK_CUR)
       f.write(bytes([byte[0] ^ 0xFF]))
   with pytest.raises(tf.errors.DataLossError) as info:
-    _read_all([good, bad])
+    with record_checks.reading([good, bad]):
+      _read_all([good, bad])
   # TensorFlow's own message does not say which file.
   assert "bad.tfrecord" not in info.value.message
-  # The files the failing graph noted that it reads.
+  # The files being read go with the error.
   assert record_checks.record_files_of(info.value) == [good, bad]
-  message = record_checks.explain_data_loss(info.value, [good, bad])
+  message = record_checks.explain_data_loss(
+      info.value, record_checks.record_files_of(info.value))
   assert message.startswith(bad + ": ")
   assert "good.tfrecord" not in message
   assert ("truncated" if damage == "truncate" else "corrupted") in message

@@ -1,11 +1,11 @@
 """Which TFRecord file a `DataLossError` came from.
 
 TensorFlow reports a damaged record as "truncated record at 855" or
-"corrupted record at 450", a byte offset without the file. The input
-pipeline notes the files it reads in the graph it builds
-(`note_record_files`); the error names its failing op, whose graph gives
-them back (`record_files_of`), and `explain_data_loss` checks each of them
-at that offset against the TFRecord framing:
+"corrupted record at 450", a byte offset without the file. A script runs
+each estimator call that reads TFRecords inside `reading(paths)`, which
+gives an escaping `DataLossError` those paths (`record_files_of`);
+`explain_data_loss` checks each of them at that offset against the TFRecord
+framing:
 
   uint64 length, uint32 masked_crc32c(length), data, uint32 masked_crc32c(data)
 
@@ -13,15 +13,13 @@ at that offset against the TFRecord framing:
 `core/lib/hash/crc32c.h` does).
 """
 
+import contextlib
 import re
 import struct
 
 import tensorflow.compat.v1 as tf
 
-__all__ = ["note_record_files", "record_files_of", "explain_data_loss"]
-
-# The graph collection holding the TFRecord paths an input pipeline reads.
-_RECORD_FILES_COLLECTION = "bert_tf_record_files"
+__all__ = ["reading", "record_files_of", "explain_data_loss"]
 
 
 def _crc32c_table():
@@ -47,35 +45,35 @@ def _masked_crc32c(data):
   return ((((crc >> 15) | (crc << 17)) & 0xFFFFFFFF) + 0xA282EAD8) & 0xFFFFFFFF
 
 
-def note_record_files(paths, graph=None):
-  """Notes, in `graph`, the TFRecord files an input pipeline built there
-  reads, so that `record_files_of` finds them for an error of that graph.
+@contextlib.contextmanager
+def reading(paths):
+  """Within, a `DataLossError` that escapes carries `paths` with it.
+
+  Wrap each estimator call (and the consuming of `predict`'s generator)
+  that reads TFRecord files; the error goes on unchanged otherwise, for
+  the script's `startup.run_main` to report with `explain_data_loss`.
 
   Args:
-    paths: iterable of str.
-    graph: a `tf.Graph`; default: the graph being built.
+    paths: iterable of str, the TFRecord files being read.
+
+  Yields:
+    None.
   """
-  graph = graph if graph is not None else tf.get_default_graph()
-  known = graph.get_collection(_RECORD_FILES_COLLECTION)
-  for path in paths:
-    if path not in known:
-      graph.add_to_collection(_RECORD_FILES_COLLECTION, path)
+  try:
+    yield
+  except tf.errors.DataLossError as e:
+    files = getattr(e, "record_files", [])
+    e.record_files = files + [p for p in paths if p not in files]
+    raise
 
 
 def record_files_of(error):
-  """The TFRecord files noted in the graph of `error`'s failing op.
-
-  Args:
-    error: a `tf.errors.OpError` (or any exception).
+  """The TFRecord files that `reading` gave `error` (any exception).
 
   Returns:
-    list of str; empty when the error names no op of a graph.
+    list of str; empty outside `reading`.
   """
-  op = getattr(error, "op", None)
-  graph = getattr(op, "graph", None)
-  if graph is None:
-    return []
-  return list(graph.get_collection(_RECORD_FILES_COLLECTION))
+  return list(getattr(error, "record_files", ()))
 
 
 def _record_is_bad(path, offset):

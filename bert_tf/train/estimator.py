@@ -23,7 +23,6 @@ import tensorflow.compat.v1 as tf
 from bert_tf.train import distribute as distribute_utils
 import modeling
 import optimization
-from bert_tf.checks import records as record_checks
 from bert_tf.train import options as training_options
 
 
@@ -433,9 +432,6 @@ def tfrecord_input_fn_builder(input_files, name_to_features, is_training,
   input_files = list(input_files)
 
   def input_fn(params, config=None, input_context=None):
-    # In the graph being built: a DataLossError then names the damaged file
-    # (startup.run_main).
-    record_checks.note_record_files(input_files)
     batch_size = params["batch_size"]
     # One worker of several (tf.distribute): its own share, its own seed.
     num_shards, index = distribute_utils.input_shard(input_context)
