@@ -1,0 +1,247 @@
+"""`create_pretraining_data.py --num_workers=N`: one process a corpus part.
+
+`split_corpus` cuts the corpus at document boundaries (blank lines),
+`check_parts` refuses parts too small for next-sentence prediction,
+`part_output_files` and `check_output_paths` name and check each part's
+outputs, and `run_parts` runs the parts, renaming their outputs into place
+only when every part succeeded. What is written does not depend on this:
+each part runs the reference's algorithm on its share.
+"""
+
+import contextlib
+import multiprocessing
+import os
+import time
+
+from absl import logging
+import tensorflow.compat.v1 as tf
+
+from bert_tf import io as io_utils
+from bert_tf.tasks.pretraining import progress as progress_utils
+
+__all__ = ["split_corpus", "describe_ranges", "check_parts",
+           "part_output_files", "check_output_paths", "run_parts"]
+
+
+def split_corpus(input_files, num_parts):
+  """Cuts the corpus at blank lines into `num_parts` parts of similar size.
+
+  Scans the bytes only (no tokenizing). A part starts at the first blank line
+  at or after k/num_parts of the corpus's bytes.
+
+  Args:
+    input_files: list of str, the corpus files in order.
+    num_parts: int >= 1.
+
+  Returns:
+    (parts, num_documents): parts[k] is a list of `(path, start, end)` byte
+    ranges (end None: to the end of the file), empty when there are too few
+    blank lines to cut this many parts; num_documents[k] counts the part's
+    runs of non-blank lines (documents before tokenization).
+  """
+  sizes = [tf.io.gfile.stat(path).length for path in input_files]
+  total = sum(sizes)
+  targets = [total * k / num_parts for k in range(1, num_parts)]
+  cuts = []  # (file_index, byte_offset) where part len(cuts) + 1 starts.
+  num_documents = [0] * num_parts
+  in_document = False
+  base = 0
+  for file_index, path in enumerate(input_files):
+    offset = 0
+    for raw_line in io_utils.iter_raw_lines(path):
+      if not io_utils.decode_line(raw_line).strip():  # Blank line.
+        if len(cuts) < len(targets) and base + offset >= targets[len(cuts)]:
+          cuts.append((file_index, offset))
+        in_document = False
+      elif not in_document:
+        num_documents[len(cuts)] += 1
+        in_document = True
+      offset += len(raw_line) + 1
+    base += sizes[file_index]
+  return _ranges_between_cuts(input_files, cuts, num_parts), num_documents
+
+
+def _ranges_between_cuts(input_files, cuts, num_parts):
+  """Turns cut points into per-part lists of `(path, start, end)`."""
+  bounds = [(0, 0)] + cuts + [(len(input_files) - 1, None)]
+  parts = []
+  for k in range(num_parts):
+    if k + 1 >= len(bounds):
+      parts.append([])  # Not enough blank lines to cut this many parts.
+      continue
+    (first_file, start), (last_file, end) = bounds[k], bounds[k + 1]
+    ranges = []
+    for file_index in range(first_file, last_file + 1):
+      range_start = start if file_index == first_file else 0
+      range_end = end if file_index == last_file else None
+      if range_end is None or range_end > range_start:
+        ranges.append((input_files[file_index], range_start, range_end))
+    parts.append(ranges)
+  return parts
+
+
+def describe_ranges(ranges):
+  """`path[start:end], ...` of a part's byte ranges, for messages."""
+  return ", ".join("%s[%d:%s]" % (path, start, "" if end is None else end)
+                   for path, start, end in ranges) or "no text left to cut"
+
+
+def check_parts(parts, num_documents):
+  """Refuses parts that cannot hold two documents, before any work starts.
+
+  Raises:
+    ValueError: naming `--num_workers`, the part and its byte ranges.
+  """
+  for k, count in enumerate(num_documents):
+    if count < 2:
+      raise ValueError(
+          "--num_workers=%d: part %d of the corpus (%s) holds %d document(s); "
+          "next-sentence prediction needs at least two documents per part "
+          "(documents are separated by blank lines): use fewer workers or "
+          "more text" % (len(parts), k, describe_ranges(parts[k]), count))
+
+
+def part_output_files(output_files, num_workers):
+  """Output path(s) of each part: a list of `num_workers` lists of str.
+
+  One worker writes all `output_files`; N workers take one path each, or
+  part k writes `<path>-0000k-of-0000N` when one path is given.
+
+  Raises:
+    ValueError: for another number of paths.
+  """
+  if num_workers == 1:
+    return [output_files]
+  if len(output_files) == num_workers:
+    return [[path] for path in output_files]
+  if len(output_files) == 1:
+    return [["%s-%05d-of-%05d" % (output_files[0], k, num_workers)]
+            for k in range(num_workers)]
+  raise ValueError(
+      "--output_file: got %d paths; with --num_workers=%d give one path (part "
+      "k writes <path>-0000k-of-%05d) or %d paths" %
+      (len(output_files), num_workers, num_workers, num_workers))
+
+
+def check_output_paths(input_files, output_files, num_workers):
+  """Refuses output paths that are directories, repeated, or inputs.
+
+  To be called before any work: a repeated path would lose the instances
+  sent to its first use, and an input path would be overwritten.
+
+  Args:
+    input_files: list of str, the corpus.
+    output_files: list of str, as given to `--output_file`.
+    num_workers: int, see `part_output_files`.
+
+  Raises:
+    ValueError: naming `--output_file` and the path.
+  """
+  seen = {}
+  inputs = {os.path.abspath(os.path.normpath(path)) for path in input_files}
+  for paths in part_output_files(output_files, num_workers):
+    for path in paths:
+      io_utils.check_output_file(path, "output_file")
+      key = os.path.abspath(os.path.normpath(path))
+      if key in seen:
+        raise ValueError("--output_file: %s is given more than once (as %s "
+                         "and %s); each output path must be distinct"
+                         % (key, seen[key], path))
+      if key in inputs:
+        raise ValueError("--output_file: %s is also an --input_file; it "
+                         "would overwrite the corpus" % path)
+      seen[key] = path
+
+
+def run_parts(input_files, num_workers, output_files, run_part, *args):
+  """Runs `run_part` on each part of the corpus, in a process each.
+
+  The corpus is cut with `split_corpus` and checked with `check_parts`
+  before any process starts. Worker k calls
+  `run_part(k, num_workers, ranges_k, temp_output_paths_k, *args)`, which
+  returns a small picklable dict `summary` with the part's `documents` and
+  `instances` counts (sent back with the worker's `cpu_s` and `peak_rss_mb`
+  added). The outputs are renamed into place only when every part
+  succeeded.
+
+  Returns:
+    list of the parts' summaries, in part order.
+
+  Raises:
+    The first failing part's exception, or ChildProcessError if a worker
+    died without a word; every part's temporary files are then removed.
+  """
+  start = time.time()
+  parts, num_documents = split_corpus(input_files, num_workers)
+  check_parts(parts, num_documents)
+  logging.info("Split the corpus into %d parts of %s documents in %.1f s",
+               num_workers, "/".join(str(n) for n in num_documents),
+               time.time() - start)
+  part_outputs = part_output_files(output_files, num_workers)
+  with contextlib.ExitStack() as outputs:
+    temps = [[outputs.enter_context(io_utils.atomic_path(path))
+              for path in paths] for paths in part_outputs]
+    results = _run_processes(run_part, [
+        (k, num_workers, parts[k], temps[k]) + args
+        for k in range(num_workers)])
+  for k, result in enumerate(results):
+    logging.info("part %d/%d: %d documents, %d instances, %.1f s CPU, peak "
+                 "RSS %.1f MiB; wrote %s", k, num_workers,
+                 result["documents"], result["instances"], result["cpu_s"],
+                 result["peak_rss_mb"], ", ".join(part_outputs[k]))
+  return results
+
+
+def _worker_main(connection, run_part, part_args):
+  """Entry point of a worker process: runs one part, sends its outcome.
+
+  Sends `("ok", summary)` or `("error", exception)`.
+  """
+  try:
+    summary = dict(run_part(*part_args))
+    summary["cpu_s"], summary["peak_rss_mb"] = (
+        progress_utils.process_usage())
+    connection.send(("ok", summary))
+  except Exception as e:  # pylint: disable=broad-except
+    connection.send(("error", e))
+  finally:
+    connection.close()
+
+
+def _run_processes(run_part, all_part_args):
+  """Runs `run_part(*args)` for each `args` in its own process.
+
+  One process per part (forked where the system allows, else spawned), so
+  each holds one part's data only.
+  """
+  method = ("fork" if "fork" in multiprocessing.get_all_start_methods()
+            else "spawn")
+  context = multiprocessing.get_context(method)
+  workers = []
+  for part_args in all_part_args:
+    receiver, sender = context.Pipe(duplex=False)
+    process = context.Process(target=_worker_main,
+                              args=(sender, run_part, part_args),
+                              name="part-%d" % part_args[0])
+    process.start()
+    sender.close()
+    workers.append((process, receiver))
+  outcomes = [_receive(process, receiver) for process, receiver in workers]
+  errors = [payload for status, payload in outcomes if status != "ok"]
+  if errors:
+    raise errors[0]
+  return [payload for _, payload in outcomes]
+
+
+def _receive(process, receiver):
+  """(status, payload) from one worker, after it has exited."""
+  try:
+    outcome = receiver.recv()
+  except EOFError:
+    outcome = None
+  process.join()
+  if outcome is None:
+    outcome = ("error", ChildProcessError(
+        "--num_workers: the process for %s exited with code %s before "
+        "finishing (out of memory?)" % (process.name, process.exitcode)))
+  return outcome
