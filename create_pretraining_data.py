@@ -39,7 +39,6 @@ import tensorflow.compat.v1 as tf
 
 from bert_tf import io as io_utils
 from bert_tf.tasks.pretraining import processes as pretraining_processes
-from bert_tf.tasks.pretraining import progress as pretraining_progress
 from bert_tf.tasks.pretraining import records as pretraining_records
 from bert_tf.tasks.pretraining import shuffle as pretraining_shuffle
 from bert_tf.cli import startup
@@ -157,7 +156,7 @@ def _read_documents(sources, tokenizer, prefix=""):
     a non-empty list of str tokens. Documents left empty are dropped.
   """
   documents = [[]]
-  progress = pretraining_progress.Progress(
+  progress = pretraining_processes.Progress(
       "lines read", prefix,
       lambda: ", %d documents" % (len(documents) - (not documents[-1])))
   for path, start, end in sources:
@@ -253,7 +252,7 @@ def _instances_from_documents(documents, tokenizer, max_seq_length,
   vocab_words = list(tokenizer.vocab.keys())
   instances = []
   for pass_index in range(dupe_factor):
-    progress = pretraining_progress.Progress(
+    progress = pretraining_processes.Progress(
         "documents of pass %d/%d" % (pass_index + 1, dupe_factor), prefix)
     for document_index in range(len(documents)):
       instances.extend(create_instances_from_document(
@@ -507,7 +506,7 @@ def create_float_feature(values):
 def _write_instances(instances, serializer, paths, prefix=""):
   """Writes records to `paths` in turn (temporary names of the outputs)."""
   writers = [tf.io.TFRecordWriter(path) for path in paths]
-  progress = pretraining_progress.Progress("instances written", prefix)
+  progress = pretraining_processes.Progress("instances written", prefix)
   try:
     for index, instance in enumerate(instances):
       writers[index % len(writers)].write(serializer.serialize(instance))
@@ -685,7 +684,7 @@ def main(_):
                                FLAGS.random_seed, FLAGS.num_workers,
                                output_files)
   elapsed = time.time() - start
-  cpu_s, peak_rss_mb = pretraining_progress.process_usage()
+  cpu_s, peak_rss_mb = pretraining_processes.process_usage()
   logging.info("Done: %d instances in %.1f s (%.1f instances/s); main "
                "process: %.1f s CPU, peak RSS %.1f MiB", num_written, elapsed,
                num_written / max(elapsed, 1e-9), cpu_s, peak_rss_mb)

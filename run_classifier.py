@@ -606,8 +606,7 @@ def main(_):
   examples = _read_examples(processor, FLAGS.data_dir, splits)
   tf.io.gfile.makedirs(output_dir)
   if FLAGS.do_train:
-    # Held until main returns: a second training run into the folder is
-    # refused meanwhile.
+    # Held while main runs: no other training run may use the folder.
     output_lock = train_hooks.start_training(output_dir)
 
   # 3. The estimator. Steps count updates, of --train_batch_size times

@@ -326,8 +326,7 @@ def main(_):
   types = ner_tags.entity_types(label_list)
   tf.io.gfile.makedirs(FLAGS.output_dir)
   if FLAGS.do_train:
-    # Held until main returns: a second training run into the folder is
-    # refused meanwhile.
+    # Held while main runs: no other training run may use the folder.
     output_lock = train_hooks.start_training(FLAGS.output_dir)
   # On TPU every batch is whole; the dev features are both evaluated and
   # predicted, so they fill whole batches of both sizes.

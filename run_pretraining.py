@@ -422,8 +422,7 @@ def main(_):
   update_size = FLAGS.train_batch_size * training.gradient_accumulation_steps
   tf.io.gfile.makedirs(FLAGS.output_dir)
   if FLAGS.do_train:
-    # Held until main returns: a second training run into the folder is
-    # refused meanwhile.
+    # Held while main runs: no other training run may use the folder.
     output_lock = train_hooks.start_training(FLAGS.output_dir)
   logging.info("*** Input files (%d) ***", len(input_files))
   for path in input_files:

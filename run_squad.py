@@ -370,8 +370,7 @@ def main(_):
         FLAGS.warmup_proportion)
   tf.io.gfile.makedirs(out)
   if FLAGS.do_train:
-    # Held until main returns: a second training run into the folder is
-    # refused meanwhile.
+    # Held while main runs: no other training run may use the folder.
     output_lock = train_hooks.start_training(out)
 
   # 3. The estimator.

@@ -1,6 +1,6 @@
 """Speed and scale for `create_pretraining_data.py`, which keeps the
 reference's algorithm: its record encoder (`records`), its copy of
-`random.shuffle` (`shuffle`), its multi-process runner (`processes`) and its
-progress lines (`progress`). They change how fast and in how many processes
-it runs, never what it writes.
+`random.shuffle` (`shuffle`), and its multi-process runner and progress
+lines (`processes`). They change how fast and in how many processes it
+runs, never what it writes.
 """
