@@ -24,12 +24,15 @@ class OutputDirLock(object):
   def __init__(self, output_dir, fd):
     self.output_dir = output_dir
     self._fd = fd
+    # Bound now: `__del__` may run as the interpreter shuts down, when the
+    # module's globals are gone.
+    self._close = os.close
 
   def release(self):
     """Frees the folder (closing the lock file); a second call does nothing."""
     fd, self._fd = self._fd, None
     if fd is not None:
-      os.close(fd)
+      self._close(fd)
 
   def __enter__(self):
     return self
