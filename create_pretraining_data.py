@@ -38,7 +38,9 @@ from absl import logging
 import tensorflow.compat.v1 as tf
 
 from bert_tf import io as io_utils
-from bert_tf.tasks.pretraining import data as pretraining_data_utils
+from bert_tf.tasks.pretraining import processes as pretraining_processes
+from bert_tf.tasks.pretraining import records as pretraining_records
+from bert_tf.tasks.pretraining import shuffle as pretraining_shuffle
 from bert_tf.cli import startup
 import tokenization
 
@@ -154,7 +156,7 @@ def _read_documents(sources, tokenizer, prefix=""):
     a non-empty list of str tokens. Documents left empty are dropped.
   """
   documents = [[]]
-  progress = pretraining_data_utils.Progress(
+  progress = pretraining_processes.Progress(
       "lines read", prefix,
       lambda: ", %d documents" % (len(documents) - (not documents[-1])))
   for path, start, end in sources:
@@ -246,11 +248,11 @@ def _instances_from_documents(documents, tokenizer, max_seq_length,
                               prefix=""):
   """Shuffles `documents` in place; makes all passes' instances; shuffles."""
   logging.info("%s%d documents", prefix, len(documents))
-  pretraining_data_utils.shuffle(documents, rng)
+  pretraining_shuffle.shuffle(documents, rng)
   vocab_words = list(tokenizer.vocab.keys())
   instances = []
   for pass_index in range(dupe_factor):
-    progress = pretraining_data_utils.Progress(
+    progress = pretraining_processes.Progress(
         "documents of pass %d/%d" % (pass_index + 1, dupe_factor), prefix)
     for document_index in range(len(documents)):
       instances.extend(create_instances_from_document(
@@ -260,7 +262,7 @@ def _instances_from_documents(documents, tokenizer, max_seq_length,
       progress.add()
     logging.info("%spass %d/%d: %d instances so far", prefix, pass_index + 1,
                  dupe_factor, len(instances))
-  pretraining_data_utils.shuffle(instances, rng)
+  pretraining_shuffle.shuffle(instances, rng)
   return instances
 
 
@@ -415,7 +417,7 @@ def create_masked_lm_predictions(tokens, masked_lm_prob,
     # one-element groups), then take the first `num_to_predict`.
     candidates = [index for index, token in enumerate(tokens)
                   if token != "[CLS]" and token != "[SEP]"]
-    pretraining_data_utils.shuffle(candidates, rng)
+    pretraining_shuffle.shuffle(candidates, rng)
     chosen = candidates[:num_to_predict]
 
   output_tokens = list(tokens)
@@ -445,7 +447,7 @@ def _choose_whole_words(tokens, num_to_predict, rng):
       groups[-1].append(index)
     else:
       groups.append([index])
-  pretraining_data_utils.shuffle(groups, rng)
+  pretraining_shuffle.shuffle(groups, rng)
   chosen = []
   for group in groups:
     if len(chosen) >= num_to_predict:
@@ -504,7 +506,7 @@ def create_float_feature(values):
 def _write_instances(instances, serializer, paths, prefix=""):
   """Writes records to `paths` in turn (temporary names of the outputs)."""
   writers = [tf.io.TFRecordWriter(path) for path in paths]
-  progress = pretraining_data_utils.Progress("instances written", prefix)
+  progress = pretraining_processes.Progress("instances written", prefix)
   try:
     for index, instance in enumerate(instances):
       writers[index % len(writers)].write(serializer.serialize(instance))
@@ -520,7 +522,7 @@ def _write_instances(instances, serializer, paths, prefix=""):
 def _log_instance(instance, features):
   logging.info("*** Example ***\n%s%s", instance, "".join(
       "%s: %s\n" % (name, " ".join(str(v) for v in values))
-      for name, values in zip(pretraining_data_utils.FEATURE_ORDER,
+      for name, values in zip(pretraining_records.FEATURE_ORDER,
                               features)))
 
 
@@ -544,7 +546,7 @@ def write_instance_to_example_files(instances, tokenizer, max_seq_length,
     ValueError: if an instance is longer than `max_seq_length` or has more
       than `max_predictions_per_seq` masked positions.
   """
-  serializer = pretraining_data_utils.ExampleSerializer(
+  serializer = pretraining_records.ExampleSerializer(
       tokenizer, max_seq_length, max_predictions_per_seq)
   with contextlib.ExitStack() as outputs, io_utils.gc_paused():
     temps = [outputs.enter_context(io_utils.atomic_path(path))
@@ -565,7 +567,7 @@ def _run_workers(input_files, tokenizer, options, random_seed, num_workers,
 
   Part k of the corpus (cut at document boundaries) runs in its own process
   with `random.Random(random_seed + k)` and writes its own output file(s)
-  (see `pretraining_data_utils.run_parts`). `options` holds the keyword
+  (see `pretraining_processes.run_parts`). `options` holds the keyword
   values of `_instances_from_documents` by flag name.
 
   Returns:
@@ -574,7 +576,7 @@ def _run_workers(input_files, tokenizer, options, random_seed, num_workers,
   Raises:
     ValueError: when a part holds fewer than two documents.
   """
-  results = pretraining_data_utils.run_parts(
+  results = pretraining_processes.run_parts(
       input_files, num_workers, output_files, _run_part, tokenizer, options,
       random_seed)
   return sum(result["instances"] for result in results)
@@ -593,14 +595,14 @@ def _run_part(part_index, num_parts, ranges, output_files, tokenizer, options,
     _check_num_documents(
         documents, "--num_workers=%d: part %d of the corpus (%s)" % (
             num_parts, part_index,
-            pretraining_data_utils.describe_ranges(ranges)))
+            pretraining_processes.describe_ranges(ranges)))
     instances = _instances_from_documents(
         documents, tokenizer, options["max_seq_length"],
         options["dupe_factor"], options["short_seq_prob"],
         options["masked_lm_prob"], options["max_predictions_per_seq"],
         random.Random(random_seed + part_index),
         options["do_whole_word_mask"], prefix)
-    serializer = pretraining_data_utils.ExampleSerializer(
+    serializer = pretraining_records.ExampleSerializer(
         tokenizer, options["max_seq_length"],
         options["max_predictions_per_seq"])
     _write_instances(instances, serializer, output_files, prefix)
@@ -652,8 +654,8 @@ def main(_):
   input_files = io_utils.expand_file_patterns(FLAGS.input_file,
                                               "input_file")
   output_files = _split_paths(FLAGS.output_file)
-  pretraining_data_utils.check_output_paths(input_files, output_files,
-                                            FLAGS.num_workers)
+  pretraining_processes.check_output_paths(input_files, output_files,
+                                           FLAGS.num_workers)
   logging.info("*** Reading from %d input file(s) ***", len(input_files))
   for path in input_files:
     logging.info("  %s", path)
@@ -682,7 +684,7 @@ def main(_):
                                FLAGS.random_seed, FLAGS.num_workers,
                                output_files)
   elapsed = time.time() - start
-  cpu_s, peak_rss_mb = pretraining_data_utils.process_usage()
+  cpu_s, peak_rss_mb = pretraining_processes.process_usage()
   logging.info("Done: %d instances in %.1f s (%.1f instances/s); main "
                "process: %.1f s CPU, peak RSS %.1f MiB", num_written, elapsed,
                num_written / max(elapsed, 1e-9), cpu_s, peak_rss_mb)

@@ -30,7 +30,7 @@ from absl import logging
 import tensorflow.compat.v1 as tf
 
 from bert_tf import io as io_utils
-from bert_tf.checks import reliability
+from bert_tf.checks import records as record_checks
 from bert_tf.cli import startup
 from bert_tf.export import saved_model as export_utils
 # The reference's public names of this module (`run_classifier.InputExample`,
@@ -55,6 +55,7 @@ from bert_tf.tasks.classifier.model import create_model
 from bert_tf.tasks.classifier.model import model_fn_builder
 from bert_tf.tasks.classifier.model import write_test_results
 from bert_tf.train import estimator as estimator_utils
+from bert_tf.train import hooks as train_hooks
 from bert_tf.train import options as training_options
 # `run_classifier.modeling` and `.tokenization`, as in the reference.
 import modeling  # pylint: disable=unused-import
@@ -214,7 +215,8 @@ def main(_):
   examples = _read_examples(processor, FLAGS.data_dir, splits)
   tf.io.gfile.makedirs(output_dir)
   if FLAGS.do_train:
-    reliability.start_training(output_dir)
+    # Held while main runs: no other training run may use the folder.
+    output_lock = train_hooks.start_training(output_dir)
 
   # 3. The estimator. Steps count updates, of --train_batch_size times
   # --gradient_accumulation_steps examples each.
@@ -249,20 +251,22 @@ def main(_):
     logging.info("  Num examples = %d, batch size = %d, steps = %d",
                  len(examples["train"]), FLAGS.train_batch_size,
                  num_train_steps)
-    estimator.train(
-        input_fn=file_based_input_fn_builder(
-            train_file, seq_length, is_training=True, drop_remainder=True,
-            is_regression=is_regression),
-        max_steps=num_train_steps,
-        # Progress (examples/sec, ETA) about ten times a run, at most every
-        # 100 steps.
-        hooks=[estimator_utils.ProgressHook(
-            update_size, total_steps=num_train_steps,
-            every_n_steps=min(100, max(1, num_train_steps // 10)))] +
-        reliability.training_hooks(
-            output_dir, num_train_steps, FLAGS.save_checkpoints_steps,
-            FLAGS.save_checkpoints_secs, FLAGS.use_tpu))
-    reliability.exit_if_preempted(output_dir)
+    run_hooks = train_hooks.training_hooks(
+        output_dir, num_train_steps, FLAGS.save_checkpoints_steps,
+        FLAGS.save_checkpoints_secs, FLAGS.use_tpu)
+    with record_checks.reading([train_file]):
+      estimator.train(
+          input_fn=file_based_input_fn_builder(
+              train_file, seq_length, is_training=True, drop_remainder=True,
+              is_regression=is_regression),
+          max_steps=num_train_steps,
+          # Progress (examples/sec, ETA) about ten times a run, at most every
+          # 100 steps.
+          hooks=[estimator_utils.ProgressHook(
+              update_size, total_steps=num_train_steps,
+              every_n_steps=min(100, max(1, num_train_steps // 10)))] +
+          run_hooks)
+    train_hooks.exit_if_preempted(output_dir, run_hooks)
   if FLAGS.do_eval:
     logging.info("***** Running evaluation *****")
     eval_file = os.path.join(output_dir, "eval.tf_record")
@@ -271,12 +275,13 @@ def main(_):
         FLAGS.eval_batch_size, FLAGS.use_tpu)
     # On TPU every batch is whole; elsewhere the last partial batch is kept
     # and evaluation runs until the data is exhausted.
-    result = estimator.evaluate(
-        input_fn=file_based_input_fn_builder(
-            eval_file, seq_length, is_training=False,
-            drop_remainder=FLAGS.use_tpu, is_regression=is_regression),
-        steps=(num_written // FLAGS.eval_batch_size if FLAGS.use_tpu
-               else None))
+    with record_checks.reading([eval_file]):
+      result = estimator.evaluate(
+          input_fn=file_based_input_fn_builder(
+              eval_file, seq_length, is_training=False,
+              drop_remainder=FLAGS.use_tpu, is_regression=is_regression),
+          steps=(num_written // FLAGS.eval_batch_size if FLAGS.use_tpu
+                 else None))
     io_utils.write_eval_results(os.path.join(output_dir, "eval_results.txt"),
                                 result)
   if FLAGS.do_predict:
@@ -285,15 +290,16 @@ def main(_):
     num_written, num_actual = _features_file(
         predict_file, examples["test"], label_list, seq_length, tokenizer,
         FLAGS.predict_batch_size, FLAGS.use_tpu)
-    predictions = estimator.predict(
-        input_fn=file_based_input_fn_builder(
-            predict_file, seq_length, is_training=False,
-            drop_remainder=FLAGS.use_tpu, is_regression=is_regression),
-        hooks=[estimator_utils.ProgressHook(
-            FLAGS.predict_batch_size,
-            total_steps=-(-num_written // FLAGS.predict_batch_size))])
-    output_file = os.path.join(output_dir, "test_results.tsv")
-    write_test_results(output_file, predictions, num_actual)
+    with record_checks.reading([predict_file]):  # predict() is lazy.
+      predictions = estimator.predict(
+          input_fn=file_based_input_fn_builder(
+              predict_file, seq_length, is_training=False,
+              drop_remainder=FLAGS.use_tpu, is_regression=is_regression),
+          hooks=[estimator_utils.ProgressHook(
+              FLAGS.predict_batch_size,
+              total_steps=-(-num_written // FLAGS.predict_batch_size))])
+      output_file = os.path.join(output_dir, "test_results.tsv")
+      write_test_results(output_file, predictions, num_actual)
     logging.info("Wrote %d lines to %s", num_actual, output_file)
   if FLAGS.export_dir:
     _export(FLAGS, model.bert_config, label_list, is_regression,

@@ -5,8 +5,8 @@ final hidden state of each word's first WordPiece goes through a dense layer
 to the word's tag, trained with cross-entropy; no CRF. Any CoNLL-format task
 works: one word per line with the label in `--label_column`, a blank line
 between sentences, optional `-DOCSTART-` lines between documents; IOB1, IOB2
-(BIO) and IOBES tags. `ner_data.py` holds the reader, the features and the
-metrics.
+(BIO) and IOBES tags. `bert_tf/tasks/ner/` holds the reader, the tag
+schemes, the features and the metrics.
 
 Outputs in `--output_dir`: `label_list.txt` (the sorted labels of the
 training file, read back when predicting without training),
@@ -35,9 +35,13 @@ from bert_tf.train import estimator as estimator_utils
 from bert_tf.export import saved_model as export_utils
 from bert_tf import io as io_utils
 import modeling
-from bert_tf.tasks.ner import data as ner_data
-from bert_tf.checks import reliability
+from bert_tf.tasks.ner import features as ner_features
+from bert_tf.tasks.ner import metrics as ner_metrics
+from bert_tf.tasks.ner import reader as ner_reader
+from bert_tf.tasks.ner import tags as ner_tags
+from bert_tf.checks import records as record_checks
 from bert_tf.cli import startup
+from bert_tf.train import hooks as train_hooks
 from bert_tf.train import options as training_options
 
 FLAGS = flags.FLAGS
@@ -218,37 +222,37 @@ def _read_inputs(flag_values):
                               ("test", f.do_predict, f.test_file)):
     if wanted:
       path = os.path.join(flag_values.data_dir, name)
-      files[split] = (path, ner_data.read_conll_file(path,
-                                                     flag_values.label_column))
+      files[split] = (path, ner_reader.read_conll_file(
+          path, flag_values.label_column))
       logging.info("Read %d sentences from %s", len(files[split][1]), path)
-  label_file = os.path.join(flag_values.output_dir, ner_data.LABEL_LIST_FILE)
+  label_file = os.path.join(flag_values.output_dir, ner_reader.LABEL_LIST_FILE)
   if flag_values.do_train:
-    label_list = ner_data.label_list_from(files["train"][1],
-                                          files["train"][0])
+    label_list = ner_reader.label_list_from(files["train"][1],
+                                            files["train"][0])
     what = "the training file %s" % files["train"][0]
   else:
-    label_list = ner_data.read_label_list(label_file)
+    label_list = ner_reader.read_label_list(label_file)
     what = "the label list %s" % label_file
   if "dev" in files and files["dev"][1][0].labels is None:
     raise ValueError("%s: no label column; --do_eval needs gold labels" %
                      files["dev"][0])
   for path, sentences in files.values():
-    ner_data.check_labels(sentences, label_list, path, what)
+    ner_reader.check_labels(sentences, label_list, path, what)
   scheme = flag_values.tag_scheme
   if scheme == "auto":
     gold = [s.labels for _, sentences in files.values() for s in sentences
             if s.labels is not None]
-    scheme = ner_data.detect_tag_scheme(gold)
+    scheme = ner_tags.detect_tag_scheme(gold)
     logging.info("Tag scheme: %s (detected)", scheme)
   for path, sentences in files.values():
-    ner_data.warn_invalid_tags(sentences, scheme, path)
+    ner_tags.warn_invalid_tags(sentences, scheme, path)
   return files, label_list
 
 
 def _features(flag_values, sentences, label_list, tokenizer, path,
               pad_to=None):
   """Features of one file; TPU runs pad them to a multiple of `pad_to`."""
-  features, num_empty = ner_data.convert_sentences_to_features(
+  features, num_empty = ner_features.convert_sentences_to_features(
       sentences, label_list, tokenizer, flag_values.max_seq_length,
       flag_values.doc_stride, flag_values.document_context)
   if num_empty:
@@ -258,16 +262,21 @@ def _features(flag_values, sentences, label_list, tokenizer, path,
                len(features))
   if pad_to:
     while len(features) % pad_to:
-      features.append(ner_data.padding_feature(len(features),
-                                               flag_values.max_seq_length))
+      features.append(ner_features.padding_feature(
+          len(features), flag_values.max_seq_length))
   return features
 
 
+def _record_file(flag_values, name):
+  """`<output_dir>/<name>.tf_record`, where `_input_fn` writes features."""
+  return os.path.join(flag_values.output_dir, name + ".tf_record")
+
+
 def _input_fn(flag_values, features, name, is_training):
-  record_file = os.path.join(flag_values.output_dir, name + ".tf_record")
-  ner_data.write_features(features, record_file)
+  record_file = _record_file(flag_values, name)
+  ner_features.write_features(features, record_file)
   return estimator_utils.tfrecord_input_fn_builder(
-      [record_file], ner_data.name_to_features(flag_values.max_seq_length),
+      [record_file], ner_features.name_to_features(flag_values.max_seq_length),
       is_training=is_training,
       drop_remainder=is_training or flag_values.use_tpu)
 
@@ -276,12 +285,13 @@ def _predict_words(flag_values, estimator, sentences, features, label_list,
                    name, batch_size):
   """Runs prediction and returns each word's label (see word_predictions)."""
   input_fn = _input_fn(flag_values, features, name, is_training=False)
-  predictions = estimator.predict(
-      input_fn=input_fn, yield_single_examples=True,
-      hooks=[estimator_utils.ProgressHook(
-          batch_size, total_steps=-(-len(features) // batch_size))])
-  return ner_data.word_predictions(sentences, features, predictions,
-                                   label_list)
+  with record_checks.reading([_record_file(flag_values, name)]):
+    predictions = estimator.predict(
+        input_fn=input_fn, yield_single_examples=True,
+        hooks=[estimator_utils.ProgressHook(
+            batch_size, total_steps=-(-len(features) // batch_size))])
+    return ner_metrics.word_predictions(sentences, features, predictions,
+                                        label_list)
 
 
 def _export(flag_values, bert_config, label_list, init_checkpoint):
@@ -313,10 +323,11 @@ def main(_):
 
   # 2. Every input the run needs, read and checked up front.
   files, label_list = _read_inputs(FLAGS)
-  types = ner_data.entity_types(label_list)
+  types = ner_tags.entity_types(label_list)
   tf.io.gfile.makedirs(FLAGS.output_dir)
   if FLAGS.do_train:
-    reliability.start_training(FLAGS.output_dir)
+    # Held while main runs: no other training run may use the folder.
+    output_lock = train_hooks.start_training(FLAGS.output_dir)
   # On TPU every batch is whole; the dev features are both evaluated and
   # predicted, so they fill whole batches of both sizes.
   pad_eval = (math.lcm(FLAGS.eval_batch_size, FLAGS.predict_batch_size)
@@ -329,8 +340,8 @@ def main(_):
   update_size = FLAGS.train_batch_size * training.gradient_accumulation_steps
   num_train_steps, num_warmup_steps, train_features = None, None, None
   if FLAGS.do_train:
-    ner_data.write_label_list(
-        os.path.join(FLAGS.output_dir, ner_data.LABEL_LIST_FILE), label_list)
+    ner_reader.write_label_list(
+        os.path.join(FLAGS.output_dir, ner_reader.LABEL_LIST_FILE), label_list)
     train_features = _features(FLAGS, files["train"][1], label_list, tokenizer,
                                files["train"][0])
     if not train_features:
@@ -356,32 +367,38 @@ def main(_):
     logging.info("***** Running training: %d features, batch %d, %d steps "
                  "*****", len(train_features), FLAGS.train_batch_size,
                  num_train_steps)
-    estimator.train(
-        input_fn=_input_fn(FLAGS, train_features, "train", is_training=True),
-        max_steps=num_train_steps,
-        hooks=[estimator_utils.ProgressHook(
-            update_size, total_steps=num_train_steps,
-            every_n_steps=min(100, max(1, num_train_steps // 10)))] +
-        reliability.training_hooks(
-            FLAGS.output_dir, num_train_steps, FLAGS.save_checkpoints_steps,
-            FLAGS.save_checkpoints_secs, FLAGS.use_tpu))
-    reliability.exit_if_preempted(FLAGS.output_dir)
+    # The features are written before the hooks' warnings are logged.
+    train_input_fn = _input_fn(FLAGS, train_features, "train",
+                               is_training=True)
+    run_hooks = train_hooks.training_hooks(
+        FLAGS.output_dir, num_train_steps, FLAGS.save_checkpoints_steps,
+        FLAGS.save_checkpoints_secs, FLAGS.use_tpu)
+    with record_checks.reading([_record_file(FLAGS, "train")]):
+      estimator.train(
+          input_fn=train_input_fn,
+          max_steps=num_train_steps,
+          hooks=[estimator_utils.ProgressHook(
+              update_size, total_steps=num_train_steps,
+              every_n_steps=min(100, max(1, num_train_steps // 10)))] +
+          run_hooks)
+    train_hooks.exit_if_preempted(FLAGS.output_dir, run_hooks)
   if FLAGS.do_eval:
     path, sentences = files["dev"]
     features = _features(FLAGS, sentences, label_list, tokenizer, path,
                          pad_eval)
     logging.info("***** Running evaluation: %d features *****",
                  len(features))
-    result = estimator.evaluate(
-        input_fn=_input_fn(FLAGS, features, "eval", is_training=False),
-        steps=len(features) // FLAGS.eval_batch_size if FLAGS.use_tpu
-        else None)
+    with record_checks.reading([_record_file(FLAGS, "eval")]):
+      result = estimator.evaluate(
+          input_fn=_input_fn(FLAGS, features, "eval", is_training=False),
+          steps=len(features) // FLAGS.eval_batch_size if FLAGS.use_tpu
+          else None)
     predicted = _predict_words(FLAGS, estimator, sentences, features,
                                label_list, "eval", FLAGS.predict_batch_size)
-    scores = ner_data.entity_scores([s.labels for s in sentences], predicted,
-                                    types)
-    result.update(ner_data.eval_results_entries(scores))
-    ner_data.write_conll_predictions(
+    scores = ner_metrics.entity_scores([s.labels for s in sentences],
+                                       predicted, types)
+    result.update(ner_metrics.eval_results_entries(scores))
+    ner_metrics.write_conll_predictions(
         os.path.join(FLAGS.output_dir, "dev_predictions.txt"), sentences,
         predicted)
     io_utils.write_eval_results(
@@ -394,12 +411,12 @@ def main(_):
                  len(features))
     predicted = _predict_words(FLAGS, estimator, sentences, features,
                                label_list, "predict", FLAGS.predict_batch_size)
-    ner_data.write_conll_predictions(
+    ner_metrics.write_conll_predictions(
         os.path.join(FLAGS.output_dir, "test_predictions.txt"), sentences,
         predicted)
     if sentences[0].labels is not None:
-      scores = ner_data.entity_scores([s.labels for s in sentences],
-                                      predicted, types)
+      scores = ner_metrics.entity_scores([s.labels for s in sentences],
+                                         predicted, types)
       logging.info("Test set (%s): precision %.4f, recall %.4f, F1 %.4f, "
                    "token accuracy %.4f", path, scores["precision"],
                    scores["recall"], scores["f1"], scores["accuracy"])

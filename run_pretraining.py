@@ -31,11 +31,12 @@ from absl import flags
 from absl import logging
 import tensorflow.compat.v1 as tf
 
+from bert_tf.checks import records as record_checks
 from bert_tf.train import estimator as estimator_utils
 from bert_tf import io as io_utils
 import modeling
-from bert_tf.checks import reliability
 from bert_tf.cli import startup
+from bert_tf.train import hooks as train_hooks
 from bert_tf.train import options as training_options
 
 FLAGS = flags.FLAGS
@@ -421,7 +422,8 @@ def main(_):
   update_size = FLAGS.train_batch_size * training.gradient_accumulation_steps
   tf.io.gfile.makedirs(FLAGS.output_dir)
   if FLAGS.do_train:
-    reliability.start_training(FLAGS.output_dir)
+    # Held while main runs: no other training run may use the folder.
+    output_lock = train_hooks.start_training(FLAGS.output_dir)
   logging.info("*** Input files (%d) ***", len(input_files))
   for path in input_files:
     logging.info("  %s", path)
@@ -446,30 +448,32 @@ def main(_):
     logging.info("***** Running training *****")
     logging.info("  Batch size = %d, steps = %d", FLAGS.train_batch_size,
                  FLAGS.num_train_steps)
-    estimator.train(
-        input_fn=input_fn_builder(input_files, FLAGS.max_seq_length,
-                                  FLAGS.max_predictions_per_seq,
-                                  is_training=True),
-        max_steps=FLAGS.num_train_steps,
-        hooks=[estimator_utils.ProgressHook(
-            update_size, total_steps=FLAGS.num_train_steps,
-            every_n_steps=min(100, FLAGS.iterations_per_loop))] +
-        reliability.training_hooks(
-            FLAGS.output_dir, FLAGS.num_train_steps,
-            FLAGS.save_checkpoints_steps, FLAGS.save_checkpoints_secs,
-            FLAGS.use_tpu))
-    reliability.exit_if_preempted(FLAGS.output_dir)
+    run_hooks = train_hooks.training_hooks(
+        FLAGS.output_dir, FLAGS.num_train_steps,
+        FLAGS.save_checkpoints_steps, FLAGS.save_checkpoints_secs,
+        FLAGS.use_tpu)
+    with record_checks.reading(input_files):
+      estimator.train(
+          input_fn=input_fn_builder(input_files, FLAGS.max_seq_length,
+                                    FLAGS.max_predictions_per_seq,
+                                    is_training=True),
+          max_steps=FLAGS.num_train_steps,
+          hooks=[estimator_utils.ProgressHook(
+              update_size, total_steps=FLAGS.num_train_steps,
+              every_n_steps=min(100, FLAGS.iterations_per_loop))] + run_hooks)
+    train_hooks.exit_if_preempted(FLAGS.output_dir, run_hooks)
 
   if FLAGS.do_eval:
     logging.info("***** Running evaluation *****")
     logging.info("  Batch size = %d, at most %d steps", FLAGS.eval_batch_size,
                  FLAGS.max_eval_steps)
-    result = estimator.evaluate(
-        input_fn=input_fn_builder(input_files, FLAGS.max_seq_length,
-                                  FLAGS.max_predictions_per_seq,
-                                  is_training=False,
-                                  use_tpu=FLAGS.use_tpu),
-        steps=FLAGS.max_eval_steps)
+    with record_checks.reading(input_files):
+      result = estimator.evaluate(
+          input_fn=input_fn_builder(input_files, FLAGS.max_seq_length,
+                                    FLAGS.max_predictions_per_seq,
+                                    is_training=False,
+                                    use_tpu=FLAGS.use_tpu),
+          steps=FLAGS.max_eval_steps)
     io_utils.write_eval_results(
         os.path.join(FLAGS.output_dir, "eval_results.txt"), result)
 

@@ -38,7 +38,7 @@ from absl import flags
 from absl import logging
 import tensorflow.compat.v1 as tf
 
-from bert_tf.checks import reliability
+from bert_tf.checks import records as record_checks
 from bert_tf.cli import startup
 from bert_tf.export import saved_model as export_utils
 # The reference's public names of this module (`run_squad.read_squad_examples`,
@@ -59,6 +59,7 @@ from bert_tf.tasks.squad.predictions import RawResult
 from bert_tf.tasks.squad.predictions import score_predictions
 from bert_tf.tasks.squad.predictions import write_predictions
 from bert_tf.train import estimator as estimator_utils
+from bert_tf.train import hooks as train_hooks
 from bert_tf.train import options as training_options
 # `run_squad.modeling` and `.tokenization`, as in the reference.
 import modeling  # pylint: disable=unused-import
@@ -251,7 +252,8 @@ def main(_):
         FLAGS.warmup_proportion)
   tf.io.gfile.makedirs(out)
   if FLAGS.do_train:
-    reliability.start_training(out)
+    # Held while main runs: no other training run may use the folder.
+    output_lock = train_hooks.start_training(out)
 
   # 3. The estimator.
   model_fn = model_fn_builder(
@@ -274,15 +276,17 @@ def main(_):
     logging.info("  %d examples, %d features, batch size %d, %d steps",
                  len(train_examples), num_features, FLAGS.train_batch_size,
                  num_train_steps)
-    estimator.train(
-        input_fn=input_fn_builder(train_file, FLAGS.max_seq_length,
-                                  is_training=True, drop_remainder=True),
-        max_steps=num_train_steps,
-        hooks=[estimator_utils.ProgressHook(update_size, num_train_steps)] +
-        reliability.training_hooks(
-            out, num_train_steps, FLAGS.save_checkpoints_steps,
-            FLAGS.save_checkpoints_secs, FLAGS.use_tpu))
-    reliability.exit_if_preempted(out)
+    run_hooks = train_hooks.training_hooks(
+        out, num_train_steps, FLAGS.save_checkpoints_steps,
+        FLAGS.save_checkpoints_secs, FLAGS.use_tpu)
+    with record_checks.reading([train_file]):
+      estimator.train(
+          input_fn=input_fn_builder(train_file, FLAGS.max_seq_length,
+                                    is_training=True, drop_remainder=True),
+          max_steps=num_train_steps,
+          hooks=[estimator_utils.ProgressHook(update_size, num_train_steps)] +
+          run_hooks)
+    train_hooks.exit_if_preempted(out, run_hooks)
   if FLAGS.do_predict:
     examples = read_squad_examples(
         FLAGS.predict_file, is_training=False,
@@ -293,11 +297,12 @@ def main(_):
     logging.info("***** Running predictions *****")
     logging.info("  %d examples, %d features, batch size %d", len(examples),
                  num_features, FLAGS.predict_batch_size)
-    results = _raw_results(
-        estimator.predict(
-            input_fn_builder(eval_file, FLAGS.max_seq_length,
-                             is_training=False, drop_remainder=False),
-            yield_single_examples=True), num_features)
+    with record_checks.reading([eval_file]):
+      results = _raw_results(
+          estimator.predict(
+              input_fn_builder(eval_file, FLAGS.max_seq_length,
+                               is_training=False, drop_remainder=False),
+              yield_single_examples=True), num_features)
     written = write_predictions(
         examples, metadata, results, FLAGS.n_best_size,
         FLAGS.max_answer_length, FLAGS.do_lower_case,

@@ -343,7 +343,7 @@ def writer_microbench(corpus, vocab_file, num_bytes=2000000):
   sys.path.insert(0, _REPO)
   import random  # pylint: disable=g-import-not-at-top
   import create_pretraining_data as cpd  # pylint: disable=g-import-not-at-top
-  from bert_tf.tasks.pretraining import data as pdu  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks.pretraining import records  # pylint: disable=g-import-not-at-top
   import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
   import tokenization  # pylint: disable=g-import-not-at-top
 
@@ -356,7 +356,7 @@ def writer_microbench(corpus, vocab_file, num_bytes=2000000):
 
   def reference_style(instance):
     features = collections.OrderedDict()
-    for name, values in zip(pdu.FEATURE_ORDER, pdu.instance_features(
+    for name, values in zip(records.FEATURE_ORDER, records.instance_features(
         instance, tokenizer.vocab, FLAGS.max_seq_length, 20)):
       features[name] = (cpd.create_float_feature(values)
                         if name == "masked_lm_weights"
@@ -364,7 +364,7 @@ def writer_microbench(corpus, vocab_file, num_bytes=2000000):
     return tf.train.Example(
         features=tf.train.Features(feature=features)).SerializeToString()
 
-  encoder = pdu.ExampleSerializer(tokenizer, FLAGS.max_seq_length, 20)
+  encoder = records.ExampleSerializer(tokenizer, FLAGS.max_seq_length, 20)
   timings = {}
   outputs = {}
   for name, fn in (("reference-style Example", reference_style),

@@ -24,7 +24,8 @@ sys.path.insert(0, _REPO)
 
 import create_pretraining_data as cpd  # pylint: disable=g-import-not-at-top
 from bert_tf import io as io_utils  # pylint: disable=g-import-not-at-top
-from bert_tf.tasks.pretraining import data as pdu  # pylint: disable=g-import-not-at-top
+from bert_tf.tasks.pretraining import records as pretraining_records  # pylint: disable=g-import-not-at-top
+from bert_tf.tasks.pretraining import shuffle as pretraining_shuffle  # pylint: disable=g-import-not-at-top
 from bert_tf.cli import startup  # pylint: disable=g-import-not-at-top
 
 
@@ -34,23 +35,24 @@ def _without_serializer():
 
   def serialize(self, instance):
     features = collections.OrderedDict()
-    for name, values in zip(pdu.FEATURE_ORDER, self.features(instance)):
+    for name, values in zip(pretraining_records.FEATURE_ORDER,
+                            self.features(instance)):
       features[name] = (cpd.create_float_feature(values)
                         if name == "masked_lm_weights"
                         else cpd.create_int_feature(values))
     return tf.train.Example(
         features=tf.train.Features(feature=features)).SerializeToString()
 
-  pdu.ExampleSerializer.serialize = serialize
+  pretraining_records.ExampleSerializer.serialize = serialize
 
 
 def _without_varint_table():
-  pdu._varint_of = pdu._varint
+  pretraining_records._varint_of = pretraining_records._varint
 
 
 def _without_shuffle():
   """`rng.shuffle` itself instead of the inlined copy."""
-  pdu.shuffle = lambda items, rng: rng.shuffle(items)
+  pretraining_shuffle.shuffle = lambda items, rng: rng.shuffle(items)
 
 
 def _without_gc():

@@ -26,7 +26,8 @@ from helpers import write_corpus
 from helpers import skip_or_fail
 import create_pretraining_data as cpd
 from bert_tf.train import estimator as estimator_utils
-from bert_tf.tasks.pretraining import data as pdu
+from bert_tf.tasks.pretraining import processes as pretraining_processes
+from bert_tf.tasks.pretraining import records as pretraining_records
 import tokenization
 
 # (folder, input, vocab, do_whole_word_mask) of conformance/pretraining_data.
@@ -232,8 +233,8 @@ def test_workers_write_parts_with_their_own_seeds(tmp_path):
              "do_whole_word_mask": False}
   outputs = [str(tmp_path / "a.tfrecord"), str(tmp_path / "b.tfrecord")]
   total = cpd._run_workers(files, tokenizer, options, 7, 2, outputs)
-  parts, _ = pdu.split_corpus(files, 2)
-  serializer = pdu.ExampleSerializer(tokenizer, 16, 3)
+  parts, _ = pretraining_processes.split_corpus(files, 2)
+  serializer = pretraining_records.ExampleSerializer(tokenizer, 16, 3)
   count = 0
   for k, (part, output) in enumerate(zip(parts, outputs)):
     instances = cpd._instances_from_documents(
@@ -252,7 +253,7 @@ def test_failing_part_leaves_no_outputs(tmp_path):
   path = tmp_path / "corpus.txt"
   path.write_text("alpha one\n\nbeta two\n\ngamma three\n\n\x07\n",
                   encoding="utf-8")
-  _, num_documents = pdu.split_corpus([str(path)], 2)
+  _, num_documents = pretraining_processes.split_corpus([str(path)], 2)
   assert num_documents == [2, 2]
   options = {"max_seq_length": 16, "dupe_factor": 1, "short_seq_prob": 0.1,
              "masked_lm_prob": 0.15, "max_predictions_per_seq": 3,

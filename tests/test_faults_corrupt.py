@@ -18,7 +18,8 @@ import tensorflow.compat.v1 as tf
 import fault_helpers as fh
 from bert_tf import io as io_utils
 import modeling
-from bert_tf.checks import reliability
+from bert_tf.checks import checkpoint as checkpoint_checks
+from bert_tf.checks import records as record_checks
 from bert_tf.tasks.squad import data as squad_data
 from bert_tf.cli import startup
 import tokenization
@@ -81,12 +82,15 @@ def test_data_loss_names_the_damaged_tfrecord_file(tmp_path, damage):
       byte = f.read(1)
       f.seek(-1, os.SEEK_CUR)
       f.write(bytes([byte[0] ^ 0xFF]))
-  reliability.register_record_files([good, bad])
   with pytest.raises(tf.errors.DataLossError) as info:
-    _read_all([good, bad])
+    with record_checks.reading([good, bad]):
+      _read_all([good, bad])
   # TensorFlow's own message does not say which file.
   assert "bad.tfrecord" not in info.value.message
-  message = reliability.explain_data_loss(info.value)
+  # The files being read go with the error.
+  assert record_checks.record_files_of(info.value) == [good, bad]
+  message = record_checks.explain_data_loss(
+      info.value, record_checks.record_files_of(info.value))
   assert message.startswith(bad + ": ")
   assert "good.tfrecord" not in message
   assert ("truncated" if damage == "truncate" else "corrupted") in message
@@ -131,11 +135,11 @@ def test_truncated_latest_checkpoint_is_refused_on_resume(tmp_path):
   for suffix in (".index", ".data-00000-of-00001"):
     os.rename(prefix + suffix, step_3 + suffix)
   tf.train.update_checkpoint_state(output_dir, step_3)
-  reliability.check_resume_checkpoint(output_dir)  # Whole: accepted.
+  checkpoint_checks.check_resume_checkpoint(output_dir)  # Whole: accepted.
   _truncate(step_3 + ".data-00000-of-00001")
   with pytest.raises(ValueError, match=r"model\.ckpt-3\.data-00000-of-00001 "
                      "is truncated.*training would resume from it"):
-    reliability.check_resume_checkpoint(output_dir)
+    checkpoint_checks.check_resume_checkpoint(output_dir)
 
 
 def test_checkpoint_shapes_that_do_not_fit_the_config(tmp_path):
@@ -169,7 +173,7 @@ def test_expected_shapes_match_the_models_variables():
   with open(fh.tiny("variables.json")) as f:
     actual = {v["name"]: v["shape"] for v in json.load(f)
               if v["name"].startswith("bert/")}
-  assert reliability.expected_bert_shapes(config) == actual
+  assert checkpoint_checks.expected_bert_shapes(config) == actual
 
 
 # ---------------------------------------------------------------------------

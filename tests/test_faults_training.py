@@ -13,7 +13,8 @@ import pytest
 import tensorflow.compat.v1 as tf
 
 import fault_helpers as fh
-from bert_tf.checks import reliability
+from bert_tf.checks import lock as lock_checks
+from bert_tf.train import hooks as train_hooks
 
 
 def _steps_of(output_dir):
@@ -45,7 +46,7 @@ def test_sigterm_saves_the_current_step_and_rerun_resumes(tmp_path, data):
   time.sleep(2.0)
   sent = time.time()
   proc.send_signal(signal.SIGTERM)
-  assert proc.wait(timeout=60) == reliability.PREEMPTED_EXIT_STATUS
+  assert proc.wait(timeout=60) == train_hooks.PREEMPTED_EXIT_STATUS
   took = time.time() - sent
   text = lines.text()
   received = re.search(r"SIGTERM received: saving a checkpoint at step (\d+), "
@@ -97,8 +98,9 @@ def test_second_run_in_a_live_runs_folder_is_refused(tmp_path, data):
 
 def test_lock_is_released_when_its_process_dies(tmp_path):
   folder = str(tmp_path / "out")
-  code = ("import sys; sys.path.insert(0, %r); from bert_tf.checks import reliability; "
-          "reliability.lock_output_dir(%r); print('locked', flush=True); "
+  code = ("import sys; sys.path.insert(0, %r); "
+          "from bert_tf.checks import lock; "
+          "held = lock.lock_output_dir(%r); print('locked', flush=True); "
           "import time; time.sleep(60)" % (fh.script(""), folder))
   holder = subprocess.Popen([fh.sys.executable, "-c", code],
                             stdout=subprocess.PIPE, text=True)
@@ -106,11 +108,14 @@ def test_lock_is_released_when_its_process_dies(tmp_path):
     assert holder.stdout.readline().strip() == "locked"
     with pytest.raises(ValueError, match=r"in use by another training run "
                        r"\(pid %d\)" % holder.pid):
-      reliability.lock_output_dir(folder)
+      lock_checks.lock_output_dir(folder)
   finally:
     holder.kill()
     holder.wait()
-  reliability.lock_output_dir(folder)  # Free again.
+  with lock_checks.lock_output_dir(folder):  # Free again.
+    with pytest.raises(ValueError, match=r"\(pid %d\)" % os.getpid()):
+      lock_checks.lock_output_dir(folder)  # Held, by this process now.
+  lock_checks.lock_output_dir(folder).release()  # Released: free again.
 
 
 @pytest.mark.slow
@@ -189,3 +194,17 @@ def test_progress_at_the_first_and_final_step(monkeypatch):
   # Prediction: the global step stays; batches are counted.
   assert _progress_lines(monkeypatch, [7] * 6, 6, end_value=7) == [
       "batch 1", "batch 6"]
+
+
+def test_exit_if_preempted_reads_its_own_hooks(tmp_path):
+  stopped, running = train_hooks.PreemptionHook(), train_hooks.PreemptionHook()
+  stopped.stopped_at_step = 7
+  train_hooks.exit_if_preempted(str(tmp_path), [running])  # Not stopped.
+  train_hooks.exit_if_preempted(str(tmp_path), [])
+  with pytest.raises(SystemExit) as info:
+    train_hooks.exit_if_preempted(str(tmp_path), [running, stopped])
+  assert info.value.code == train_hooks.PREEMPTED_EXIT_STATUS
+  # Each run's hooks start unstopped.
+  fresh = train_hooks.training_hooks(str(tmp_path), 10, 5, 0)[0]
+  assert isinstance(fresh, train_hooks.PreemptionHook)
+  assert fresh.stopped_at_step is None

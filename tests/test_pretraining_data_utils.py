@@ -1,5 +1,5 @@
 # coding=utf-8
-"""Tests of pretraining_data_utils.py: the record encoder against records
+"""Tests of bert_tf/tasks/pretraining/: the record encoder against records
 built with protobuf, the shuffle copy against `random.shuffle`, and the
 multi-process runner (corpus split, output names and checks, failing and
 dying workers)."""
@@ -14,7 +14,9 @@ from helpers import data_path
 from helpers import skip_or_fail
 from helpers import write_corpus
 import create_pretraining_data as cpd
-from bert_tf.tasks.pretraining import data as pdu
+from bert_tf.tasks.pretraining import processes
+from bert_tf.tasks.pretraining import records
+from bert_tf.tasks.pretraining import shuffle
 import tokenization
 
 _tokenizers = {}
@@ -36,7 +38,7 @@ def _protobuf_example(features):
   return tf.train.Example(features=tf.train.Features(feature={
       name: (cpd.create_float_feature(values) if name == "masked_lm_weights"
              else cpd.create_int_feature(values))
-      for name, values in zip(pdu.FEATURE_ORDER, features)}))
+      for name, values in zip(records.FEATURE_ORDER, features)}))
 
 
 def test_direct_encoder_matches_protobuf_built_examples():
@@ -45,14 +47,14 @@ def test_direct_encoder_matches_protobuf_built_examples():
   instances = cpd.create_training_instances(
       [_conf("sample_text.txt")], tokenizer, 128, 2, 0.1, 0.15, 20,
       random.Random(12345), do_whole_word_mask=True)
-  serializer = pdu.ExampleSerializer(tokenizer, 128, 20)
+  serializer = records.ExampleSerializer(tokenizer, 128, 20)
   for max_predictions in (20, 0):
     for instance in instances[:5]:
       if max_predictions == 0:
         instance = cpd.TrainingInstance(instance.tokens, instance.segment_ids,
                                         [], [], instance.is_random_next)
       built = _protobuf_example(
-          pdu.instance_features(instance, tokenizer.vocab, 128, 20))
+          records.instance_features(instance, tokenizer.vocab, 128, 20))
       encoded = serializer.serialize(instance)
       assert tf.train.Example.FromString(encoded) == built
       if max_predictions:
@@ -66,8 +68,8 @@ def test_encoder_handles_large_ids_and_long_sequences():
   tokens = ["[CLS]"] + ["a", "b", "c"] * 1500 + ["[SEP]"]
   instance = cpd.TrainingInstance(tokens, [0] * len(tokens), [1, 4000],
                                   ["a", "c"], True)
-  serializer = pdu.ExampleSerializer(tokenizer, 5000, 3)
-  built = _protobuf_example(pdu.instance_features(instance, vocab, 5000, 3))
+  serializer = records.ExampleSerializer(tokenizer, 5000, 3)
+  built = _protobuf_example(records.instance_features(instance, vocab, 5000, 3))
   assert tf.train.Example.FromString(
       serializer.serialize(instance)) == built
 
@@ -77,20 +79,20 @@ def test_encoder_refuses_instances_over_the_limits():
   instance = cpd.TrainingInstance(["[CLS]", "the", "[SEP]"], [0, 0, 0], [1, 2],
                                   ["the", "[SEP]"], False)
   with pytest.raises(ValueError, match="3 tokens; max_seq_length is 2"):
-    pdu.ExampleSerializer(tokenizer, 2, 5).serialize(instance)
+    records.ExampleSerializer(tokenizer, 2, 5).serialize(instance)
   with pytest.raises(ValueError, match="2 masked positions; "
                      "max_predictions_per_seq is 1"):
-    pdu.ExampleSerializer(tokenizer, 8, 1).serialize(instance)
+    records.ExampleSerializer(tokenizer, 8, 1).serialize(instance)
 
 
 def test_inlined_shuffle_draws_like_random_shuffle():
-  assert pdu._FAST_SHUFFLE
+  assert shuffle._FAST_SHUFFLE
   for seed in range(20):
     for size in (0, 1, 2, 3, 31, 32, 33, 127, 128, 129, 500):
       expected, got = list(range(size)), list(range(size))
       rng_expected, rng_got = random.Random(seed), random.Random(seed)
       rng_expected.shuffle(expected)
-      pdu.shuffle(got, rng_got)
+      shuffle.shuffle(got, rng_got)
       assert got == expected
       assert rng_got.random() == rng_expected.random()  # Same draws used.
 
@@ -101,7 +103,7 @@ def test_inlined_shuffle_draws_like_random_shuffle():
       CountingRandom.calls += 1
       super().shuffle(x)
 
-  pdu.shuffle([1, 2, 3], CountingRandom(0))  # Subclasses keep their own.
+  shuffle.shuffle([1, 2, 3], CountingRandom(0))  # Subclasses keep their own.
   assert CountingRandom.calls == 1
 
 
@@ -111,7 +113,7 @@ def test_split_corpus_cuts_at_document_boundaries(tmp_path):
   whole = cpd._read_documents([(p, 0, None) for p in files], tokenizer)
   assert len(whole) == 6
   for num_parts in (2, 3):
-    parts, num_documents = pdu.split_corpus(files, num_parts)
+    parts, num_documents = processes.split_corpus(files, num_parts)
     pieces = [cpd._read_documents(part, tokenizer) for part in parts]
     assert [d for piece in pieces for d in piece] == whole
     assert [len(piece) for piece in pieces] == num_documents
@@ -123,36 +125,36 @@ def test_split_corpus_decodes_non_ascii_lines_to_find_blanks(tmp_path):
   path = tmp_path / "u.txt"
   path.write_text("one a\n\u3000\u00a0\ntwo b\n\u00e9t\u00e9\n\nthree c\n",
                   encoding="utf-8")
-  _, num_documents = pdu.split_corpus([str(path)], 1)
+  _, num_documents = processes.split_corpus([str(path)], 1)
   assert num_documents == [3]
   assert len(cpd._read_documents([(str(path), 0, None)], _tokenizer())) == 3
 
 
 def test_part_output_names():
-  assert pdu.part_output_files(["o"], 2) == [["o-00000-of-00002"],
-                                             ["o-00001-of-00002"]]
-  assert pdu.part_output_files(["x", "y"], 2) == [["x"], ["y"]]
-  assert pdu.part_output_files(["x", "y"], 1) == [["x", "y"]]
+  assert processes.part_output_files(["o"], 2) == [["o-00000-of-00002"],
+                                                   ["o-00001-of-00002"]]
+  assert processes.part_output_files(["x", "y"], 2) == [["x"], ["y"]]
+  assert processes.part_output_files(["x", "y"], 1) == [["x", "y"]]
   with pytest.raises(ValueError, match="--output_file: got 3 paths"):
-    pdu.part_output_files(["x", "y", "z"], 2)
+    processes.part_output_files(["x", "y", "z"], 2)
 
 
 def test_output_paths_checked_before_work(tmp_path):
   corpus = str(tmp_path / "corpus.txt")
   out = str(tmp_path / "o.tfrecord")
-  pdu.check_output_paths([corpus], [out, str(tmp_path / "p")], 1)
+  processes.check_output_paths([corpus], [out, str(tmp_path / "p")], 1)
   for outputs, workers in (([out, out], 1), ([out, out], 2),
                            ([out, str(tmp_path / "." / "o.tfrecord")], 2)):
     with pytest.raises(ValueError, match="--output_file: .*o.tfrecord is "
                        "given more than once"):
-      pdu.check_output_paths([corpus], outputs, workers)
+      processes.check_output_paths([corpus], outputs, workers)
   with pytest.raises(ValueError, match="corpus.txt is also an --input_file"):
-    pdu.check_output_paths([corpus], [out, corpus], 1)
+    processes.check_output_paths([corpus], [out, corpus], 1)
   with pytest.raises(ValueError, match="--output_file: .* is a directory"):
-    pdu.check_output_paths([corpus], [str(tmp_path)], 1)
+    processes.check_output_paths([corpus], [str(tmp_path)], 1)
   (tmp_path / "o.tfrecord-00001-of-00002").mkdir()
   with pytest.raises(ValueError, match="-00001-of-00002 is a directory"):
-    pdu.check_output_paths([corpus], [out], 2)
+    processes.check_output_paths([corpus], [out], 2)
 
 
 def _write_part(part_index, num_parts, ranges, output_files, failure):
@@ -174,7 +176,7 @@ def _write_part(part_index, num_parts, ranges, output_files, failure):
 def test_run_parts_writes_each_part_and_reports_usage(tmp_path):
   files = write_corpus(tmp_path)
   out = str(tmp_path / "out" / "o")
-  results = pdu.run_parts(files, 3, [out], _write_part, None)
+  results = processes.run_parts(files, 3, [out], _write_part, None)
   written = []
   for k, result in enumerate(results):
     with open("%s-%05d-of-00003" % (out, k), "rb") as f:
@@ -189,19 +191,19 @@ def test_run_parts_writes_each_part_and_reports_usage(tmp_path):
 def test_run_parts_failing_part_leaves_no_outputs(tmp_path):
   files = write_corpus(tmp_path)
   with pytest.raises(ValueError, match="part 1 refused"):
-    pdu.run_parts(files, 2, [str(tmp_path / "o")], _write_part,
-                  (1, "raise"))
+    processes.run_parts(files, 2, [str(tmp_path / "o")], _write_part,
+                        (1, "raise"))
   assert sorted(os.listdir(tmp_path)) == sorted(os.path.basename(f)
                                                 for f in files)
 
 
 def test_run_parts_reports_a_worker_that_dies(tmp_path):
-  if "fork" not in pdu.multiprocessing.get_all_start_methods():
+  if "fork" not in processes.multiprocessing.get_all_start_methods():
     skip_or_fail("a dying worker is only simulated with fork")
   files = write_corpus(tmp_path)
   with pytest.raises(ChildProcessError, match="part-1 exited with code 3"):
-    pdu.run_parts(files, 2, [str(tmp_path / "o")], _write_part,
-                  (1, "die"))
+    processes.run_parts(files, 2, [str(tmp_path / "o")], _write_part,
+                        (1, "die"))
   assert not [p for p in os.listdir(tmp_path) if not p.startswith("corpus")]
 
 
@@ -210,5 +212,6 @@ def test_run_parts_refuses_parts_without_two_documents(tmp_path):
   path.write_text("one a\n\ntwo b\n\nthree c\n", encoding="utf-8")
   with pytest.raises(ValueError, match=r"--num_workers=2: part \d of the "
                      r"corpus \(.*three.txt\[.*\]\) holds 1 document"):
-    pdu.run_parts([str(path)], 2, [str(tmp_path / "o")], _write_part, None)
+    processes.run_parts([str(path)], 2, [str(tmp_path / "o")], _write_part,
+                        None)
   assert os.listdir(tmp_path) == ["three.txt"]

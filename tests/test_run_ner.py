@@ -1,5 +1,5 @@
-"""Tests for run_ner.py and ner_data.py: readers on the real CoNLL-2003 and
-WNUT-17 files, label alignment, windows, document context, the entity-metric
+"""Tests for run_ner.py and bert_tf/tasks/ner/: readers on the real CoNLL-2003
+and WNUT-17 files, label alignment, windows, document context, the entity-metric
 golden case, bad input, the Hugging Face token-classification conversion and
 one end-to-end train/eval/predict run with the tiny conformance model."""
 
@@ -24,7 +24,10 @@ from helpers import shared_path
 
 import convert_checkpoint
 import modeling
-from bert_tf.tasks.ner import data as ner_data
+from bert_tf.tasks.ner import features as ner_features
+from bert_tf.tasks.ner import metrics as ner_metrics
+from bert_tf.tasks.ner import reader as ner_reader
+from bert_tf.tasks.ner import tags as ner_tags
 import run_ner
 from bert_tf.tasks.squad import data as squad_data
 import tokenization
@@ -51,7 +54,7 @@ def _stats(path):
 @functools.lru_cache(maxsize=None)
 def _read_cached(path):
   """`read_conll_file(path)`, read once per test session (eng.train is big)."""
-  return ner_data.read_conll_file(path)
+  return ner_reader.read_conll_file(path)
 
 
 def _write(path, text):
@@ -69,8 +72,8 @@ def _vocab_tokenizer(tmp_path, words):
 
 
 def _sentence(words, labels=None, document=0):
-  return ner_data.Sentence(list(words), labels and list(labels), document,
-                           list(range(1, len(words) + 1)), "mem")
+  return ner_reader.Sentence(list(words), labels and list(labels), document,
+                             list(range(1, len(words) + 1)), "mem")
 
 
 def _run_script(args, timeout=300):
@@ -120,7 +123,7 @@ def test_conll2003_reader_matches_stats(name):
   tags = collections.Counter(t for s in sentences for t in s.labels)
   assert dict(tags) == stats["tag_counts"]
   assert all("-DOCSTART-" not in s.words for s in sentences)
-  assert ner_data.detect_tag_scheme(s.labels for s in sentences) == "IOB1"
+  assert ner_tags.detect_tag_scheme(s.labels for s in sentences) == "IOB1"
   # Entities with conlleval's chunking (seqeval's default mode, which
   # entity_scores uses), per type, as counted in stats.json.
   entities = collections.Counter(
@@ -135,19 +138,19 @@ def test_conll2003_reader_matches_stats(name):
 def test_wnut17_reader_matches_stats(name):
   path = _wnut(name)
   stats = _stats(path)
-  sentences = ner_data.read_conll_file(path)
+  sentences = ner_reader.read_conll_file(path)
   # wnut17train.conll separates many sentences by a line holding one tab.
   assert len(sentences) == stats["sentences"]
   assert sum(len(s.words) for s in sentences) == stats["tokens"]
   assert {s.document for s in sentences} == {0}  # No -DOCSTART-.
   tags = collections.Counter(t for s in sentences for t in s.labels)
   assert dict(tags) == stats["tag_counts"]
-  assert ner_data.detect_tag_scheme(s.labels for s in sentences) == "IOB2"
-  assert ner_data.find_invalid_tags(sentences, "IOB2") == (0, None)
+  assert ner_tags.detect_tag_scheme(s.labels for s in sentences) == "IOB2"
+  assert ner_tags.find_invalid_tags(sentences, "IOB2") == (0, None)
 
 
 def test_other_label_column_and_line_numbers():
-  sentences = ner_data.read_conll_file(_conll("eng.testa"), label_column=1)
+  sentences = ner_reader.read_conll_file(_conll("eng.testa"), label_column=1)
   first = sentences[0]
   assert first.words[:2] == ["CRICKET", "-"]
   assert first.labels[:2] == ["NNP", ":"]  # The POS column.
@@ -157,28 +160,28 @@ def test_other_label_column_and_line_numbers():
 def test_invalid_tags_in_declared_scheme_are_counted_not_fatal(caplog):
   sentences = _read_cached(_conll("eng.train"))
   # stats.json: two irregular B- tags after O, at these lines.
-  assert ner_data.find_invalid_tags(sentences, "IOB1") == (
+  assert ner_tags.find_invalid_tags(sentences, "IOB1") == (
       2, (152428, "B-MISC", "O"))
   with caplog.at_level(py_logging.WARNING):
-    assert ner_data.warn_invalid_tags(sentences, "IOB1", "eng.train") == 2
+    assert ner_tags.warn_invalid_tags(sentences, "IOB1", "eng.train") == 2
   warnings = [r for r in caplog.records if "invalid in IOB1" in r.getMessage()]
   assert len(warnings) == 1 and "line 152428" in warnings[0].getMessage()
   # Read as IOB2, every I- entity start is a violation (one per sentence).
-  count, first = ner_data.find_invalid_tags(sentences, "IOB2")
+  count, first = ner_tags.find_invalid_tags(sentences, "IOB2")
   assert count > 9000 and first[1].startswith("I-")
 
 
 def test_tag_scheme_detection_and_iobes_validity():
   iobes = [["B-PER", "E-PER", "O", "S-LOC"], ["O"]]
-  assert ner_data.detect_tag_scheme(iobes) == "IOBES"
-  assert ner_data.detect_tag_scheme([["O", "O"]]) == "IOB2"
+  assert ner_tags.detect_tag_scheme(iobes) == "IOBES"
+  assert ner_tags.detect_tag_scheme([["O", "O"]]) == "IOB2"
   good = [_sentence("abcd", iobes[0])]
-  assert ner_data.find_invalid_tags(good, "IOBES") == (0, None)
+  assert ner_tags.find_invalid_tags(good, "IOBES") == (0, None)
   bad = [_sentence("abc", ["B-PER", "O", "S-LOC"]),
          _sentence("ab", ["I-PER", "E-PER"])]
-  assert ner_data.find_invalid_tags(bad, "IOBES") == (2, (1, "B-PER", "the "
+  assert ner_tags.find_invalid_tags(bad, "IOBES") == (2, (1, "B-PER", "the "
                                                            "sentence start"))
-  assert ner_data.find_invalid_tags([_sentence("a", ["PER"])], "IOB2")[0] == 1
+  assert ner_tags.find_invalid_tags([_sentence("a", ["PER"])], "IOB2")[0] == 1
 
 
 # ----------------------------------------------------------------------------
@@ -192,7 +195,7 @@ def test_first_piece_carries_the_label(tmp_path):
   labels = ["I-LOC", "I-PER", "O"]
   sentence = _sentence(["Johnson", "lives", "in", "Yorkville,"],
                        ["I-PER", "O", "O", "I-LOC"])
-  features, empty = ner_data.convert_sentences_to_features(
+  features, empty = ner_features.convert_sentences_to_features(
       [sentence], labels, tokenizer, max_seq_length=12, doc_stride=4)
   assert empty == 0 and len(features) == 1
   f = features[0]
@@ -213,7 +216,7 @@ def test_first_piece_carries_the_label(tmp_path):
 def test_label_ids_at_first_pieces(tmp_path):
   tokenizer = _vocab_tokenizer(tmp_path, ["john", "##son", "lives"])
   labels = ["I-PER", "O"]
-  features, _ = ner_data.convert_sentences_to_features(
+  features, _ = ner_features.convert_sentences_to_features(
       [_sentence(["Johnson", "lives"], ["I-PER", "O"])], labels, tokenizer,
       max_seq_length=8, doc_stride=2)
   assert features[0].label_ids[:4] == [0, 0, 0, 1]  # [CLS] john ##son lives
@@ -226,7 +229,7 @@ def test_windows_cover_every_word_and_pick_the_most_context(tmp_path):
   assert squad_data.doc_spans(10, 4, 2) == [(0, 4), (2, 4), (4, 4), (6, 4)]
   assert squad_data.doc_spans(10, 4, 9) == [(0, 4), (4, 4), (8, 2)]  # No gap.
   sentence = _sentence(words, ["O"] * 10)
-  features, _ = ner_data.convert_sentences_to_features(
+  features, _ = ner_features.convert_sentences_to_features(
       [sentence], ["O"], tokenizer, max_seq_length=6, doc_stride=2)
   assert len(features) == 4
   chosen = {}
@@ -245,22 +248,22 @@ def test_windows_cover_every_word_and_pick_the_most_context(tmp_path):
     probs = np.zeros([6, 4], np.float32)
     probs[:, index] = 1.0
     predictions.append({"unique_ids": f.unique_id, "probabilities": probs})
-  predicted = ner_data.word_predictions([sentence], features, predictions,
-                                        label_list)
+  predicted = ner_metrics.word_predictions([sentence], features, predictions,
+                                           label_list)
   assert predicted == [["L%d" % chosen[w] for w in range(10)]]
 
 
 def test_word_predictions_refuse_mispaired_predictions(tmp_path):
   tokenizer = _vocab_tokenizer(tmp_path, ["a", "b"])
   sentences = [_sentence(["a"], ["O"]), _sentence(["b"], ["O"])]
-  features, _ = ner_data.convert_sentences_to_features(
+  features, _ = ner_features.convert_sentences_to_features(
       sentences, ["O"], tokenizer, 4, 1)
   probs = np.ones([4, 1], np.float32)
   with pytest.raises(ValueError, match="unique id 1, expected 0"):
-    ner_data.word_predictions(sentences, features, [
+    ner_metrics.word_predictions(sentences, features, [
         {"unique_ids": 1, "probabilities": probs}] * 2, ["O"])
   with pytest.raises(ValueError, match="got 1 predictions for 2 features"):
-    ner_data.word_predictions(sentences, features, [
+    ner_metrics.word_predictions(sentences, features, [
         {"unique_ids": 0, "probabilities": probs}], ["O"])
 
 
@@ -271,7 +274,7 @@ def test_document_context_surrounds_the_sentence(tmp_path):
           _sentence(["d", "xy", "e"], ["O", "O", "O"])]
   doc1 = [_sentence(["f", "g"], ["O", "O"], document=1)]
   labels = ["I-PER", "O"]
-  features, _ = ner_data.convert_sentences_to_features(
+  features, _ = ner_features.convert_sentences_to_features(
       doc0 + doc1, labels, tokenizer, max_seq_length=7, doc_stride=2,
       document_context=True)
   assert len(features) == 4
@@ -293,7 +296,7 @@ def test_document_context_surrounds_the_sentence(tmp_path):
 def test_document_context_off_encodes_sentences_alone(tmp_path):
   tokenizer = _vocab_tokenizer(tmp_path, ["a", "b", "c"])
   sentences = [_sentence(["a", "b"], ["O", "O"]), _sentence(["c"], ["O"])]
-  features, _ = ner_data.convert_sentences_to_features(
+  features, _ = ner_features.convert_sentences_to_features(
       sentences, ["O"], tokenizer, max_seq_length=8, doc_stride=2)
   assert [sum(f.input_mask) for f in features] == [4, 3]
 
@@ -302,18 +305,18 @@ def test_words_without_wordpiece_are_counted_and_predicted_o(tmp_path):
   tokenizer = _vocab_tokenizer(tmp_path, ["a", "b"])
   sentences = [_sentence(["a", "\x07", "b"], ["I-PER", "I-PER", "O"]),
                _sentence(["\x01\x02"], ["I-PER"])]
-  features, empty = ner_data.convert_sentences_to_features(
+  features, empty = ner_features.convert_sentences_to_features(
       sentences, ["I-PER", "O"], tokenizer, max_seq_length=8, doc_stride=2)
   assert empty == 2
   assert len(features) == 1  # The all-control sentence has no feature.
   probs = np.zeros([8, 2], np.float32)
   probs[:, 0] = 1.0  # Predict I-PER everywhere.
-  predicted = ner_data.word_predictions(
+  predicted = ner_metrics.word_predictions(
       sentences, features, [{"unique_ids": 0, "probabilities": probs}],
       ["I-PER", "O"])
   assert predicted == [["I-PER", "O", "I-PER"], ["O"]]
   out = str(tmp_path / "pred.txt")
-  ner_data.write_conll_predictions(out, sentences, predicted)
+  ner_metrics.write_conll_predictions(out, sentences, predicted)
   with open(out, encoding="utf-8") as f:
     assert f.read() == ("a I-PER I-PER\n\x07 I-PER O\nb O I-PER\n\n"
                         "\x01\x02 I-PER O\n")
@@ -328,11 +331,11 @@ def test_metric_case_matches_conlleval_and_seqeval_exactly():
   path = _conll("metric_case.txt")
   with open(_conll("metric_case.json")) as f:
     case = json.load(f)
-  gold = ner_data.read_conll_file(path, label_column=1)
-  pred = ner_data.read_conll_file(path, label_column=2)
+  gold = ner_reader.read_conll_file(path, label_column=1)
+  pred = ner_reader.read_conll_file(path, label_column=2)
   assert sum(len(s.words) for s in gold) == case["tokens"] == 3491
-  scores = ner_data.entity_scores([s.labels for s in gold],
-                                  [s.labels for s in pred])
+  scores = ner_metrics.entity_scores([s.labels for s in gold],
+                                     [s.labels for s in pred])
   conlleval = case["conlleval"]["scores"]
   seqeval = case["seqeval_default"]["scores"]
   for key in ("precision", "recall", "f1"):
@@ -343,7 +346,7 @@ def test_metric_case_matches_conlleval_and_seqeval_exactly():
     for key in ("precision", "recall", "f1"):
       assert row[key] == conlleval[name][key] == seqeval[name][key], name
     assert row["support"] == conlleval[name]["gold"]
-  entries = ner_data.eval_results_entries(scores)
+  entries = ner_metrics.eval_results_entries(scores)
   assert sorted(entries) == [
       "eval_accuracy", "eval_f1", "eval_f1_LOC", "eval_f1_MISC",
       "eval_f1_ORG", "eval_f1_PER", "eval_precision", "eval_recall"]
@@ -351,14 +354,14 @@ def test_metric_case_matches_conlleval_and_seqeval_exactly():
 
 
 def test_entity_scores_report_requested_types_and_no_entities():
-  scores = ner_data.entity_scores([["O", "O"]], [["O", "O"]],
-                                  types=["PER"])
+  scores = ner_metrics.entity_scores([["O", "O"]], [["O", "O"]],
+                                     types=["PER"])
   assert scores["f1"] == 0.0 and scores["accuracy"] == 1.0
   assert scores["types"] == {"PER": {"precision": 0.0, "recall": 0.0,
                                      "f1": 0.0, "support": 0}}
   # IOBES is chunked like conlleval: S- alone, B- ... E-.
-  scores = ner_data.entity_scores([["B-PER", "E-PER", "S-LOC"]],
-                                  [["B-PER", "E-PER", "O"]])
+  scores = ner_metrics.entity_scores([["B-PER", "E-PER", "S-LOC"]],
+                                     [["B-PER", "E-PER", "O"]])
   assert scores["precision"] == 1.0 and scores["recall"] == 0.5
 
 
@@ -372,14 +375,14 @@ def test_wrong_column_count_names_file_and_line(tmp_path):
                 "-DOCSTART- -X- O O\n\nEU NNP I-NP I-ORG\nrejects VBZ I-VP\n")
   with pytest.raises(ValueError, match=r"bad\.txt:4: expected 4 space-"
                      r"separated columns \(as on line 3\), got 3"):
-    ner_data.read_conll_file(path)
+    ner_reader.read_conll_file(path)
 
 
 @pytest.mark.parametrize("text", ["", "\n\n", "-DOCSTART- -X- O O\n\n"])
 def test_empty_file_is_one_line_error(tmp_path, text):
   path = _write(tmp_path / "d" / "empty.txt", text)
   with pytest.raises(ValueError, match="empty.txt: ") as info:
-    ner_data.read_conll_file(path)
+    ner_reader.read_conll_file(path)
   assert "\n" not in str(info.value)
 
 
@@ -387,24 +390,24 @@ def test_label_not_in_training_labels_names_label_and_file():
   sentences = [_sentence(["Paris"], ["I-LOC"]), _sentence(["x"], ["B-GPE"])]
   with pytest.raises(ValueError, match=r"mem:1: label 'B-GPE' is not in "
                      r"the training file"):
-    ner_data.check_labels(sentences, ["I-LOC", "O"], "mem")
+    ner_reader.check_labels(sentences, ["I-LOC", "O"], "mem")
 
 
 def test_label_column_outside_the_file_is_named(tmp_path):
   path = _write(tmp_path / "d" / "two.txt", "a\tO\n")
   with pytest.raises(ValueError, match=r"two.txt:1: --label_column=3"):
-    ner_data.read_conll_file(path, label_column=3)
+    ner_reader.read_conll_file(path, label_column=3)
   with pytest.raises(ValueError, match=r"--label_column=0"):
-    ner_data.read_conll_file(path, label_column=0)
+    ner_reader.read_conll_file(path, label_column=0)
 
 
 def test_token_only_file_reads_without_labels(tmp_path):
   path = _write(tmp_path / "d" / "raw.txt", "Paris\nis\n\nbig\n")
-  sentences = ner_data.read_conll_file(path)
+  sentences = ner_reader.read_conll_file(path)
   assert [s.words for s in sentences] == [["Paris", "is"], ["big"]]
   assert sentences[0].labels is None
   with pytest.raises(ValueError, match="no label column"):
-    ner_data.label_list_from(sentences, path)
+    ner_reader.label_list_from(sentences, path)
 
 
 # ----------------------------------------------------------------------------
@@ -463,7 +466,7 @@ def test_token_classifier_converts_to_hf_with_equal_outputs(tmp_path):
   prefix = str(run_dir / "model.ckpt-3")
   convert_checkpoint.write_tf_checkpoint(weights, prefix)
   labels = ["B-MISC", "I-LOC", "I-MISC", "I-PER", "O"]
-  ner_data.write_label_list(str(run_dir / "label_list.txt"), labels)
+  ner_reader.write_label_list(str(run_dir / "label_list.txt"), labels)
 
   inputs = np.load(os.path.join(model_dir, "inputs.npz"))
   ids, mask, types = (inputs[k] for k in
@@ -554,36 +557,36 @@ def test_end_to_end_train_eval_predict_writes_every_output(tmp_path):
                "test_predictions.txt"):
     assert os.path.isfile(os.path.join(out, name)), name
   assert not [n for n in os.listdir(out) if ".tmp-" in n]
-  train = ner_data.read_conll_file(str(data / "eng.train"))
+  train = ner_reader.read_conll_file(str(data / "eng.train"))
   labels = sorted({l for s in train for l in s.labels})
   with open(os.path.join(out, "label_list.txt")) as f:
     assert f.read().split() == labels
   results = _eval_results(os.path.join(out, "eval_results.txt"))
-  types = ner_data.entity_types(labels)
+  types = ner_tags.entity_types(labels)
   assert sorted(results) == sorted(
       ["eval_accuracy", "eval_f1", "eval_loss", "eval_precision",
        "eval_recall", "global_step", "loss"] +
       ["eval_f1_%s" % t for t in types])
   assert list(results) == sorted(results)
   # The scores are those of dev_predictions.txt, read as conlleval would.
-  dev = ner_data.read_conll_file(str(data / "eng.testa"))
-  gold = ner_data.read_conll_file(os.path.join(out, "dev_predictions.txt"),
-                                  label_column=1)
-  pred = ner_data.read_conll_file(os.path.join(out, "dev_predictions.txt"),
-                                  label_column=2)
+  dev = ner_reader.read_conll_file(str(data / "eng.testa"))
+  gold = ner_reader.read_conll_file(os.path.join(out, "dev_predictions.txt"),
+                                    label_column=1)
+  pred = ner_reader.read_conll_file(os.path.join(out, "dev_predictions.txt"),
+                                    label_column=2)
   assert [s.words for s in gold] == [s.words for s in dev]
   assert [s.labels for s in gold] == [s.labels for s in dev]
-  scores = ner_data.entity_scores([s.labels for s in gold],
-                                  [s.labels for s in pred], types)
-  for key, value in ner_data.eval_results_entries(scores).items():
+  scores = ner_metrics.entity_scores([s.labels for s in gold],
+                                     [s.labels for s in pred], types)
+  for key, value in ner_metrics.eval_results_entries(scores).items():
     assert float(results[key]) == pytest.approx(value, abs=1e-12), key
   for key in ("eval_precision", "eval_recall", "eval_f1", "eval_accuracy"):
     assert 0.0 <= float(results[key]) <= 1.0
-  test = ner_data.read_conll_file(str(data / "eng.testb"))
+  test = ner_reader.read_conll_file(str(data / "eng.testb"))
   with open(os.path.join(out, "test_predictions.txt")) as f:
     test_lines = f.read()
-  written = ner_data.read_conll_file(os.path.join(out, "test_predictions.txt"),
-                                     label_column=1)
+  written = ner_reader.read_conll_file(
+      os.path.join(out, "test_predictions.txt"), label_column=1)
   assert [s.words for s in written] == [s.words for s in test]
   assert all(l.split()[-1] in labels for l in test_lines.splitlines() if l)
 

@@ -1,1 +1,7 @@
-"""Checks of inputs and of the run: configs, checkpoints, records, disk, lock."""
+"""Checks of a run's inputs and surroundings, each refusing in one line.
+
+A `bert_config.json` (`config`), a checkpoint (`checkpoint`), which TFRecord
+file a `DataLossError` came from (`records`), a write that hit a full disk
+(`disk`) and the lock that keeps two training runs out of one folder
+(`lock`).
+"""

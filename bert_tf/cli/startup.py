@@ -244,8 +244,8 @@ def _user_errors():
 def _is_user_error(error):
   """Bad input, or a write that hit a full disk (TensorFlow reports EFBIG
   as `OutOfRangeError`, ENOSPC as `ResourceExhaustedError`)."""
-  from bert_tf.checks import reliability  # pylint: disable=g-import-not-at-top
-  return isinstance(error, _user_errors()) or reliability.is_disk_full(error)
+  from bert_tf.checks import disk  # pylint: disable=g-import-not-at-top
+  return isinstance(error, _user_errors()) or disk.is_disk_full(error)
 
 
 def _one_line(error):
@@ -255,11 +255,12 @@ def _one_line(error):
   op; only the lines that say what went wrong are kept.
   """
   import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
-  from bert_tf.checks import reliability  # pylint: disable=g-import-not-at-top
-  if reliability.is_disk_full(error):
-    return reliability.disk_full_message(_one_line_text(error))
+  from bert_tf.checks import disk  # pylint: disable=g-import-not-at-top
+  from bert_tf.checks import records  # pylint: disable=g-import-not-at-top
+  if disk.is_disk_full(error):
+    return disk.disk_full_message(_one_line_text(error))
   if isinstance(error, tf.errors.DataLossError):
-    return reliability.explain_data_loss(error)
+    return records.explain_data_loss(error, records.record_files_of(error))
   return _one_line_text(error)
 
 
@@ -393,7 +394,7 @@ def load_bert_config(path, flag_name="bert_config_file"):
   """Reads a `BertConfig` from JSON, with a one-line error for a bad file.
 
   Beyond `BertConfig.from_json_file` (which, like the reference, takes any
-  keys), the values are checked by `reliability.check_bert_config_json`.
+  keys), the values are checked by `config.check_bert_config_json`.
 
   Raises:
     ValueError: when `path` is empty, missing, not JSON, or a config with a
@@ -406,11 +407,11 @@ def load_bert_config(path, flag_name="bert_config_file"):
   if not os.path.exists(path) and "://" not in path:
     raise ValueError("--%s: %s does not exist (expected the model's "
                      "bert_config.json)" % (flag_name, path))
-  from bert_tf.checks import reliability  # pylint: disable=g-import-not-at-top
+  from bert_tf.checks import config as config_checks  # pylint: disable=g-import-not-at-top
   try:
     config = modeling.BertConfig.from_json_file(path)
-    reliability.check_bert_config_json(reliability.read_json(path), path,
-                                       flag_name)
+    config_checks.check_bert_config_json(config_checks.read_json(path), path,
+                                         flag_name)
   except (ValueError, OSError) as e:
     if str(e).startswith("--%s: " % flag_name):
       raise
@@ -484,11 +485,11 @@ def resolve_init_checkpoint(path, flag_name="init_checkpoint"):
 
 def _check_checkpoint(checkpoint, bert_config):
   """A whole checkpoint whose `bert/` shapes fit the config (see
-  `reliability.check_checkpoint`); logs the variables it lacks."""
-  from bert_tf.checks import reliability  # pylint: disable=g-import-not-at-top
+  `checkpoint.check_checkpoint`); logs the variables it lacks."""
+  from bert_tf.checks import checkpoint as checkpoint_checks  # pylint: disable=g-import-not-at-top
   from absl import logging  # pylint: disable=g-import-not-at-top
-  missing = reliability.check_checkpoint(checkpoint, "init_checkpoint",
-                                         bert_config)
+  missing = checkpoint_checks.check_checkpoint(checkpoint, "init_checkpoint",
+                                               bert_config)
   if missing:
     logging.warning("--init_checkpoint: %s lacks %d of the model's variables "
                     "(such as %s); they start from random values",

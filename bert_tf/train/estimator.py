@@ -23,7 +23,6 @@ import tensorflow.compat.v1 as tf
 from bert_tf.train import distribute as distribute_utils
 import modeling
 import optimization
-from bert_tf.checks import reliability
 from bert_tf.train import options as training_options
 
 
@@ -431,8 +430,6 @@ def tfrecord_input_fn_builder(input_files, name_to_features, is_training,
     `params["batch_size"]`.
   """
   input_files = list(input_files)
-  # A DataLossError then names the damaged file (startup.run_main).
-  reliability.register_record_files(input_files)
 
   def input_fn(params, config=None, input_context=None):
     batch_size = params["batch_size"]

@@ -1,1 +1,6 @@
-"""Pre-training data: record encoding, shuffling, worker processes."""
+"""Speed and scale for `create_pretraining_data.py`, which keeps the
+reference's algorithm: its record encoder (`records`), its copy of
+`random.shuffle` (`shuffle`), and its multi-process runner and progress
+lines (`processes`). They change how fast and in how many processes it
+runs, never what it writes.
+"""

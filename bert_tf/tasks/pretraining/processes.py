@@ -1,38 +1,32 @@
-# coding=utf-8
-"""Speed and scale for `create_pretraining_data.py`: its record encoder, its
-copy of `random.shuffle` and its multi-process runner.
+"""`create_pretraining_data.py --num_workers=N`: one process a corpus part,
+and the progress lines of every run (`Progress`, `process_usage`).
 
-The script keeps the reference's algorithm; what is here changes how fast
-and in how many processes it runs, never what it writes. The encoder and the
-shuffle are kept because each makes the whole script at least ~10% faster
-(measured with `bench/bench_pretraining_data.py --ab`, which turns each off
-in turn; numbers in the README).
-
-Public names:
-
-* records: `FEATURE_ORDER`, `instance_features` (an instance's padded
-  feature lists), `ExampleSerializer` (instances straight to
-  `tf.train.Example` wire bytes, the reference's bytes);
-* randomness: `shuffle` (the draws of `random.Random.shuffle`, faster);
-* several workers: `split_corpus` (cut the corpus at document boundaries),
-  `check_parts`, `part_output_files`, `check_output_paths`,
-  `describe_ranges`, `run_parts` (one process a part; outputs renamed into
-  place only when all parts succeed);
-* logging: `Progress`, `process_usage`.
+`split_corpus` cuts the corpus at document boundaries (blank lines),
+`check_parts` refuses parts too small for next-sentence prediction,
+`part_output_files` and `check_output_paths` name and check each part's
+outputs, and `run_parts` runs the parts, renaming their outputs into place
+only when every part succeeded. What is written does not depend on this:
+each part runs the reference's algorithm on its share.
 """
 
 import contextlib
 import multiprocessing
 import os
-import random
-import struct
 import time
 
 from absl import logging
 import tensorflow.compat.v1 as tf
 
-from bert_tf.tasks import features as feature_utils
 from bert_tf import io as io_utils
+
+try:
+  import resource
+except ImportError:  # Not on Unix: no usage figures.
+  resource = None
+
+__all__ = ["Progress", "process_usage", "split_corpus", "describe_ranges",
+           "check_parts", "part_output_files", "check_output_paths",
+           "run_parts"]
 
 # Seconds between progress lines.
 _PROGRESS_INTERVAL_S = 15.0
@@ -63,207 +57,12 @@ class Progress(object):
                  self._detail() if self._detail else "")
 
 
-# ----------------------------------------------------------------------------
-# Randomness.
-
-
-def _shuffle_by_getrandbits(items, rng):
-  """`rng.shuffle(items)` with the same draws, without per-draw calls.
-
-  CPython's `Random.shuffle` swaps item i (from the end) with item j, j drawn
-  uniformly from [0, i] as `getrandbits(bit length of i + 1)` retried until
-  below i + 1. Inlined here because masking shuffles every instance's
-  positions and this is most of the time spent making instances.
-  """
-  getrandbits = rng.getrandbits
-  for i in range(len(items) - 1, 0, -1):
-    n = i + 1
-    bits = n.bit_length()
-    j = getrandbits(bits)
-    while j >= n:
-      j = getrandbits(bits)
-    items[i], items[j] = items[j], items[i]
-
-
-def _same_draws_as_random_shuffle():
-  """Whether `_shuffle_by_getrandbits` reproduces this Python's shuffle."""
-  for seed, size in ((0, 2), (1, 7), (2, 130), (3, 1000)):
-    expected, got = list(range(size)), list(range(size))
-    random.Random(seed).shuffle(expected)
-    _shuffle_by_getrandbits(got, random.Random(seed))
-    if got != expected:
-      return False
-  return True
-
-
-_FAST_SHUFFLE = _same_draws_as_random_shuffle()
-
-
-def shuffle(items, rng):
-  """Shuffles in place exactly as `rng.shuffle(items)` does."""
-  if _FAST_SHUFFLE and rng.__class__ is random.Random:
-    _shuffle_by_getrandbits(items, rng)
-  else:  # A custom generator, or a Python whose shuffle differs.
-    rng.shuffle(items)
-
-
-# ----------------------------------------------------------------------------
-# Records.
-
-# Feature order of the reference's OrderedDict; the serialized bytes depend on
-# it (the reference builds each record's features in this order).
-FEATURE_ORDER = ("input_ids", "input_mask", "segment_ids",
-                 "masked_lm_positions", "masked_lm_ids", "masked_lm_weights",
-                 "next_sentence_labels")
-
-
-def instance_features(instance, vocab, max_seq_length,
-                      max_predictions_per_seq):
-  """The padded feature lists of one instance, in `FEATURE_ORDER`.
-
-  Args:
-    instance: a `TrainingInstance` (tokens, segment_ids, masked_lm_positions,
-      masked_lm_labels, is_random_next).
-    vocab: dict, token -> id.
-    max_seq_length: int, length of input_ids, input_mask, segment_ids.
-    max_predictions_per_seq: int, length of the three masked_lm_* lists.
-
-  Returns:
-    tuple of 7 lists: int lists, except masked_lm_weights (float: 1.0 for
-    each masked position, 0.0 for padding); next_sentence_labels is [1]
-    when B is random, else [0].
-
-  Raises:
-    ValueError: when the instance has more than `max_seq_length` tokens or
-      more than `max_predictions_per_seq` masked positions.
-  """
-  input_ids = [vocab[token] for token in instance.tokens]
-  num_tokens = len(input_ids)
-  if num_tokens > max_seq_length:
-    raise ValueError("instance has %d tokens; max_seq_length is %d"
-                     % (num_tokens, max_seq_length))
-  num_masked = len(instance.masked_lm_positions)
-  if num_masked > max_predictions_per_seq:
-    raise ValueError("instance has %d masked positions; "
-                     "max_predictions_per_seq is %d"
-                     % (num_masked, max_predictions_per_seq))
-  input_ids, input_mask, segment_ids = feature_utils.pad_input(
-      input_ids, instance.segment_ids, max_seq_length)
-  pad = io_utils.pad_to
-  return (
-      input_ids, input_mask, segment_ids,
-      pad(instance.masked_lm_positions, max_predictions_per_seq),
-      pad([vocab[token] for token in instance.masked_lm_labels],
-          max_predictions_per_seq),
-      pad([1.0] * num_masked, max_predictions_per_seq, 0.0),
-      [1 if instance.is_random_next else 0],
-  )
-
-
-# Order in which the features appear in the reference's serialized records:
-# protobuf writes the `feature` map in its own hash order, which for the
-# reference's insertion order above is this one (every record of
-# conformance/pretraining_data). Any order parses to the same Example; this
-# one keeps the files byte-identical.
-_WIRE_ORDER = ("masked_lm_ids", "input_ids", "masked_lm_positions",
-               "next_sentence_labels", "input_mask", "masked_lm_weights",
-               "segment_ids")
-
-_FLOAT_ONE = struct.pack("<f", 1.0)
-_FLOAT_ZERO = struct.pack("<f", 0.0)
-
-
-def _varint(value):
-  """Protobuf base-128 varint of a non-negative int (negatives as uint64)."""
-  value &= (1 << 64) - 1
-  out = bytearray()
-  while value > 0x7f:
-    out.append((value & 0x7f) | 0x80)
-    value >>= 7
-  out.append(value)
-  return bytes(out)
-
-
-# Varints of small numbers (lengths, positions), looked up instead of encoded.
-_SMALL_VARINTS = [_varint(value) for value in range(1 << 12)]
-
-
-def _varint_of(value):
-  return _SMALL_VARINTS[value] if value < 4096 else _varint(value)
-
-
-def _length_delimited(tag, payload):
-  """Protobuf field `tag` (one byte, wire type 2) holding `payload`."""
-  return tag + _varint_of(len(payload)) + payload
-
-
-class ExampleSerializer(object):
-  """Serializes instances straight to `tf.train.Example` wire bytes.
-
-  Writes the same bytes as building a `tf.train.Example` from an
-  `OrderedDict` of features per instance (the reference's way; the tests
-  check both against conformance/pretraining_data) at a fraction of the cost:
-  each token's varint id is looked up once, padding is a constant byte run,
-  and no message objects are built.
-
-  Wire format: Example{1: Features{1: repeated map entry {1: key, 2:
-  Feature{2: FloatList{1: packed float} | 3: Int64List{1: packed varint}}}}}.
-  """
-
-  def __init__(self, tokenizer, max_seq_length, max_predictions_per_seq):
-    self._vocab = tokenizer.vocab
-    self._token_varints = {token: _varint(token_id)
-                           for token, token_id in tokenizer.vocab.items()}
-    self._position_varints = [_varint(p) for p in range(max_seq_length)]
-    self._max_seq_length = max_seq_length
-    self._max_predictions_per_seq = max_predictions_per_seq
-    # Entry = b"\n" len {b"\n" len key, b"\x12" len Feature}.
-    self._key_fields = {
-        name: _length_delimited(b"\n", name.encode("ascii"))
-        for name in FEATURE_ORDER}
-
-  def features(self, instance):
-    """The padded feature lists of `instance`, in `FEATURE_ORDER`."""
-    return instance_features(instance, self._vocab, self._max_seq_length,
-                             self._max_predictions_per_seq)
-
-  def serialize(self, instance):
-    """Serialized `tf.train.Example` bytes of `instance`."""
-    tokens = instance.tokens
-    num_tokens = len(tokens)
-    num_masked = len(instance.masked_lm_positions)
-    if (num_tokens > self._max_seq_length or
-        num_masked > self._max_predictions_per_seq):
-      self.features(instance)  # Raises the ValueError naming the limit.
-    seq_pad = b"\0" * (self._max_seq_length - num_tokens)
-    pred_pad = self._max_predictions_per_seq - num_masked
-    id_of = self._token_varints.__getitem__
-    position_of = self._position_varints.__getitem__
-    payloads = {
-        "input_ids": b"".join(map(id_of, tokens)) + seq_pad,
-        "input_mask": b"\x01" * num_tokens + seq_pad,
-        "segment_ids": bytes(instance.segment_ids) + seq_pad,
-        "masked_lm_positions": b"".join(
-            map(position_of, instance.masked_lm_positions)) + b"\0" * pred_pad,
-        "masked_lm_ids": b"".join(
-            map(id_of, instance.masked_lm_labels)) + b"\0" * pred_pad,
-        "masked_lm_weights": _FLOAT_ONE * num_masked + _FLOAT_ZERO * pred_pad,
-        "next_sentence_labels": b"\x01" if instance.is_random_next else b"\0",
-    }
-    entries = []
-    for name in _WIRE_ORDER:
-      payload = payloads[name]
-      value_list = _length_delimited(b"\n", payload) if payload else b""
-      feature = _length_delimited(
-          b"\x12" if name == "masked_lm_weights" else b"\x1a", value_list)
-      entries.append(_length_delimited(
-          b"\n", self._key_fields[name] + _length_delimited(b"\x12",
-                                                             feature)))
-    return _length_delimited(b"\n", b"".join(entries))
-
-
-# ----------------------------------------------------------------------------
-# Several workers.
+def process_usage():
+  """(CPU seconds, peak resident MiB) of this process; NaN where unknown."""
+  if resource is None:
+    return float("nan"), float("nan")
+  usage = resource.getrusage(resource.RUSAGE_SELF)
+  return usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024.0
 
 
 def split_corpus(input_files, num_parts):
@@ -394,16 +193,6 @@ def check_output_paths(input_files, output_files, num_workers):
         raise ValueError("--output_file: %s is also an --input_file; it "
                          "would overwrite the corpus" % path)
       seen[key] = path
-
-
-def process_usage():
-  """(CPU seconds, peak resident MiB) of this process; NaN where unknown."""
-  try:
-    import resource  # pylint: disable=g-import-not-at-top
-  except ImportError:  # Not on Unix.
-    return float("nan"), float("nan")
-  usage = resource.getrusage(resource.RUSAGE_SELF)
-  return usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024.0
 
 
 def run_parts(input_files, num_workers, output_files, run_part, *args):

@@ -1,0 +1,82 @@
+"""One training run per output folder: an OS lock on `output_dir/.lock`.
+
+An `fcntl.flock` lock: the kernel releases it when its process ends,
+however it ends (SIGKILL included), so a killed run never leaves the folder
+locked. Unix only, as the scripts are.
+"""
+
+import fcntl
+import os
+
+__all__ = ["OutputDirLock", "lock_output_dir"]
+
+
+class OutputDirLock(object):
+  """A held lock on `output_dir/.lock` (see `lock_output_dir`).
+
+  Held while this object lives: `release()` (or the end of a `with` block,
+  or the object being dropped) frees it, as does the end of the process.
+
+  Attributes:
+    output_dir: str, the locked folder.
+  """
+
+  def __init__(self, output_dir, fd):
+    self.output_dir = output_dir
+    self._fd = fd
+    # Bound now: `__del__` may run as the interpreter shuts down, when the
+    # module's globals are gone.
+    self._close = os.close
+
+  def release(self):
+    """Frees the folder (closing the lock file); a second call does nothing."""
+    fd, self._fd = self._fd, None
+    if fd is not None:
+      self._close(fd)
+
+  def __enter__(self):
+    return self
+
+  def __exit__(self, *exc_info):
+    self.release()
+    return False
+
+  def __del__(self):
+    self.release()
+
+
+def lock_output_dir(output_dir, flag_name="output_dir"):
+  """Locks `output_dir` for one training run, or refuses the folder.
+
+  The lock file holds the process id of the run that holds it, for the
+  message another run gets. Remote folders (`gs://...`) are not locked.
+
+  Args:
+    output_dir: str, the folder (created when missing); empty: none.
+    flag_name: str, the flag it came from.
+
+  Returns:
+    An `OutputDirLock` that the caller keeps for as long as it trains
+    there, or None for an empty or remote `output_dir`.
+
+  Raises:
+    ValueError: naming the folder and the other run's process id, when a
+      live process (this one included) holds the lock.
+  """
+  if not output_dir or "://" in output_dir:
+    return None
+  os.makedirs(output_dir, exist_ok=True)
+  fd = os.open(os.path.join(output_dir, ".lock"), os.O_RDWR | os.O_CREAT,
+               0o644)
+  try:
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+  except OSError:
+    other = os.read(fd, 64).decode("ascii", "replace").strip() or "unknown"
+    os.close(fd)
+    raise ValueError(
+        "--%s: %s is in use by another training run (pid %s); wait for it "
+        "to finish or use another folder" % (flag_name, output_dir, other)
+    ) from None
+  os.ftruncate(fd, 0)
+  os.write(fd, b"%d\n" % os.getpid())
+  return OutputDirLock(output_dir, fd)

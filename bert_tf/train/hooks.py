@@ -1,0 +1,255 @@
+"""What every trainer does around `estimator.train`, to lose little.
+
+Before: `start_training` (the output-folder lock, then a check of the
+checkpoint training would resume from). During: `training_hooks` (SIGTERM
+saves a checkpoint at the current step; checkpoints by time as well as by
+steps; summaries at the final step and at a bounded interval). After:
+`exit_if_preempted`, which ends a run that SIGTERM stopped with
+`PREEMPTED_EXIT_STATUS`.
+"""
+
+import os
+import signal
+import time
+
+from absl import logging
+import tensorflow.compat.v1 as tf
+
+from bert_tf.checks import checkpoint as checkpoint_checks
+from bert_tf.checks import lock as lock_checks
+from bert_tf.train import distribute as distribute_utils
+
+__all__ = ["PREEMPTED_EXIT_STATUS", "start_training", "PreemptionHook",
+           "TimedCheckpointHook", "SummaryFlushHook", "training_hooks",
+           "exit_if_preempted"]
+
+# Exit status of a run stopped by SIGTERM after saving its checkpoint: the
+# shell's 128 + 15, so a wrapper sees that the run did not finish.
+PREEMPTED_EXIT_STATUS = 143
+
+
+def start_training(output_dir):
+  """Before training into `output_dir`: `lock.lock_output_dir`, then
+  `checkpoint.check_resume_checkpoint`.
+
+  The workers of one multi-worker run share `output_dir`; only the chief
+  (`distribute_utils.is_chief`), which alone writes there, takes the lock.
+
+  Returns:
+    The `lock.OutputDirLock`, which the caller keeps while it trains (None
+    on the other workers, and for a remote folder).
+
+  Raises:
+    ValueError: another live run trains there, or its latest checkpoint is
+      truncated.
+  """
+  held = None
+  if distribute_utils.is_chief():
+    held = lock_checks.lock_output_dir(output_dir)
+  checkpoint_checks.check_resume_checkpoint(output_dir)
+  return held
+
+
+class PreemptionHook(tf.estimator.SessionRunHook):
+  """Turns SIGTERM into a checkpoint at the current step and a clean stop.
+
+  The handler only sets a flag; after the running step the hook asks the
+  session to stop, and the Estimator's checkpoint hook saves the current
+  step as the session ends. `exit_if_preempted` then exits.
+
+  Attributes:
+    stopped_at_step: int, the global step at which SIGTERM stopped the
+      run; None while it has not.
+  """
+
+  def __init__(self):
+    self.stopped_at_step = None
+    self._signal = None
+    self._previous = None
+    self._global_step = None
+
+  def _on_signal(self, signum, frame):
+    del frame
+    self._signal = signum
+
+  def begin(self):
+    self._global_step = tf.train.get_global_step()
+    try:
+      self._previous = signal.signal(signal.SIGTERM, self._on_signal)
+    except ValueError:  # Not the main thread.
+      self._previous = None
+
+  def after_run(self, run_context, run_values):
+    del run_values
+    if self._signal is not None and self.stopped_at_step is None:
+      step = int(run_context.session.run(self._global_step))
+      self.stopped_at_step = step
+      logging.warning("SIGTERM received: saving a checkpoint at step %d, "
+                      "then stopping", step)
+      run_context.request_stop()
+
+  def end(self, session):
+    del session
+    if self._previous is not None:
+      signal.signal(signal.SIGTERM, self._previous)
+
+
+class TimedCheckpointHook(tf.estimator.SessionRunHook):
+  """Writes a checkpoint every `save_secs` seconds, besides the step ones.
+
+  Uses the Estimator's own saver (so `keep_checkpoint_max` counts these
+  too), after the step that crosses the interval.
+  """
+
+  def __init__(self, output_dir, save_secs):
+    self._output_dir = output_dir
+    self._save_secs = save_secs
+    self._last_time = None
+    self._last_step = None
+    self._global_step = None
+
+  def begin(self):
+    self._global_step = tf.train.get_global_step()
+
+  def after_create_session(self, session, coord):
+    del coord
+    self._last_time = time.time()
+    self._last_step = int(session.run(self._global_step))
+
+  def after_run(self, run_context, run_values):
+    del run_values
+    if time.time() - self._last_time < self._save_secs:
+      return
+    step = int(run_context.session.run(self._global_step))
+    if step == self._last_step:
+      return
+    savers = tf.get_collection(tf.GraphKeys.SAVERS)
+    if not savers:
+      return
+    path = savers[0].save(run_context.session,
+                          os.path.join(self._output_dir, "model.ckpt"),
+                          global_step=step)
+    logging.info("Saved %s (%d s since the last timed checkpoint)", path,
+                 self._save_secs)
+    self._last_time, self._last_step = time.time(), step
+
+
+class SummaryFlushHook(tf.estimator.SessionRunHook):
+  """Summaries at the final step and at least every `every_secs`, flushed.
+
+  The Estimator writes summaries every `save_summary_steps` (100) steps and
+  its event file is flushed every 2 minutes: a 200-step run never showed
+  its last step, and a killed run's events could be lost. This hook also
+  writes them at the last step and after `every_secs`, and flushes the
+  event file each time.
+  """
+
+  def __init__(self, output_dir, total_steps, every_secs=60.0,
+               summary_steps=100):
+    self._output_dir = output_dir
+    self._total_steps = total_steps
+    self._every_secs = every_secs
+    self._summary_steps = summary_steps
+    self._summary_op = None
+    self._global_step = None
+    self._next_step = None
+    self._last_time = None
+    self._requested = False
+
+  def begin(self):
+    self._global_step = tf.train.get_global_step()
+    self._summary_op = tf.summary.merge_all()
+
+  def after_create_session(self, session, coord):
+    del coord
+    self._next_step = int(session.run(self._global_step)) + 1
+    self._last_time = time.time()
+
+  def _estimator_writes(self, step):
+    return self._summary_steps and (step - 1) % self._summary_steps == 0
+
+  def before_run(self, run_context):
+    del run_context
+    step = self._next_step
+    self._requested = bool(
+        self._summary_op is not None and not self._estimator_writes(step)
+        and (step == self._total_steps
+             or time.time() - self._last_time >= self._every_secs))
+    fetches = {"step": self._global_step}
+    if self._requested:
+      fetches["summary"] = self._summary_op
+    return tf.train.SessionRunArgs(fetches)
+
+  def after_run(self, run_context, run_values):
+    del run_context
+    step = self._next_step
+    writer = tf.summary.FileWriterCache.get(self._output_dir)
+    if self._requested:
+      writer.add_summary(run_values.results["summary"], step)
+    if self._requested or self._estimator_writes(step):
+      writer.flush()
+      self._last_time = time.time()
+    self._next_step = int(run_values.results["step"]) + 2
+
+  def end(self, session):
+    del session
+    tf.summary.FileWriterCache.get(self._output_dir).flush()
+
+
+def training_hooks(output_dir, num_train_steps, save_checkpoints_steps,
+                   save_checkpoints_secs, use_tpu=False):
+  """The hooks every trainer adds to `estimator.train`.
+
+  Warns when `num_train_steps` is below `save_checkpoints_steps` (the run
+  would checkpoint only at its start and end by steps).
+
+  Args:
+    output_dir: str, the model directory.
+    num_train_steps: int, the step the run ends at.
+    save_checkpoints_steps: int or None, the step interval.
+    save_checkpoints_secs: int, seconds between timed checkpoints (0: none).
+    use_tpu: bool; on TPU the summary hook is left out (summaries are
+      computed on the TPU).
+
+  Returns:
+    list of `SessionRunHook`, a fresh `PreemptionHook` first; keep the list
+    for `exit_if_preempted`.
+  """
+  if save_checkpoints_steps and num_train_steps < save_checkpoints_steps:
+    logging.warning(
+        "--num_train_steps=%d is below --save_checkpoints_steps=%d: "
+        "checkpoints are written %sat the end only", num_train_steps,
+        save_checkpoints_steps,
+        ("every --save_checkpoints_secs=%d seconds and " %
+         save_checkpoints_secs) if save_checkpoints_secs else "")
+  hooks = [PreemptionHook()]
+  if save_checkpoints_secs and save_checkpoints_secs > 0:
+    hooks.append(TimedCheckpointHook(output_dir, save_checkpoints_secs))
+  if not use_tpu:
+    hooks.append(SummaryFlushHook(output_dir, num_train_steps))
+  return hooks
+
+
+def exit_if_preempted(output_dir, hooks):
+  """Exits (status 143) after a SIGTERM stopped training, in one log line.
+
+  Call right after `estimator.train`: a preempted run must not go on to
+  evaluate or predict with a half-trained model.
+
+  Args:
+    output_dir: str, the model directory (its latest checkpoint is named).
+    hooks: the hooks `estimator.train` ran (those of `training_hooks`
+      among them); their `PreemptionHook` knows whether SIGTERM stopped it.
+
+  Raises:
+    SystemExit: with `PREEMPTED_EXIT_STATUS`, when it did.
+  """
+  steps = [hook.stopped_at_step for hook in hooks
+           if isinstance(hook, PreemptionHook)
+           and hook.stopped_at_step is not None]
+  if not steps:
+    return
+  latest = tf.train.latest_checkpoint(output_dir)
+  logging.warning("Stopped by SIGTERM at step %d; checkpoint %s saved; rerun "
+                  "the same command to resume", steps[0], latest)
+  raise SystemExit(PREEMPTED_EXIT_STATUS)
