@@ -235,7 +235,8 @@ def main(_):
       num_warmup_steps=num_warmup_steps, use_tpu=FLAGS.use_tpu,
       use_one_hot_embeddings=FLAGS.use_tpu, is_regression=is_regression,
       metric_names=processor.metric_names,
-      options=training.optimizer_options)
+      options=training.optimizer_options,
+      compute_dtype=training.compute_dtype)
   estimator = estimator_utils.make_estimator(
       model_fn, estimator_utils.run_config_from_flags(FLAGS, output_dir),
       FLAGS.use_tpu, train_batch_size=FLAGS.train_batch_size,

@@ -153,11 +153,12 @@ def metric_fn(per_token_loss, label_weights):
 
 def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate,
                      num_train_steps, num_warmup_steps, use_tpu,
-                     use_one_hot_embeddings, options=None):
+                     use_one_hot_embeddings, options=None,
+                     compute_dtype=tf.float32):
   """Returns a `model_fn` for `TPUEstimator`.
 
-  `options` (optional `optimization.OptimizerOptions`) sets the encoder's
-  compute dtype and the optimizer; default the reference's.
+  `options` (optional `optimization.OptimizerOptions`) sets the optimizer,
+  `compute_dtype` the encoder's compute dtype; default the reference's.
 
   Predictions: `unique_ids` [batch_size], `probabilities` [batch_size,
   seq_length, num_labels] (float32) and `predictions` [batch_size,
@@ -175,7 +176,7 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate,
         features["input_mask"], features["segment_ids"],
         features["label_ids"], label_weights, num_labels,
         use_one_hot_embeddings,
-        compute_dtype=options.compute_dtype if options else tf.float32)
+        compute_dtype=compute_dtype)
     scaffold_fn = estimator_utils.init_from_checkpoint(init_checkpoint,
                                                        use_tpu)
     if mode == tf.estimator.ModeKeys.TRAIN:
@@ -355,7 +356,8 @@ def main(_):
       init_checkpoint=init_checkpoint, learning_rate=FLAGS.learning_rate,
       num_train_steps=num_train_steps, num_warmup_steps=num_warmup_steps,
       use_tpu=FLAGS.use_tpu, use_one_hot_embeddings=FLAGS.use_tpu,
-      options=training.optimizer_options)
+      options=training.optimizer_options,
+      compute_dtype=training.compute_dtype)
   estimator = estimator_utils.make_estimator(
       model_fn, estimator_utils.run_config_from_flags(FLAGS, FLAGS.output_dir),
       FLAGS.use_tpu, train_batch_size=FLAGS.train_batch_size,

@@ -203,7 +203,8 @@ def _metric_fn(masked_lm_example_loss, masked_lm_log_probs, masked_lm_ids,
 
 def model_fn_builder(bert_config, init_checkpoint, learning_rate,
                      num_train_steps, num_warmup_steps, use_tpu,
-                     use_one_hot_embeddings, options=None):
+                     use_one_hot_embeddings, options=None,
+                     compute_dtype=tf.float32):
   """Returns the `model_fn` for `TPUEstimator` (TRAIN and EVAL modes).
 
   Args:
@@ -214,8 +215,9 @@ def model_fn_builder(bert_config, init_checkpoint, learning_rate,
     num_warmup_steps: int, linear warmup steps.
     use_tpu: bool.
     use_one_hot_embeddings: bool, one-hot word embedding lookup (TPU).
-    options: (optional) `optimization.OptimizerOptions`: the encoder's
-      compute dtype and the optimizer; default the reference's.
+    options: (optional) `optimization.OptimizerOptions`: the optimizer;
+      default the reference's.
+    compute_dtype: the encoder's compute dtype (see `modeling.BertModel`).
   """
 
   def model_fn(features, labels, mode, params):
@@ -232,7 +234,7 @@ def model_fn_builder(bert_config, init_checkpoint, learning_rate,
         input_mask=features["input_mask"],
         token_type_ids=features["segment_ids"],
         use_one_hot_embeddings=use_one_hot_embeddings,
-        compute_dtype=options.compute_dtype if options else tf.float32)
+        compute_dtype=compute_dtype)
     masked_lm_loss, masked_lm_example_loss, masked_lm_log_probs = (
         get_masked_lm_output(
             bert_config, model.get_sequence_output(),
@@ -438,7 +440,8 @@ def main(_):
       num_warmup_steps=FLAGS.num_warmup_steps,
       use_tpu=FLAGS.use_tpu,
       use_one_hot_embeddings=FLAGS.use_tpu,
-      options=training.optimizer_options)
+      options=training.optimizer_options,
+      compute_dtype=training.compute_dtype)
   estimator = estimator_utils.make_estimator(
       model_fn, run_config, FLAGS.use_tpu,
       train_batch_size=FLAGS.train_batch_size,

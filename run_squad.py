@@ -261,7 +261,8 @@ def main(_):
       learning_rate=FLAGS.learning_rate, num_train_steps=num_train_steps,
       num_warmup_steps=num_warmup_steps, use_tpu=FLAGS.use_tpu,
       use_one_hot_embeddings=FLAGS.use_tpu,
-      options=training.optimizer_options)
+      options=training.optimizer_options,
+      compute_dtype=training.compute_dtype)
   estimator = estimator_utils.make_estimator(
       model_fn, estimator_utils.run_config_from_flags(FLAGS, out),
       FLAGS.use_tpu, train_batch_size=FLAGS.train_batch_size,

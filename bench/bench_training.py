@@ -105,7 +105,7 @@ def _graph(config, batch, kind, precision, accumulation=1, optimizer="adamw"):
           mlm_loss + nsp_loss, init_lr=1e-4, num_train_steps=100000,
           num_warmup_steps=0, use_tpu=False,
           options=optimization.OptimizerOptions(
-              optimizer=optimizer, precision=precision,
+              optimizer=optimizer, loss_scaling=(precision == "fp16"),
               gradient_accumulation_steps=accumulation))
   return graph, fetch, inputs
 

@@ -88,7 +88,7 @@ def test_two_cpu_replicas_with_xla_keep_identical_copies(
     tmp_path, optimizer, accumulation):
   # XLA compiles each replica's clusters on their own; left in them, the
   # update came out different by 3e-8 on a third of the word embeddings'
-  # copies. The update is kept out of XLA (optimization._kept_out_of_xla).
+  # copies. The update is kept out of XLA (bert_tf.train.xla.kept_out_of_xla).
   data, config = _setup(tmp_path)
   single, mirrored = helpers.run_one_and_two_replicas(
       tmp_path, "run_pretraining.py",

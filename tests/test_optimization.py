@@ -1,11 +1,15 @@
 """Tests for optimization.py: golden schedules and AdamW trajectories."""
 
+import ast
 import json
+import os
 
 import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
+from bert_tf.train import optimizer_base
+from helpers import REPO_ROOT
 from helpers import data_path
 import optimization
 
@@ -244,3 +248,67 @@ def test_tpu_wraps_with_cross_shard_optimizer_without_summary():
     assert not tf.get_collection(tf.GraphKeys.SUMMARIES)
     op_types = {op.type for op in graph.get_operations()}
   assert "CrossReplicaSum" in op_types
+
+
+# Every name users import from optimization.py: the reference's, then ours.
+_PUBLIC_NAMES = (
+    "create_optimizer", "AdamWeightDecayOptimizer",
+    "learning_rate_schedule", "OptimizerOptions", "make_optimizer",
+    "LAMBOptimizer", "LEARNING_RATE_COLLECTION", "LOSS_SCALE_COLLECTION",
+    "SKIPPED_UPDATES_COLLECTION")
+# The package modules that optimization.py builds on.
+_MACHINERY = ("accumulation", "lamb", "loss_scale", "optimizer_base",
+              "optimizer_options", "train_op", "variables", "xla")
+
+
+def test_public_names_import_from_optimization():
+  # The import statement users write is what is tested, so it is here.
+  # pylint: disable-next=g-import-not-at-top
+  from optimization import (AdamWeightDecayOptimizer, LAMBOptimizer,
+                            LEARNING_RATE_COLLECTION, LOSS_SCALE_COLLECTION,
+                            OptimizerOptions, SKIPPED_UPDATES_COLLECTION,
+                            create_optimizer, learning_rate_schedule,
+                            make_optimizer)
+  imported = (create_optimizer, AdamWeightDecayOptimizer,
+              learning_rate_schedule, OptimizerOptions, make_optimizer,
+              LAMBOptimizer, LEARNING_RATE_COLLECTION, LOSS_SCALE_COLLECTION,
+              SKIPPED_UPDATES_COLLECTION)
+  for name, value in zip(_PUBLIC_NAMES, imported):
+    assert value is getattr(optimization, name), name
+  assert set(optimization.__all__) == set(_PUBLIC_NAMES)
+
+
+def test_collection_names_are_unchanged():
+  assert (optimization.LEARNING_RATE_COLLECTION,
+          optimization.LOSS_SCALE_COLLECTION,
+          optimization.SKIPPED_UPDATES_COLLECTION) == (
+              "learning_rate", "loss_scale", "skipped_updates")
+
+
+@pytest.mark.parametrize("module", _MACHINERY)
+def test_the_machinery_does_not_import_optimization(module):
+  # Dependencies point down: optimization.py imports the package, never the
+  # other way round.
+  path = os.path.join(REPO_ROOT, "bert_tf", "train", module + ".py")
+  with open(path) as f:
+    tree = ast.parse(f.read())
+  imported = set()
+  for node in ast.walk(tree):
+    if isinstance(node, ast.Import):
+      imported.update(alias.name for alias in node.names)
+    elif isinstance(node, ast.ImportFrom):
+      imported.add(node.module)
+      imported.update(alias.name for alias in node.names)
+  assert "optimization" not in imported
+
+
+def test_both_optimizers_share_the_package_base_class():
+  base = optimizer_base.PerVariableOptimizer
+  assert issubclass(optimization.AdamWeightDecayOptimizer, base)
+  assert issubclass(optimization.LAMBOptimizer, base)
+  assert not issubclass(optimization.LAMBOptimizer,
+                        optimization.AdamWeightDecayOptimizer)
+  assert optimization.AdamWeightDecayOptimizer(0.1).get_slot_names() == [
+      "adam_m", "adam_v"]
+  assert optimization.LAMBOptimizer(0.1).get_slot_names() == [
+      "lamb_m", "lamb_v"]

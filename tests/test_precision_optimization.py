@@ -26,20 +26,18 @@ def test_options_defaults_are_the_reference_training():
   assert (options.optimizer, options.weight_decay_rate, options.beta_1,
           options.beta_2, options.epsilon, options.clip_norm,
           options.poly_power, options.gradient_accumulation_steps,
-          options.precision) == ("adamw", 0.01, 0.9, 0.999, 1e-6, 1.0, 1.0,
-                                 1, "fp32")
+          options.loss_scaling) == ("adamw", 0.01, 0.9, 0.999, 1e-6, 1.0,
+                                    1.0, 1, False)
   assert options.exclude_from_weight_decay == ("LayerNorm", "layer_norm",
                                                "bias")
-  assert options.compute_dtype == tf.float32
-  assert not options.uses_loss_scaling
-  assert Options(precision="bf16").compute_dtype == tf.bfloat16
-  assert not Options(precision="bf16").uses_loss_scaling
-  assert Options(precision="fp16").uses_loss_scaling
+  # The compute dtype is the model's argument, not an optimizer setting.
+  assert not hasattr(options, "precision")
+  assert not hasattr(options, "compute_dtype")
 
 
 @pytest.mark.parametrize("kwargs,message", [
     (dict(optimizer="sgd"), "optimizer must be one of adamw, lamb"),
-    (dict(precision="fp8"), "precision must be one of fp32, bf16, fp16"),
+    (dict(loss_scaling="fp16"), "loss_scaling must be a bool"),
     (dict(gradient_accumulation_steps=0), "gradient_accumulation_steps"),
     (dict(gradient_accumulation_steps=2.5), "gradient_accumulation_steps"),
     (dict(poly_power=0.0), "poly_power"),
@@ -53,11 +51,12 @@ def test_bad_options_raise_one_line_value_errors(kwargs, message):
   assert "\n" not in str(info.value)
 
 
-def test_bf16_builds_the_default_train_op_without_loss_scale():
+def test_bf16_model_gets_the_default_train_op_without_loss_scale():
   with tf.Graph().as_default() as graph:
     weight = tf.get_variable("w", initializer=1.0)
-    optimization.create_optimizer(weight * weight, 0.1, 10, 0, False,
-                                  Options(precision="bf16"))
+    half = tf.cast(weight, tf.bfloat16)
+    optimization.create_optimizer(tf.cast(half * half, tf.float32), 0.1, 10,
+                                  0, False, Options())
     names = {v.op.name for v in tf.global_variables()}
     op_types = {op.type for op in graph.get_operations()}
   assert names == {"w", "w/adam_m", "w/adam_v", "global_step"}
@@ -216,8 +215,7 @@ def _train_tiny_bert(options, micro_batches, num_updates=3, init_lr=0.05,
       tf.set_random_seed(7)
       model = modeling.BertModel(modeling.BertConfig(**_TINY),
                                  is_training=False, input_ids=ids,
-                                 input_mask=mask,
-                                 compute_dtype=options.compute_dtype)
+                                 input_mask=mask)
       loss = 50.0 * tf.reduce_mean(tf.reduce_sum(
           tf.square(model.get_pooled_output() - targets), axis=-1))
       train_op = optimization.create_optimizer(loss, init_lr, 6, 1, False,
@@ -327,7 +325,7 @@ def _loss_scale_graph(accumulation=1, growth_steps=3):
   loss = tf.reduce_sum(weight * x)
   train_op = optimization.create_optimizer(
       loss, 0.1, 100, 0, False,
-      Options(precision="fp16", initial_loss_scale=8.0,
+      Options(loss_scaling=True, initial_loss_scale=8.0,
               loss_scale_growth_steps=growth_steps,
               gradient_accumulation_steps=accumulation))
   (scale,) = tf.get_collection(optimization.LOSS_SCALE_COLLECTION)
@@ -451,7 +449,7 @@ _DISTRIBUTED_SCRIPT = textwrap.dedent("""
       return optimization.create_optimizer(
           loss, 0.02, 10, 2, False,
           optimization.OptimizerOptions(
-              optimizer=optimizer_name, precision=precision,
+              optimizer=optimizer_name, loss_scaling=(precision == "fp16"),
               gradient_accumulation_steps=num_micro))
 
     def values(sess, collection=tf.GraphKeys.GLOBAL_VARIABLES):

@@ -58,7 +58,7 @@ def test_options_from_flags_builds_the_optimizer_options():
       precision="bf16", optimizer="lamb", gradient_accumulation_steps=4,
       poly_power=0.5, deterministic=True))
   assert training.optimizer_options == optimization.OptimizerOptions(
-      optimizer="lamb", precision="bf16", gradient_accumulation_steps=4,
+      optimizer="lamb", gradient_accumulation_steps=4,
       poly_power=0.5)
   assert training.compute_dtype == tf.bfloat16
   assert training.gradient_accumulation_steps == 4

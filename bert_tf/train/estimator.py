@@ -270,7 +270,7 @@ def train_spec(total_loss, learning_rate, num_train_steps, num_warmup_steps,
       total_loss, learning_rate, num_train_steps, num_warmup_steps, use_tpu,
       options=options)
   hooks = []
-  if options is not None and options.uses_loss_scaling and not use_tpu:
+  if options is not None and options.loss_scaling and not use_tpu:
     hooks.append(tf.estimator.LoggingTensorHook(
         {"loss_scale": tf.get_collection(optimization.LOSS_SCALE_COLLECTION)[0],
          "skipped_updates": tf.get_collection(

@@ -27,6 +27,10 @@ import optimization
 DETERMINISTIC_SEED = 12345
 
 _PRECISIONS = ["fp32", "bf16", "fp16"]
+# --precision -> the encoder's compute dtype (`modeling.BertModel`); only fp16
+# changes the optimizer too (`OptimizerOptions.loss_scaling`).
+_COMPUTE_DTYPES = {"fp32": tf.float32, "bf16": tf.bfloat16,
+                   "fp16": tf.float16}
 _OPTIMIZERS = ["adamw", "lamb"]
 # Without this XLA flag TensorFlow's auto-clustering leaves CPU ops alone
 # (global_jit_level only clusters GPU ops); it is read when TensorFlow first
@@ -39,21 +43,24 @@ class TrainingOptions:
   """The parsed training flags.
 
   Attributes:
-    optimizer_options: `optimization.OptimizerOptions` (optimizer, precision,
-      accumulation, polynomial power) for `estimator_utils.train_spec`.
+    optimizer_options: `optimization.OptimizerOptions` (optimizer, fp16 loss
+      scaling, accumulation, polynomial power) for
+      `estimator_utils.train_spec`.
     use_xla: bool, compile clusters of ops with XLA.
     deterministic: bool, op determinism and fixed seeds.
+    precision: "fp32", "bf16" or "fp16" (--precision).
   """
 
   optimizer_options: optimization.OptimizerOptions = (
       optimization.OptimizerOptions())
   use_xla: bool = False
   deterministic: bool = False
+  precision: str = "fp32"
 
   @property
   def compute_dtype(self):
     """The `tf.DType` to pass to `modeling.BertModel(compute_dtype=...)`."""
-    return self.optimizer_options.compute_dtype
+    return _COMPUTE_DTYPES[self.precision]
 
   @property
   def gradient_accumulation_steps(self):
@@ -99,9 +106,9 @@ def options_from_flags(flag_values):
                      "flag")
   return TrainingOptions(
       optimizer_options=optimization.OptimizerOptions(
-          optimizer=optimizer, precision=precision,
+          optimizer=optimizer, loss_scaling=(precision == "fp16"),
           gradient_accumulation_steps=accumulation, poly_power=poly_power),
-      use_xla=use_xla, deterministic=deterministic)
+      use_xla=use_xla, deterministic=deterministic, precision=precision)
 
 
 def configure_run_config(run_config, training):

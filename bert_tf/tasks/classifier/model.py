@@ -84,7 +84,8 @@ def create_model(bert_config, is_training, input_ids, input_mask, segment_ids,
 def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate,
                      num_train_steps, num_warmup_steps, use_tpu,
                      use_one_hot_embeddings, is_regression=False,
-                     metric_names=(), options=None):
+                     metric_names=(), options=None,
+                     compute_dtype=tf.float32):
   """Returns a `model_fn` for `TPUEstimator`.
 
   Args:
@@ -99,8 +100,9 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate,
     use_one_hot_embeddings: bool.
     is_regression: bool, a one-output regression task (STS-B).
     metric_names: extra eval metrics ("f1", "mcc") of a classification task.
-    options: (optional) `optimization.OptimizerOptions`: the encoder's
-      compute dtype and the optimizer; default the reference's.
+    options: (optional) `optimization.OptimizerOptions`: the optimizer;
+      default the reference's.
+    compute_dtype: the encoder's compute dtype (see `modeling.BertModel`).
 
   Returns:
     `model_fn(features, labels, mode, params)`. Predictions are
@@ -124,7 +126,7 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate,
         bert_config, is_training, features["input_ids"],
         features["input_mask"], features["segment_ids"], label_ids,
         num_labels, use_one_hot_embeddings, is_regression=is_regression,
-        compute_dtype=options.compute_dtype if options else tf.float32)
+        compute_dtype=compute_dtype)
     scaffold_fn = estimator_utils.init_from_checkpoint(init_checkpoint,
                                                        use_tpu)
 

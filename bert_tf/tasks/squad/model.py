@@ -86,12 +86,13 @@ def span_loss(start_logits, end_logits, start_positions, end_positions):
 
 def model_fn_builder(bert_config, init_checkpoint, learning_rate,
                      num_train_steps, num_warmup_steps, use_tpu,
-                     use_one_hot_embeddings, options=None):
+                     use_one_hot_embeddings, options=None,
+                     compute_dtype=tf.float32):
   """Returns the `model_fn` for `TPUEstimator` (TRAIN and PREDICT modes).
 
   PREDICT yields `unique_ids`, `start_logits` and `end_logits` per feature.
-  `options` (optional `optimization.OptimizerOptions`) sets the encoder's
-  compute dtype and the optimizer; default the reference's.
+  `options` (optional `optimization.OptimizerOptions`) sets the optimizer,
+  `compute_dtype` the encoder's compute dtype; default the reference's.
   """
 
   def model_fn(features, labels, mode, params):
@@ -103,7 +104,7 @@ def model_fn_builder(bert_config, init_checkpoint, learning_rate,
         input_ids=features["input_ids"], input_mask=features["input_mask"],
         segment_ids=features["segment_ids"],
         use_one_hot_embeddings=use_one_hot_embeddings,
-        compute_dtype=options.compute_dtype if options else tf.float32)
+        compute_dtype=compute_dtype)
     scaffold_fn = estimator_utils.init_from_checkpoint(init_checkpoint,
                                                        use_tpu)
     if mode == tf.estimator.ModeKeys.TRAIN:

@@ -1,0 +1,105 @@
+"""LAMB, the layer-wise adaptive large-batch optimizer.
+
+You et al. 2019, "Large Batch Optimization for Deep Learning: Training BERT
+in 76 minutes", algorithm 2: Adam's moments with bias correction, the update
+of each variable scaled by a trust ratio ||w|| / ||update||. Selected with
+`--optimizer=lamb` (`OptimizerOptions(optimizer="lamb")`); re-exported by
+`optimization`.
+"""
+
+import tensorflow.compat.v1 as tf
+
+from bert_tf.train import optimizer_base
+from bert_tf.train import variables as variables_lib
+
+__all__ = ["LAMBOptimizer"]
+
+
+class LAMBOptimizer(optimizer_base.PerVariableOptimizer):
+  """LAMB: Adam moments with bias correction, scaled per layer by a trust ratio.
+
+  You et al. 2019, algorithm 2. Per variable w (one "layer"), at update t
+  (1, 2, ...), with gradient g:
+    m = beta_1 * m + (1 - beta_1) * g
+    v = beta_2 * v + (1 - beta_2) * g^2
+    m_hat = m / (1 - beta_1^t),  v_hat = v / (1 - beta_2^t)
+    update = m_hat / (sqrt(v_hat) + epsilon) [+ weight_decay_rate * w]
+    ratio = ||w|| / ||update||, or 1.0 where either norm is 0
+    w = w - learning_rate * ratio * update
+  Norms are Euclidean over the whole variable. Weight decay is skipped for
+  the names in `exclude_from_weight_decay`, as in AdamW; the trust ratio
+  applies to every variable.
+
+  Variables (root scope, non-trainable, float32 unless said): slots
+  `<var>/lamb_m` (first moment) and `<var>/lamb_v` (second moment), and
+  `lamb/update_count` (int64, t of the last update, for the bias correction).
+  Strategy handling as in `optimizer_base.PerVariableOptimizer`.
+  """
+
+  _SLOT_NAMES = ("lamb_m", "lamb_v")
+
+  def __init__(self,
+               learning_rate,
+               weight_decay_rate=0.0,
+               beta_1=0.9,
+               beta_2=0.999,
+               epsilon=1e-6,
+               exclude_from_weight_decay=None,
+               name="LAMBOptimizer"):
+    """Constructs the optimizer; arguments as `AdamWeightDecayOptimizer`'s.
+
+    Args:
+      learning_rate: float or float32 scalar Tensor.
+      weight_decay_rate: float, decoupled weight decay per unit of learning
+        rate (0.0 disables it).
+      beta_1: float, decay of the first-moment estimate.
+      beta_2: float, decay of the second-moment estimate.
+      epsilon: float, added to sqrt(v_hat).
+      exclude_from_weight_decay: (optional) list of regular expressions;
+        variables whose name matches any (`re.search`) get no weight decay.
+      name: str, name of the update op.
+    """
+    super(LAMBOptimizer, self).__init__(
+        learning_rate, weight_decay_rate=weight_decay_rate, beta_1=beta_1,
+        beta_2=beta_2, epsilon=epsilon,
+        exclude_from_weight_decay=exclude_from_weight_decay, name=name)
+    self._update_count = None
+
+  def _shared_variables(self):
+    if self._update_count is None:
+      self._update_count = variables_lib.root_variable(
+          "lamb/update_count", [], tf.int64, tf.zeros_initializer())
+    return (self._update_count,)
+
+  def _finish(self, update_op, strategy):
+    """Counts the update, after every variable's update has read t."""
+    with tf.control_dependencies([update_op]):
+      if strategy is None:
+        increment = self._update_count.assign_add(1, read_value=False)
+      else:
+        increment = strategy.extended.update(
+            self._update_count,
+            lambda count: count.assign_add(1, read_value=False), group=True)
+    return tf.group(update_op, increment)
+
+  def _apply_one(self, grad, param, param_name, lamb_m, lamb_v,
+                 update_count):
+    """The three assignments (param, m, v) of one variable's LAMB update."""
+    if isinstance(grad, tf.IndexedSlices):
+      grad = tf.convert_to_tensor(grad)
+    step = tf.cast(update_count.read_value() + 1, tf.float32)  # t
+    next_m = self.beta_1 * lamb_m + (1.0 - self.beta_1) * grad
+    next_v = self.beta_2 * lamb_v + (1.0 - self.beta_2) * tf.square(grad)
+    m_hat = next_m / (1.0 - tf.pow(self.beta_1, step))
+    v_hat = next_v / (1.0 - tf.pow(self.beta_2, step))
+    update = m_hat / (tf.sqrt(v_hat) + self.epsilon)
+    if self._do_use_weight_decay(param_name):
+      update += self.weight_decay_rate * param
+    param_norm = tf.norm(param)
+    update_norm = tf.norm(update)
+    ratio = tf.where(
+        tf.logical_and(param_norm > 0.0, update_norm > 0.0),
+        param_norm / tf.maximum(update_norm, 1e-30), tf.ones_like(param_norm))
+    next_param = param - self.learning_rate * ratio * update
+    return [param.assign(next_param), lamb_m.assign(next_m),
+            lamb_v.assign(next_v)]
