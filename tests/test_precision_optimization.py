@@ -1,4 +1,4 @@
-"""Tests for optimization.py's additions: LAMB, accumulation, loss scale, strategies."""
+"""Tests of the optimizer additions: LAMB, accumulation, fp16, strategies."""
 
 import os
 import subprocess

@@ -1,4 +1,4 @@
-"""The pieces of the train op: gradients, the all-reduce, the conditional update.
+"""The pieces of the train op: gradients, all-reduce, the conditional update.
 
 `optimization.create_optimizer` builds the reference's train op (gradients,
 clip, apply, global-step increment) from `gradients`, `all_reduce_mean` and

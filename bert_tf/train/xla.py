@@ -43,7 +43,8 @@ def kept_out_of_xla():
   yield
   not_compiled = attr_value_pb2.AttrValue(b=False)
   for op in graph.get_operations()[first:]:
-    op._set_attr("_XlaCompile", not_compiled)  # pylint: disable=protected-access
+    # pylint: disable-next=protected-access
+    op._set_attr("_XlaCompile", not_compiled)
 
 
 def cond(pred, true_fn, false_fn):
