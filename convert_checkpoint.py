@@ -45,7 +45,7 @@ Public names: `hf_to_tf`, `tf_to_hf` (the two directions), `tensor_table`,
 `bert_config_to_hf_config`, `read_hf_weights`, `read_tf_checkpoint`,
 `write_tf_checkpoint`, `resolve_tf_checkpoint`.
 """
-from bert_tf.cli import quiet as tf_quiet  # pylint: disable=unused-import  # First: before TensorFlow.
+import bert_tf.cli  # pylint: disable=unused-import  # First: quiets TensorFlow's start-up log.
 
 import contextlib
 import json
@@ -63,6 +63,7 @@ from safetensors.numpy import save_file as save_safetensors
 import tensorflow.compat.v1 as tf
 
 from bert_tf import io as io_utils
+from bert_tf.cli import runner
 from bert_tf.cli import startup
 
 FLAGS = flags.FLAGS
@@ -840,7 +841,7 @@ def main(_):
 def cli():
   """Command-line entry point: defines the flags, then runs `main`."""
   define_flags()
-  startup.run_main(main)
+  runner.run_main(main)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ Usage:
     --input_file=$GLUE_DIR/MRPC/test.tsv --output_dir=/tmp/mrpc_served
 """
 
-from bert_tf.cli import quiet as tf_quiet  # pylint: disable=unused-import  # First: before TensorFlow.
+import bert_tf.cli  # pylint: disable=unused-import  # First: quiets TensorFlow's start-up log.
 
 import os
 import time
@@ -34,7 +34,7 @@ from bert_tf import io as io_utils
 import run_classifier
 import run_squad
 from bert_tf.export import serving
-from bert_tf.cli import startup
+from bert_tf.cli import runner
 
 FLAGS = flags.FLAGS
 
@@ -191,7 +191,7 @@ def main(_):
 def cli():
   """Command-line entry point: defines the flags, then runs `main`."""
   define_flags()
-  startup.run_main(main)
+  runner.run_main(main)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ Usage (see README.md):
     --init_checkpoint=$BERT_DIR/bert_model.ckpt --output_dir=/tmp/ner
 """
 
-from bert_tf.cli import quiet as tf_quiet  # pylint: disable=unused-import  # First: before TensorFlow.
+import bert_tf.cli  # pylint: disable=unused-import  # First: quiets TensorFlow's start-up log.
 
 import math
 import os
@@ -37,7 +37,10 @@ from bert_tf import io as io_utils
 import modeling
 from bert_tf.tasks.ner import data as ner_data
 from bert_tf.checks import reliability
+from bert_tf.cli import flags as cli_flags
+from bert_tf.cli import runner
 from bert_tf.cli import startup
+from bert_tf.train import distribute as distribute_utils
 from bert_tf.train import options as training_options
 
 FLAGS = flags.FLAGS
@@ -65,12 +68,11 @@ def define_flags():
       "its document around it, up to --max_seq_length (the paper's "
       "'maximal document context'); only the sentence's own words are "
       "labelled. False: each sentence alone.")
-  startup.define_flags("data_dir", "label_column", startup.MODEL_FLAGS,
-                       "max_seq_length", "doc_stride", "do_eval",
-                       "eval_batch_size", startup.FINE_TUNING_FLAGS,
-                       "export_dir", startup.TRAINING_FLAGS,
-                       startup.TPU_FLAGS, startup.DISTRIBUTE_FLAGS,
-                       doc_stride=64)
+  cli_flags.define_flags(
+      "data_dir", "label_column", cli_flags.MODEL_FLAGS, "max_seq_length",
+      "doc_stride", "do_eval", "eval_batch_size", cli_flags.FINE_TUNING_FLAGS,
+      "export_dir", cli_flags.TRAINING_FLAGS, cli_flags.TPU_FLAGS,
+      cli_flags.DISTRIBUTE_FLAGS, doc_stride=64)
   for name in ("data_dir", "vocab_file", "bert_config_file", "output_dir"):
     flags.mark_flag_as_required(name)
 
@@ -149,11 +151,13 @@ def metric_fn(per_token_loss, label_weights):
 
 def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate,
                      num_train_steps, num_warmup_steps, use_tpu,
-                     use_one_hot_embeddings, options=None):
+                     use_one_hot_embeddings, options=None,
+                     compute_dtype=tf.float32):
   """Returns a `model_fn` for `TPUEstimator`.
 
-  `options` (optional `optimization.OptimizerOptions`) sets the encoder's
-  compute dtype and the optimizer; default the reference's.
+  `options` (optional `optimization.OptimizerOptions`) sets the optimizer
+  (default the reference's), `compute_dtype` the encoder's arithmetic
+  (`TrainingOptions.compute_dtype`; weights and losses stay float32).
 
   Predictions: `unique_ids` [batch_size], `probabilities` [batch_size,
   seq_length, num_labels] (float32) and `predictions` [batch_size,
@@ -171,7 +175,7 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate,
         features["input_mask"], features["segment_ids"],
         features["label_ids"], label_weights, num_labels,
         use_one_hot_embeddings,
-        compute_dtype=options.compute_dtype if options else tf.float32)
+        compute_dtype=compute_dtype)
     scaffold_fn = estimator_utils.init_from_checkpoint(init_checkpoint,
                                                        use_tpu)
     if mode == tf.estimator.ModeKeys.TRAIN:
@@ -204,8 +208,12 @@ def _flag_problems(flag_values):
   return startup.fine_tuning_flag_problems(flag_values, ("doc_stride",))
 
 
-def _read_inputs(flag_values):
+def _read_inputs(flag_values, run):
   """Reads and checks every file the run needs, and the label list.
+
+  Args:
+    flag_values: the parsed flags (files, columns, tag scheme).
+    run: `training_options.RunOptions`: the steps this process runs.
 
   Returns:
     (files, label_list): dict split -> (path, list of `Sentence`) for
@@ -213,16 +221,16 @@ def _read_inputs(flag_values):
   """
   files = {}
   f = flag_values
-  for split, wanted, name in (("train", f.do_train, f.train_file),
-                              ("dev", f.do_eval, f.dev_file),
-                              ("test", f.do_predict, f.test_file)):
+  for split, wanted, name in (("train", run.do_train, f.train_file),
+                              ("dev", run.do_eval, f.dev_file),
+                              ("test", run.do_predict, f.test_file)):
     if wanted:
       path = os.path.join(flag_values.data_dir, name)
       files[split] = (path, ner_data.read_conll_file(path,
                                                      flag_values.label_column))
       logging.info("Read %d sentences from %s", len(files[split][1]), path)
   label_file = os.path.join(flag_values.output_dir, ner_data.LABEL_LIST_FILE)
-  if flag_values.do_train:
+  if run.do_train:
     label_list = ner_data.label_list_from(files["train"][1],
                                           files["train"][0])
     what = "the training file %s" % files["train"][0]
@@ -305,30 +313,35 @@ def _export(flag_values, bert_config, label_list, init_checkpoint):
 
 def main(_):
   logging.set_verbosity(logging.INFO)
-  # 1. Flags, config, checkpoint, vocabulary: checked before any work.
+  # 1. The run's options (training, TPU, tf.distribute), and the devices
+  # they ask for, made before TensorFlow makes any; then the flags, config,
+  # checkpoint and vocabulary: all checked before any work.
+  run = training_options.from_flags(FLAGS)
+  distribute_utils.setup(run.distribute)
+  use_tpu = run.tpu.use_tpu
   bert_config, init_checkpoint, tokenizer = startup.prepare_model(
       FLAGS.bert_config_file, FLAGS.max_seq_length, FLAGS.init_checkpoint,
       FLAGS.do_lower_case, FLAGS.vocab_file, FLAGS.output_dir,
       problems=_flag_problems(FLAGS))
 
   # 2. Every input the run needs, read and checked up front.
-  files, label_list = _read_inputs(FLAGS)
+  files, label_list = _read_inputs(FLAGS, run)
   types = ner_data.entity_types(label_list)
   tf.io.gfile.makedirs(FLAGS.output_dir)
-  if FLAGS.do_train:
+  if run.do_train:
     reliability.start_training(FLAGS.output_dir)
   # On TPU every batch is whole; the dev features are both evaluated and
   # predicted, so they fill whole batches of both sizes.
   pad_eval = (math.lcm(FLAGS.eval_batch_size, FLAGS.predict_batch_size)
-              if FLAGS.use_tpu else None)
-  pad_predict = FLAGS.predict_batch_size if FLAGS.use_tpu else None
+              if use_tpu else None)
+  pad_predict = FLAGS.predict_batch_size if use_tpu else None
 
   # 3. The estimator. Steps count updates, of --train_batch_size times
   # --gradient_accumulation_steps examples each.
-  training = training_options.options_from_flags(FLAGS)
-  update_size = FLAGS.train_batch_size * training.gradient_accumulation_steps
+  update_size = (run.train_batch_size *
+                 run.training.gradient_accumulation_steps)
   num_train_steps, num_warmup_steps, train_features = None, None, None
-  if FLAGS.do_train:
+  if run.do_train:
     ner_data.write_label_list(
         os.path.join(FLAGS.output_dir, ner_data.LABEL_LIST_FILE), label_list)
     train_features = _features(FLAGS, files["train"][1], label_list, tokenizer,
@@ -343,18 +356,21 @@ def main(_):
       bert_config=bert_config, num_labels=len(label_list),
       init_checkpoint=init_checkpoint, learning_rate=FLAGS.learning_rate,
       num_train_steps=num_train_steps, num_warmup_steps=num_warmup_steps,
-      use_tpu=FLAGS.use_tpu, use_one_hot_embeddings=FLAGS.use_tpu,
-      options=training.optimizer_options)
+      use_tpu=use_tpu, use_one_hot_embeddings=use_tpu,
+      options=run.training.optimizer_options,
+      compute_dtype=run.training.compute_dtype)
   estimator = estimator_utils.make_estimator(
-      model_fn, estimator_utils.run_config_from_flags(FLAGS, FLAGS.output_dir),
-      FLAGS.use_tpu, train_batch_size=FLAGS.train_batch_size,
+      model_fn,
+      estimator_utils.run_config_from_options(run, FLAGS.output_dir),
+      use_tpu, train_batch_size=run.train_batch_size,
       eval_batch_size=FLAGS.eval_batch_size,
-      predict_batch_size=FLAGS.predict_batch_size)
+      predict_batch_size=FLAGS.predict_batch_size,
+      worker_timeout_secs=run.distribute.worker_timeout_secs)
 
   # 4. Train, evaluate, predict.
-  if FLAGS.do_train:
+  if run.do_train:
     logging.info("***** Running training: %d features, batch %d, %d steps "
-                 "*****", len(train_features), FLAGS.train_batch_size,
+                 "*****", len(train_features), run.train_batch_size,
                  num_train_steps)
     estimator.train(
         input_fn=_input_fn(FLAGS, train_features, "train", is_training=True),
@@ -363,10 +379,10 @@ def main(_):
             update_size, total_steps=num_train_steps,
             every_n_steps=min(100, max(1, num_train_steps // 10)))] +
         reliability.training_hooks(
-            FLAGS.output_dir, num_train_steps, FLAGS.save_checkpoints_steps,
-            FLAGS.save_checkpoints_secs, FLAGS.use_tpu))
+            FLAGS.output_dir, num_train_steps, run.save_checkpoints_steps,
+            run.save_checkpoints_secs, use_tpu))
     reliability.exit_if_preempted(FLAGS.output_dir)
-  if FLAGS.do_eval:
+  if run.do_eval:
     path, sentences = files["dev"]
     features = _features(FLAGS, sentences, label_list, tokenizer, path,
                          pad_eval)
@@ -374,7 +390,7 @@ def main(_):
                  len(features))
     result = estimator.evaluate(
         input_fn=_input_fn(FLAGS, features, "eval", is_training=False),
-        steps=len(features) // FLAGS.eval_batch_size if FLAGS.use_tpu
+        steps=len(features) // FLAGS.eval_batch_size if use_tpu
         else None)
     predicted = _predict_words(FLAGS, estimator, sentences, features,
                                label_list, "eval", FLAGS.predict_batch_size)
@@ -386,7 +402,7 @@ def main(_):
         predicted)
     io_utils.write_eval_results(
         os.path.join(FLAGS.output_dir, "eval_results.txt"), result)
-  if FLAGS.do_predict:
+  if run.do_predict:
     path, sentences = files["test"]
     features = _features(FLAGS, sentences, label_list, tokenizer, path,
                          pad_predict)
@@ -410,7 +426,7 @@ def main(_):
 def cli():
   """Command-line entry point: defines the flags, then runs `main`."""
   define_flags()
-  startup.run_main(main)
+  runner.run_main(main)
 
 
 if __name__ == "__main__":

@@ -30,7 +30,7 @@ Public names: `create_model`, `model_fn_builder`, `input_fn_builder`,
 `write_predictions`, `get_final_text`, `score_predictions`.
 """
 
-from bert_tf.cli import quiet as tf_quiet  # pylint: disable=unused-import  # First: before TensorFlow.
+import bert_tf.cli  # pylint: disable=unused-import  # First: quiets TensorFlow's start-up log.
 
 import collections
 import os
@@ -58,9 +58,12 @@ from bert_tf.tasks.squad.predictions import get_final_text  # pylint: disable=un
 from bert_tf.tasks.squad.predictions import RawResult
 from bert_tf.tasks.squad.predictions import score_predictions
 from bert_tf.tasks.squad.predictions import write_predictions
+from bert_tf.cli import flags as cli_flags
+from bert_tf.cli import runner
 from bert_tf.cli import startup
-import tokenization
+from bert_tf.train import distribute as distribute_utils
 from bert_tf.train import options as training_options
+import tokenization
 
 FLAGS = flags.FLAGS
 
@@ -74,10 +77,10 @@ def define_flags():
                       "holds answers, the official scores are computed too.")
   flags.DEFINE_integer("max_query_length", 64,
                        "Questions longer than this many tokens are cut.")
-  startup.define_flags(startup.MODEL_FLAGS, "max_seq_length", "doc_stride",
-                       startup.FINE_TUNING_FLAGS, "export_dir",
-                       startup.TRAINING_FLAGS, startup.TPU_FLAGS,
-                       startup.DISTRIBUTE_FLAGS, max_seq_length=384)
+  cli_flags.define_flags(
+      cli_flags.MODEL_FLAGS, "max_seq_length", "doc_stride",
+      cli_flags.FINE_TUNING_FLAGS, "export_dir", cli_flags.TRAINING_FLAGS,
+      cli_flags.TPU_FLAGS, cli_flags.DISTRIBUTE_FLAGS, max_seq_length=384)
   flags.DEFINE_integer("n_best_size", 20,
                        "How many candidate answers per question go to "
                        "nbest_predictions.json.")
@@ -167,12 +170,14 @@ def _span_loss(start_logits, end_logits, start_positions, end_positions):
 
 def model_fn_builder(bert_config, init_checkpoint, learning_rate,
                      num_train_steps, num_warmup_steps, use_tpu,
-                     use_one_hot_embeddings, options=None):
+                     use_one_hot_embeddings, options=None,
+                     compute_dtype=tf.float32):
   """Returns the `model_fn` for `TPUEstimator` (TRAIN and PREDICT modes).
 
   PREDICT yields `unique_ids`, `start_logits` and `end_logits` per feature.
-  `options` (optional `optimization.OptimizerOptions`) sets the encoder's
-  compute dtype and the optimizer; default the reference's.
+  `options` (optional `optimization.OptimizerOptions`) sets the optimizer
+  (default the reference's), `compute_dtype` the encoder's arithmetic
+  (`TrainingOptions.compute_dtype`; weights and losses stay float32).
   """
 
   def model_fn(features, labels, mode, params):
@@ -184,7 +189,7 @@ def model_fn_builder(bert_config, init_checkpoint, learning_rate,
         input_ids=features["input_ids"], input_mask=features["input_mask"],
         segment_ids=features["segment_ids"],
         use_one_hot_embeddings=use_one_hot_embeddings,
-        compute_dtype=options.compute_dtype if options else tf.float32)
+        compute_dtype=compute_dtype)
     scaffold_fn = estimator_utils.init_from_checkpoint(init_checkpoint,
                                                        use_tpu)
     if mode == tf.estimator.ModeKeys.TRAIN:
@@ -245,7 +250,7 @@ def _flag_problems(flag_values):
   problems += startup.positive_flag_problems(
       flag_values, ("n_best_size", "max_answer_length", "train_batch_size",
                     "predict_batch_size"))
-  return problems + startup.training_flag_problems(flag_values)
+  return problems
 
 
 def validate_flags_or_throw(bert_config, flag_values=None):
@@ -262,10 +267,12 @@ def validate_flags_or_throw(bert_config, flag_values=None):
     ValueError: naming every flag at fault: no --do_train/--do_predict, a
       missing input file, a casing that contradicts a released checkpoint,
       --max_seq_length beyond the model's positions or too short for
-      --max_query_length, a window stride or sizes out of range.
+      --max_query_length, a window stride or sizes out of range, a
+      training or distribution option that does not fit.
   """
   flag_values = FLAGS if flag_values is None else flag_values
   problems = _flag_problems(flag_values)
+  problems += training_options.check(training_options.read_flags(flag_values))
   try:
     startup.check_max_seq_length(flag_values.max_seq_length, bert_config)
   except ValueError as e:
@@ -339,7 +346,12 @@ def _export(flag_values, bert_config, init_checkpoint):
 
 def main(_):
   logging.set_verbosity(logging.INFO)
-  # 1. Flags, config, checkpoint, vocabulary: checked before any work.
+  # 1. The run's options (training, TPU, tf.distribute), and the devices
+  # they ask for, made before TensorFlow makes any; then the flags, config,
+  # checkpoint and vocabulary: all checked before any work.
+  run = training_options.from_flags(FLAGS)
+  distribute_utils.setup(run.distribute)
+  use_tpu = run.tpu.use_tpu
   model = startup.prepare_model(
       FLAGS.bert_config_file, FLAGS.max_seq_length, FLAGS.init_checkpoint,
       FLAGS.do_lower_case, FLAGS.vocab_file, FLAGS.output_dir,
@@ -351,10 +363,10 @@ def main(_):
 
   # 2. The training questions, read (and checked) up front. Steps count
   # updates, of --train_batch_size times --gradient_accumulation_steps.
-  training = training_options.options_from_flags(FLAGS)
-  update_size = FLAGS.train_batch_size * training.gradient_accumulation_steps
+  update_size = (run.train_batch_size *
+                 run.training.gradient_accumulation_steps)
   train_examples, num_train_steps, num_warmup_steps = None, None, None
-  if FLAGS.do_train:
+  if run.do_train:
     train_examples = read_squad_examples(
         FLAGS.train_file, is_training=True,
         version_2_with_negative=FLAGS.version_2_with_negative)
@@ -368,29 +380,31 @@ def main(_):
         len(train_examples), update_size, FLAGS.num_train_epochs,
         FLAGS.warmup_proportion)
   tf.io.gfile.makedirs(out)
-  if FLAGS.do_train:
+  if run.do_train:
     reliability.start_training(out)
 
   # 3. The estimator.
   model_fn = model_fn_builder(
       bert_config=model.bert_config, init_checkpoint=model.init_checkpoint,
       learning_rate=FLAGS.learning_rate, num_train_steps=num_train_steps,
-      num_warmup_steps=num_warmup_steps, use_tpu=FLAGS.use_tpu,
-      use_one_hot_embeddings=FLAGS.use_tpu,
-      options=training.optimizer_options)
+      num_warmup_steps=num_warmup_steps, use_tpu=use_tpu,
+      use_one_hot_embeddings=use_tpu,
+      options=run.training.optimizer_options,
+      compute_dtype=run.training.compute_dtype)
   estimator = estimator_utils.make_estimator(
-      model_fn, estimator_utils.run_config_from_flags(FLAGS, out),
-      FLAGS.use_tpu, train_batch_size=FLAGS.train_batch_size,
-      predict_batch_size=FLAGS.predict_batch_size)
+      model_fn, estimator_utils.run_config_from_options(run, out), use_tpu,
+      train_batch_size=run.train_batch_size,
+      predict_batch_size=FLAGS.predict_batch_size,
+      worker_timeout_secs=run.distribute.worker_timeout_secs)
 
   # 4. Train, predict, score.
-  if FLAGS.do_train:
+  if run.do_train:
     train_file = os.path.join(out, "train.tf_record")
     num_features, _ = _write_features(train_file, train_examples, tokenizer,
                                       is_training=True, **spans)
     logging.info("***** Running training *****")
     logging.info("  %d examples, %d features, batch size %d, %d steps",
-                 len(train_examples), num_features, FLAGS.train_batch_size,
+                 len(train_examples), num_features, run.train_batch_size,
                  num_train_steps)
     estimator.train(
         input_fn=input_fn_builder(train_file, FLAGS.max_seq_length,
@@ -398,10 +412,10 @@ def main(_):
         max_steps=num_train_steps,
         hooks=[estimator_utils.ProgressHook(update_size, num_train_steps)] +
         reliability.training_hooks(
-            out, num_train_steps, FLAGS.save_checkpoints_steps,
-            FLAGS.save_checkpoints_secs, FLAGS.use_tpu))
+            out, num_train_steps, run.save_checkpoints_steps,
+            run.save_checkpoints_secs, use_tpu))
     reliability.exit_if_preempted(out)
-  if FLAGS.do_predict:
+  if run.do_predict:
     examples = read_squad_examples(
         FLAGS.predict_file, is_training=False,
         version_2_with_negative=FLAGS.version_2_with_negative)
@@ -434,7 +448,7 @@ def main(_):
 def cli():
   """Command-line entry point: defines the flags, then runs `main`."""
   define_flags()
-  startup.run_main(main)
+  runner.run_main(main)
 
 
 if __name__ == "__main__":

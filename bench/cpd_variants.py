@@ -25,7 +25,7 @@ sys.path.insert(0, _REPO)
 import create_pretraining_data as cpd  # pylint: disable=g-import-not-at-top
 from bert_tf import io as io_utils  # pylint: disable=g-import-not-at-top
 from bert_tf.tasks.pretraining import data as pdu  # pylint: disable=g-import-not-at-top
-from bert_tf.cli import startup  # pylint: disable=g-import-not-at-top
+from bert_tf.cli import runner  # pylint: disable=g-import-not-at-top
 
 
 def _without_serializer():
@@ -105,7 +105,7 @@ def main():
     rest = rest[1:]
   sys.argv = [os.path.join(_REPO, "create_pretraining_data.py")] + rest
   cpd.define_flags()
-  startup.run_main(cpd.main)
+  runner.run_main(cpd.main)
 
 
 if __name__ == "__main__":
