@@ -272,5 +272,4 @@ def test_console_command_help_lists_the_scripts_flags(tmp_path):
   for flag in ("--task_name", "--data_dir", "--precision",
                "--distribution_strategy", "--text_a_column"):
     assert flag + ":" in result.stdout, flag
-  assert "Try --helpfull" not in result.stdout
   assert "Fine-tunes BERT" in result.stdout  # The script's docstring.
