@@ -313,9 +313,8 @@ def _export(flag_values, bert_config, label_list, init_checkpoint):
 
 def main(_):
   logging.set_verbosity(logging.INFO)
-  # 1. The run's options (training, TPU, tf.distribute), and the devices
-  # they ask for, made before TensorFlow makes any; then the flags, config,
-  # checkpoint and vocabulary: all checked before any work.
+  # 1. The run's options and their devices (before TensorFlow makes any);
+  # flags, config, checkpoint, vocabulary: all checked before any work.
   run = training_options.from_flags(FLAGS)
   distribute_utils.setup(run.distribute)
   use_tpu = run.tpu.use_tpu
@@ -338,8 +337,7 @@ def main(_):
 
   # 3. The estimator. Steps count updates, of --train_batch_size times
   # --gradient_accumulation_steps examples each.
-  update_size = (run.train_batch_size *
-                 run.training.gradient_accumulation_steps)
+  update_size = run.examples_per_update
   num_train_steps, num_warmup_steps, train_features = None, None, None
   if run.do_train:
     ner_data.write_label_list(
@@ -359,13 +357,10 @@ def main(_):
       use_tpu=use_tpu, use_one_hot_embeddings=use_tpu,
       options=run.training.optimizer_options,
       compute_dtype=run.training.compute_dtype)
-  estimator = estimator_utils.make_estimator(
-      model_fn,
-      estimator_utils.run_config_from_options(run, FLAGS.output_dir),
-      use_tpu, train_batch_size=run.train_batch_size,
+  estimator = estimator_utils.estimator_from_options(
+      model_fn, run, FLAGS.output_dir,
       eval_batch_size=FLAGS.eval_batch_size,
-      predict_batch_size=FLAGS.predict_batch_size,
-      worker_timeout_secs=run.distribute.worker_timeout_secs)
+      predict_batch_size=FLAGS.predict_batch_size)
 
   # 4. Train, evaluate, predict.
   if run.do_train:

@@ -219,8 +219,7 @@ def model_fn_builder(bert_config, init_checkpoint, learning_rate,
     use_one_hot_embeddings: bool, one-hot word embedding lookup (TPU).
     options: (optional) `optimization.OptimizerOptions`: the optimizer;
       default the reference's.
-    compute_dtype: the encoder's compute dtype (`TrainingOptions.
-      compute_dtype`); weights and losses stay float32.
+    compute_dtype: the encoder's arithmetic (weights stay float32).
   """
 
   def model_fn(features, labels, mode, params):
@@ -417,9 +416,8 @@ def check_inputs(bert_config_file, input_file, output_dir, init_checkpoint,
 
 def main(_):
   logging.set_verbosity(logging.INFO)
-  # 1. The run's options (training, TPU, tf.distribute), and the devices
-  # they ask for, made before TensorFlow makes any; then the config,
-  # checkpoint and input records: all checked before any work.
+  # 1. The run's options and their devices (before TensorFlow makes any);
+  # config, checkpoint and input records: all checked before any work.
   run = training_options.from_flags(FLAGS)
   distribute_utils.setup(run.distribute)
   bert_config, input_files, init_checkpoint = check_inputs(
@@ -428,8 +426,7 @@ def main(_):
       FLAGS.max_predictions_per_seq, FLAGS.do_train, FLAGS.do_eval,
       FLAGS.num_train_steps)
   use_tpu = run.tpu.use_tpu
-  update_size = (run.train_batch_size *
-                 run.training.gradient_accumulation_steps)
+  update_size = run.examples_per_update
   tf.io.gfile.makedirs(FLAGS.output_dir)
   if run.do_train:
     reliability.start_training(FLAGS.output_dir)
@@ -448,11 +445,9 @@ def main(_):
       use_one_hot_embeddings=use_tpu,
       options=run.training.optimizer_options,
       compute_dtype=run.training.compute_dtype)
-  estimator = estimator_utils.make_estimator(
-      model_fn, estimator_utils.run_config_from_options(run, FLAGS.output_dir),
-      use_tpu, train_batch_size=run.train_batch_size,
-      eval_batch_size=FLAGS.eval_batch_size,
-      worker_timeout_secs=run.distribute.worker_timeout_secs)
+  estimator = estimator_utils.estimator_from_options(
+      model_fn, run, FLAGS.output_dir,
+      eval_batch_size=FLAGS.eval_batch_size)
 
   # 3. Train, evaluate.
   if run.do_train:

@@ -346,9 +346,8 @@ def _export(flag_values, bert_config, init_checkpoint):
 
 def main(_):
   logging.set_verbosity(logging.INFO)
-  # 1. The run's options (training, TPU, tf.distribute), and the devices
-  # they ask for, made before TensorFlow makes any; then the flags, config,
-  # checkpoint and vocabulary: all checked before any work.
+  # 1. The run's options and their devices (before TensorFlow makes any);
+  # flags, config, checkpoint, vocabulary: all checked before any work.
   run = training_options.from_flags(FLAGS)
   distribute_utils.setup(run.distribute)
   use_tpu = run.tpu.use_tpu
@@ -363,8 +362,7 @@ def main(_):
 
   # 2. The training questions, read (and checked) up front. Steps count
   # updates, of --train_batch_size times --gradient_accumulation_steps.
-  update_size = (run.train_batch_size *
-                 run.training.gradient_accumulation_steps)
+  update_size = run.examples_per_update
   train_examples, num_train_steps, num_warmup_steps = None, None, None
   if run.do_train:
     train_examples = read_squad_examples(
@@ -391,11 +389,8 @@ def main(_):
       use_one_hot_embeddings=use_tpu,
       options=run.training.optimizer_options,
       compute_dtype=run.training.compute_dtype)
-  estimator = estimator_utils.make_estimator(
-      model_fn, estimator_utils.run_config_from_options(run, out), use_tpu,
-      train_batch_size=run.train_batch_size,
-      predict_batch_size=FLAGS.predict_batch_size,
-      worker_timeout_secs=run.distribute.worker_timeout_secs)
+  estimator = estimator_utils.estimator_from_options(
+      model_fn, run, out, predict_batch_size=FLAGS.predict_batch_size)
 
   # 4. Train, predict, score.
   if run.do_train:

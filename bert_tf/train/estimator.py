@@ -22,7 +22,7 @@ import modeling
 import optimization
 
 __all__ = ["fine_tuning_steps", "make_run_config", "run_config_from_options",
-           "make_estimator", "init_from_checkpoint", "weighted_mean_loss",
+           "make_estimator", "estimator_from_options", "init_from_checkpoint", "weighted_mean_loss",
            "train_spec", "ProgressHook", "decode_record",
            "tfrecord_input_fn_builder"]
 
@@ -161,6 +161,24 @@ def make_estimator(model_fn, run_config, use_tpu, train_batch_size=None,
       train_batch_size=train_batch_size,
       eval_batch_size=eval_batch_size,
       predict_batch_size=predict_batch_size)
+
+
+def estimator_from_options(model_fn, run, output_dir, eval_batch_size=None,
+                           predict_batch_size=None):
+  """`make_estimator` under `run_config_from_options(run, output_dir)`.
+
+  Args:
+    model_fn: the script's `model_fn`.
+    run: `options.RunOptions`: the TPU, the global training batch, the
+      strategy and its worker timeout, the training options.
+    output_dir: str or None, the model directory.
+    eval_batch_size, predict_batch_size: int or None, global batch sizes.
+  """
+  return make_estimator(
+      model_fn, run_config_from_options(run, output_dir), run.tpu.use_tpu,
+      train_batch_size=run.train_batch_size, eval_batch_size=eval_batch_size,
+      predict_batch_size=predict_batch_size,
+      worker_timeout_secs=run.distribute.worker_timeout_secs)
 
 
 def init_from_checkpoint(init_checkpoint, use_tpu):

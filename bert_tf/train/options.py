@@ -144,6 +144,11 @@ class RunOptions:
   iterations_per_loop: int = 1
   flags_given: frozenset = frozenset()
 
+  @property
+  def examples_per_update(self):
+    """Examples of one update: the batch times the accumulation steps."""
+    return self.train_batch_size * self.training.gradient_accumulation_steps
+
 
 def _flag_fields(cls):
   return [f for f in dataclasses.fields(cls) if f.name != "flags_given"]
