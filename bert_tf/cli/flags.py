@@ -5,8 +5,10 @@ define function, default and help text; `define_flags` defines the ones a
 script names (`TPU_FLAGS`, `TRAINING_FLAGS`, ... name groups of them). An
 enum flag's values are those its option lists once
 (`training_options.PRECISION_DTYPES`, `training_options.OPTIMIZERS`,
-`distribute_utils.STRATEGIES`), and the flags fill the dataclasses of
-`training_options` by name.
+`distribute_utils.STRATEGIES`); the training, TPU and distribution groups
+are the fields of `training_options`' dataclasses, which the flags fill by
+name. A new option is one field there, one row here, and the code that
+uses it.
 """
 
 import collections
@@ -175,14 +177,14 @@ SHARED_FLAGS = collections.OrderedDict([
                      "index); default unseeded, a new order every run.")),
 ])
 
-TPU_FLAGS = ("use_tpu", "tpu_name", "tpu_zone", "gcp_project", "master",
-             "num_tpu_cores")
+# The groups of the options' dataclasses: their fields, by name.
+TPU_FLAGS = training_options.field_names(training_options.TpuOptions)
 MODEL_FLAGS = ("bert_config_file", "vocab_file", "init_checkpoint",
                "do_lower_case", "output_dir")
-TRAINING_FLAGS = ("precision", "gradient_accumulation_steps", "optimizer",
-                  "poly_power", "use_xla", "deterministic")
-DISTRIBUTE_FLAGS = ("distribution_strategy", "num_gpus", "num_cpu_devices",
-                    "worker_timeout_secs", "random_seed")
+TRAINING_FLAGS = training_options.field_names(
+    training_options.TrainingOptions)
+DISTRIBUTE_FLAGS = training_options.field_names(
+    training_options.DistributeOptions)
 FINE_TUNING_FLAGS = ("do_train", "do_predict", "train_batch_size",
                      "predict_batch_size", "learning_rate", "num_train_epochs",
                      "warmup_proportion", "save_checkpoints_steps",

@@ -29,7 +29,7 @@ import optimization
 
 __all__ = ["PRECISION_DTYPES", "OPTIMIZERS", "DETERMINISTIC_SEED",
            "TrainingOptions", "TpuOptions", "DistributeOptions", "RunOptions",
-           "read_flags", "check", "from_flags", "configure_run_config",
+           "field_names", "read_flags", "check", "from_flags", "configure_run_config",
            "enable_xla_cpu_clustering"]
 
 # --precision -> the encoder's compute dtype (weights stay float32).
@@ -148,6 +148,11 @@ class RunOptions:
   def examples_per_update(self):
     """Examples of one update: the batch times the accumulation steps."""
     return self.train_batch_size * self.training.gradient_accumulation_steps
+
+
+def field_names(cls):
+  """The flag names of an options dataclass: its fields, in order."""
+  return tuple(f.name for f in _flag_fields(cls))
 
 
 def _flag_fields(cls):
