@@ -44,6 +44,11 @@ from bert_tf.cli import runner
 from bert_tf.cli import startup
 import tokenization
 
+__all__ = ["define_flags", "TrainingInstance", "create_training_instances",
+           "create_instances_from_document", "create_masked_lm_predictions",
+           "truncate_seq_pair", "create_int_feature", "create_float_feature",
+           "write_instance_to_example_files", "main", "cli"]
+
 FLAGS = flags.FLAGS
 
 # Tokens the records and the masking need; a vocabulary without them is refused.

@@ -17,12 +17,6 @@ Example:
     --vocab_file=$BERT_DIR/vocab.txt --bert_config_file=$BERT_DIR/bert_config.json \
     --init_checkpoint=$BERT_DIR --layers=-1,-2,-3,-4 \
     --max_seq_length=128 --batch_size=8
-
-Public names: `InputExample`, `InputFeatures`, `iter_examples`,
-`read_examples`, `convert_single_example`, `iter_features`,
-`convert_examples_to_features`, `input_fn_builder`,
-`streaming_input_fn_builder`, `model_fn_builder`, `parse_layer_indexes`,
-`format_output_line`.
 """
 
 import bert_tf.cli  # pylint: disable=unused-import  # First: quiets TensorFlow's start-up log.
@@ -45,6 +39,12 @@ from bert_tf.cli import flags as cli_flags
 from bert_tf.cli import runner
 from bert_tf.cli import startup
 from bert_tf.train import options as training_options
+
+__all__ = ["define_flags", "InputExample", "InputFeatures", "iter_examples",
+           "read_examples", "convert_single_example", "iter_features",
+           "convert_examples_to_features", "input_fn_builder",
+           "streaming_input_fn_builder", "model_fn_builder",
+           "parse_layer_indexes", "format_output_line", "main", "cli"]
 
 FLAGS = flags.FLAGS
 

@@ -28,13 +28,16 @@ from absl import flags
 from absl import logging
 import numpy as np
 
-from bert_tf.tasks.classifier import data as classifier_data
-from bert_tf.export import saved_model as export_utils
 from bert_tf import io as io_utils
-import run_classifier
-import run_squad
-from bert_tf.export import serving
 from bert_tf.cli import runner
+from bert_tf.export import saved_model as export_utils
+from bert_tf.export import serving
+from bert_tf.tasks.classifier import data as classifier_data
+from bert_tf.tasks.squad import data as squad_data
+from bert_tf.tasks.squad import predictions as squad_predictions
+
+__all__ = ["define_flags", "read_classifier_examples", "predict_classifier",
+           "main", "cli"]
 
 FLAGS = flags.FLAGS
 
@@ -68,7 +71,7 @@ def read_classifier_examples(task_name, input_file, config):
   """Reads `input_file` in the test layout of `task_name`.
 
   Returns:
-    list of `run_classifier.InputExample`.
+    list of `classifier_data.InputExample`.
 
   Raises:
     ValueError: a row with the wrong number of columns (naming the file and
@@ -94,7 +97,7 @@ def read_classifier_examples(task_name, input_file, config):
       if text_b_column is not None:
         text_b = processor._cell(input_file, line_index, cells,
                                  text_b_column)
-      examples.append(run_classifier.InputExample(
+      examples.append(classifier_data.InputExample(
           "test-%d" % line_index, text_a, text_b))
     return examples
   _, set_name, layout = processor.SPLITS["test"]
@@ -163,7 +166,7 @@ def main(_):
       raise ValueError("--task_name is required: the export names no task")
     examples = read_classifier_examples(task_name, FLAGS.input_file, config)
   elif kind == export_utils.SQUAD:
-    examples = run_squad.read_squad_examples(
+    examples = squad_data.read_squad_examples(
         FLAGS.input_file, is_training=False,
         version_2_with_negative=config.get("version_2_with_negative", False))
   else:
@@ -179,7 +182,7 @@ def main(_):
         model, examples, FLAGS.output_dir, FLAGS.n_best_size,
         FLAGS.max_answer_length, FLAGS.null_score_diff_threshold,
         FLAGS.batch_size)
-    run_squad.score_predictions(
+    squad_predictions.score_predictions(
         FLAGS.input_file, written,
         config.get("version_2_with_negative", False), FLAGS.output_dir)
   else:

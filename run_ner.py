@@ -43,6 +43,9 @@ from bert_tf.cli import startup
 from bert_tf.train import distribute as distribute_utils
 from bert_tf.train import options as training_options
 
+__all__ = ["define_flags", "create_model", "metric_fn", "model_fn_builder",
+           "main", "cli"]
+
 FLAGS = flags.FLAGS
 
 

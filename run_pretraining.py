@@ -17,10 +17,6 @@ Example:
 
 A run restarted with the same `--output_dir` continues from the last
 checkpoint there (`--init_checkpoint` only initializes a fresh run).
-
-Public names: `gather_indexes`, `get_masked_lm_output`,
-`get_next_sentence_output`, `model_fn_builder`, `input_fn_builder`,
-`check_record_lengths`, `check_inputs`.
 """
 
 import bert_tf.cli  # pylint: disable=unused-import  # First: quiets TensorFlow's start-up log.
@@ -40,6 +36,10 @@ from bert_tf.train import distribute as distribute_utils
 from bert_tf.train import estimator as estimator_utils
 from bert_tf.train import options as training_options
 import modeling
+
+__all__ = ["define_flags", "gather_indexes", "get_masked_lm_output",
+           "get_next_sentence_output", "model_fn_builder", "input_fn_builder",
+           "check_record_lengths", "check_inputs", "main", "cli"]
 
 FLAGS = flags.FLAGS
 
