@@ -13,6 +13,7 @@ uses it.
 
 import collections
 import sys
+import types
 
 from absl import flags
 
@@ -36,8 +37,8 @@ def _enum(*values):
   return define
 
 # Every flag that more than one script takes: name -> (define, default,
-# help). Names and defaults are the reference release's.
-SHARED_FLAGS = collections.OrderedDict([
+# help), read-only. Names and defaults are the reference release's.
+SHARED_FLAGS = types.MappingProxyType(collections.OrderedDict([
     # The model.
     ("bert_config_file", (_S, None,
                           "bert_config.json of the BERT model: its layer "
@@ -175,7 +176,7 @@ SHARED_FLAGS = collections.OrderedDict([
                      "Seed of the graph's random operations and of the "
                      "training input's shuffling (each worker adds its "
                      "index); default unseeded, a new order every run.")),
-])
+]))
 
 # The groups of the options' dataclasses: their fields, by name.
 TPU_FLAGS = training_options.field_names(training_options.TpuOptions)

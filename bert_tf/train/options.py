@@ -18,6 +18,7 @@ extra determinism, one device).
 
 import dataclasses
 import os
+import types
 from typing import Optional
 
 from absl import logging
@@ -33,8 +34,8 @@ __all__ = ["PRECISION_DTYPES", "OPTIMIZERS", "DETERMINISTIC_SEED",
            "enable_xla_cpu_clustering"]
 
 # --precision -> the encoder's compute dtype (weights stay float32).
-PRECISION_DTYPES = {"fp32": tf.float32, "bf16": tf.bfloat16,
-                    "fp16": tf.float16}
+PRECISION_DTYPES = types.MappingProxyType(
+    {"fp32": tf.float32, "bf16": tf.bfloat16, "fp16": tf.float16})
 OPTIMIZERS = ("adamw", "lamb")
 # The graph-level seed of --deterministic runs (any fixed value would do).
 DETERMINISTIC_SEED = 12345
