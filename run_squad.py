@@ -346,17 +346,15 @@ def _export(flag_values, bert_config, init_checkpoint):
 
 def main(_):
   logging.set_verbosity(logging.INFO)
-  # 1. Flags, the run's options (training, TPU, tf.distribute), config,
-  # checkpoint, vocabulary: checked before any work, all problems together.
-  problems = _flag_problems(FLAGS)
-  run = startup.attempt(problems, training_options.from_flags, FLAGS)
-  if run is not None:  # Its devices, before TensorFlow makes any.
-    distribute_utils.setup(run.distribute)
+  # 1. The run's options and their devices (before TensorFlow makes any);
+  # flags, config, checkpoint, vocabulary: all checked before any work.
+  run = training_options.from_flags(FLAGS)
+  distribute_utils.setup(run.distribute)
+  use_tpu = run.tpu.use_tpu
   model = startup.prepare_model(
       FLAGS.bert_config_file, FLAGS.max_seq_length, FLAGS.init_checkpoint,
       FLAGS.do_lower_case, FLAGS.vocab_file, FLAGS.output_dir,
-      problems=problems)
-  use_tpu = run.tpu.use_tpu
+      problems=_flag_problems(FLAGS))
   tokenizer, out = model.tokenizer, FLAGS.output_dir
   spans = dict(max_seq_length=FLAGS.max_seq_length,
                doc_stride=FLAGS.doc_stride,
