@@ -45,11 +45,11 @@ the two directions) is `bert_tf.convert`; this script keeps the flags and
 re-exports its public names (`hf_to_tf`, `tf_to_hf`, `tensor_table`, ...; see
 `__all__`).
 """
-from bert_tf.cli import quiet as tf_quiet  # pylint: disable=unused-import  # First: before TensorFlow.
+import bert_tf.cli  # pylint: disable=unused-import  # First: quiets TensorFlow's start-up log.
 
 from absl import flags
 
-from bert_tf.cli import startup
+from bert_tf.cli import runner
 # The library lives in bert_tf.convert; these are the script's public names,
 # as before the split.
 from bert_tf.convert.config import BERT_CONFIG_KEYS
@@ -111,7 +111,7 @@ def main(_):
 def cli():
   """Command-line entry point: defines the flags, then runs `main`."""
   define_flags()
-  startup.run_main(main)
+  runner.run_main(main)
 
 
 if __name__ == "__main__":

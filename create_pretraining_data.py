@@ -26,7 +26,7 @@ when ten draws in a row pick the current document as the "random" one, drawing
 continues until another document comes up.
 """
 
-from bert_tf.cli import quiet as tf_quiet  # pylint: disable=unused-import  # First: before TensorFlow.
+import bert_tf.cli  # pylint: disable=unused-import  # First: quiets TensorFlow's start-up log.
 
 import collections
 import contextlib
@@ -41,8 +41,15 @@ from bert_tf import io as io_utils
 from bert_tf.tasks.pretraining import processes as pretraining_processes
 from bert_tf.tasks.pretraining import records as pretraining_records
 from bert_tf.tasks.pretraining import shuffle as pretraining_shuffle
+from bert_tf.cli import flags as cli_flags
+from bert_tf.cli import runner
 from bert_tf.cli import startup
 import tokenization
+
+__all__ = ["define_flags", "TrainingInstance", "create_training_instances",
+           "create_instances_from_document", "create_masked_lm_predictions",
+           "truncate_seq_pair", "create_int_feature", "create_float_feature",
+           "write_instance_to_example_files", "main", "cli"]
 
 FLAGS = flags.FLAGS
 
@@ -67,8 +74,8 @@ def define_flags():
       "TFRecord file(s) to write, comma-separated; the records are dealt to "
       "them in turn. With --num_workers N > 1: N paths (one a part) or one "
       "path (part k writes <path>-0000k-of-0000N).")
-  startup.define_flags("vocab_file", "do_lower_case", "max_seq_length",
-                       "max_predictions_per_seq")
+  cli_flags.define_flags("vocab_file", "do_lower_case", "max_seq_length",
+                         "max_predictions_per_seq")
   flags.DEFINE_bool("do_whole_word_mask", False,
                     "Mask every WordPiece of a chosen word together, not "
                     "pieces on their own.")
@@ -693,7 +700,7 @@ def main(_):
 def cli():
   """Command-line entry point: defines the flags, then runs `main`."""
   define_flags()
-  startup.run_main(main)
+  runner.run_main(main)
 
 
 if __name__ == "__main__":

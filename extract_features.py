@@ -17,15 +17,9 @@ Example:
     --vocab_file=$BERT_DIR/vocab.txt --bert_config_file=$BERT_DIR/bert_config.json \
     --init_checkpoint=$BERT_DIR --layers=-1,-2,-3,-4 \
     --max_seq_length=128 --batch_size=8
-
-Public names: `InputExample`, `InputFeatures`, `iter_examples`,
-`read_examples`, `convert_single_example`, `iter_features`,
-`convert_examples_to_features`, `input_fn_builder`,
-`streaming_input_fn_builder`, `model_fn_builder`, `parse_layer_indexes`,
-`format_output_line`.
 """
 
-from bert_tf.cli import quiet as tf_quiet  # pylint: disable=unused-import  # First: before TensorFlow.
+import bert_tf.cli  # pylint: disable=unused-import  # First: quiets TensorFlow's start-up log.
 
 import collections
 import json
@@ -41,7 +35,16 @@ from bert_tf.train import estimator as estimator_utils
 from bert_tf.tasks import features as feature_utils
 from bert_tf import io as io_utils
 import modeling
+from bert_tf.cli import flags as cli_flags
+from bert_tf.cli import runner
 from bert_tf.cli import startup
+from bert_tf.train import options as training_options
+
+__all__ = ["define_flags", "InputExample", "InputFeatures", "iter_examples",
+           "read_examples", "convert_single_example", "iter_features",
+           "convert_examples_to_features", "input_fn_builder",
+           "streaming_input_fn_builder", "model_fn_builder",
+           "parse_layer_indexes", "format_output_line", "main", "cli"]
 
 FLAGS = flags.FLAGS
 
@@ -60,9 +63,9 @@ def define_flags():
   flags.DEFINE_string("layers", "-1,-2,-3,-4",
                       "Which layers' activations to write: comma-separated "
                       "indexes, negative ones counted from the top.")
-  startup.define_flags("bert_config_file", "max_seq_length",
-                       "init_checkpoint", "vocab_file", "do_lower_case",
-                       startup.TPU_FLAGS)
+  cli_flags.define_flags("bert_config_file", "max_seq_length",
+                         "init_checkpoint", "vocab_file", "do_lower_case",
+                         cli_flags.TPU_FLAGS)
   flags.DEFINE_integer("batch_size", 32, "Examples per prediction batch.")
   flags.DEFINE_bool("use_one_hot_embeddings", False,
                     "Look up embeddings as one-hot matmuls, which TPUs run "
@@ -360,18 +363,20 @@ def main(_):
   layer_indexes = parse_layer_indexes(FLAGS.layers,
                                       bert_config.num_hidden_layers)
 
-  run_config = estimator_utils.run_config_from_flags(FLAGS, output_dir=None)
+  # 2. The estimator (the TPU options; no training).
+  run = training_options.from_flags(FLAGS)
+  use_tpu = run.tpu.use_tpu
   model_fn = model_fn_builder(bert_config, init_checkpoint, layer_indexes,
-                              FLAGS.use_tpu, FLAGS.use_one_hot_embeddings)
+                              use_tpu, FLAGS.use_one_hot_embeddings)
   estimator = estimator_utils.make_estimator(
-      model_fn, run_config, FLAGS.use_tpu,
-      predict_batch_size=FLAGS.batch_size)
+      model_fn, estimator_utils.run_config_from_options(run, output_dir=None),
+      use_tpu, predict_batch_size=FLAGS.batch_size)
 
   def features():
     return iter_features(iter_examples(FLAGS.input_file),
                          FLAGS.max_seq_length, tokenizer)
 
-  if FLAGS.use_tpu:
+  if use_tpu:
     # TPU hosts cannot call back into this process: embed the features.
     # Iterating `pending` once queues every feature for the writer.
     pending = _PendingFeatures(features())
@@ -389,7 +394,7 @@ def main(_):
 def cli():
   """Command-line entry point: defines the flags, then runs `main`."""
   define_flags()
-  startup.run_main(main)
+  runner.run_main(main)
 
 
 if __name__ == "__main__":

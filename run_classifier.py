@@ -21,7 +21,7 @@ imported from `bert_tf.tasks.classifier` (`data`, `features`, `model`); see
 `__all__`.
 """
 
-from bert_tf.cli import quiet as tf_quiet  # pylint: disable=unused-import  # First: before TensorFlow.
+import bert_tf.cli  # pylint: disable=unused-import  # First: quiets TensorFlow's start-up log.
 
 import os
 
@@ -31,6 +31,8 @@ import tensorflow.compat.v1 as tf
 
 from bert_tf import io as io_utils
 from bert_tf.checks import records as record_checks
+from bert_tf.cli import flags as cli_flags
+from bert_tf.cli import runner
 from bert_tf.cli import startup
 from bert_tf.export import saved_model as export_utils
 # The reference's public names of this module (`run_classifier.InputExample`,
@@ -54,6 +56,7 @@ from bert_tf.tasks.classifier.features import pad_to_batch_multiple
 from bert_tf.tasks.classifier.model import create_model
 from bert_tf.tasks.classifier.model import model_fn_builder
 from bert_tf.tasks.classifier.model import write_test_results
+from bert_tf.train import distribute as distribute_utils
 from bert_tf.train import estimator as estimator_utils
 from bert_tf.train import hooks as train_hooks
 from bert_tf.train import options as training_options
@@ -79,10 +82,11 @@ def define_flags():
       "task_name", None,
       "Which task's files and labels to use (any case): " +
       ", ".join(sorted(PROCESSORS)) + ".")
-  startup.define_flags("data_dir", startup.MODEL_FLAGS, "max_seq_length",
-                       "do_eval", "eval_batch_size", startup.FINE_TUNING_FLAGS,
-                       "export_dir", "label_column", startup.TRAINING_FLAGS,
-                       startup.TPU_FLAGS, startup.DISTRIBUTE_FLAGS)
+  cli_flags.define_flags(
+      "data_dir", cli_flags.MODEL_FLAGS, "max_seq_length", "do_eval",
+      "eval_batch_size", cli_flags.FINE_TUNING_FLAGS, "export_dir",
+      "label_column", cli_flags.TRAINING_FLAGS, cli_flags.TPU_FLAGS,
+      cli_flags.DISTRIBUTE_FLAGS)
   # The `tsv` task (a user's own files); column numbers are 0-based and may
   # be negative (counted from the end, as in Python).
   flags.DEFINE_integer("text_a_column", 0,
@@ -194,7 +198,11 @@ def _export(flag_values, bert_config, label_list, is_regression,
 
 def main(_):
   logging.set_verbosity(logging.INFO)
-  # 1. Flags, config, checkpoint, vocabulary: checked before any work.
+  # 1. The run's options and their devices (before TensorFlow makes any);
+  # flags, config, checkpoint, vocabulary: all checked before any work.
+  run = training_options.from_flags(FLAGS)
+  distribute_utils.setup(run.distribute)
+  use_tpu = run.tpu.use_tpu
   model = startup.prepare_model(
       FLAGS.bert_config_file, FLAGS.max_seq_length, FLAGS.init_checkpoint,
       FLAGS.do_lower_case, FLAGS.vocab_file, FLAGS.output_dir,
@@ -209,21 +217,20 @@ def main(_):
                                        FLAGS.max_seq_length)
 
   # 2. Every input the run needs, read (and checked) up front.
-  splits = [split for split, wanted in (("train", FLAGS.do_train),
-                                        ("dev", FLAGS.do_eval),
-                                        ("test", FLAGS.do_predict)) if wanted]
+  splits = [split for split, wanted in (("train", run.do_train),
+                                        ("dev", run.do_eval),
+                                        ("test", run.do_predict)) if wanted]
   examples = _read_examples(processor, FLAGS.data_dir, splits)
   tf.io.gfile.makedirs(output_dir)
-  if FLAGS.do_train:
+  if run.do_train:
     # Held while main runs: no other training run may use the folder.
     output_lock = train_hooks.start_training(output_dir)
 
   # 3. The estimator. Steps count updates, of --train_batch_size times
   # --gradient_accumulation_steps examples each.
-  training = training_options.options_from_flags(FLAGS)
-  update_size = FLAGS.train_batch_size * training.gradient_accumulation_steps
+  update_size = run.examples_per_update
   num_train_steps, num_warmup_steps = None, None
-  if FLAGS.do_train:
+  if run.do_train:
     num_train_steps, num_warmup_steps = estimator_utils.fine_tuning_steps(
         len(examples["train"]), update_size, FLAGS.num_train_epochs,
         FLAGS.warmup_proportion)
@@ -232,29 +239,28 @@ def main(_):
       num_labels=1 if is_regression else len(label_list),
       init_checkpoint=model.init_checkpoint,
       learning_rate=FLAGS.learning_rate, num_train_steps=num_train_steps,
-      num_warmup_steps=num_warmup_steps, use_tpu=FLAGS.use_tpu,
-      use_one_hot_embeddings=FLAGS.use_tpu, is_regression=is_regression,
+      num_warmup_steps=num_warmup_steps, use_tpu=use_tpu,
+      use_one_hot_embeddings=use_tpu, is_regression=is_regression,
       metric_names=processor.metric_names,
-      options=training.optimizer_options,
-      compute_dtype=training.compute_dtype)
-  estimator = estimator_utils.make_estimator(
-      model_fn, estimator_utils.run_config_from_flags(FLAGS, output_dir),
-      FLAGS.use_tpu, train_batch_size=FLAGS.train_batch_size,
+      options=run.training.optimizer_options,
+      compute_dtype=run.training.compute_dtype)
+  estimator = estimator_utils.estimator_from_options(
+      model_fn, run, output_dir,
       eval_batch_size=FLAGS.eval_batch_size,
       predict_batch_size=FLAGS.predict_batch_size)
 
   # 4. Train, evaluate, predict.
-  if FLAGS.do_train:
+  if run.do_train:
     train_file = os.path.join(output_dir, "train.tf_record")
     file_based_convert_examples_to_features(
         examples["train"], label_list, seq_length, tokenizer, train_file)
     logging.info("***** Running training *****")
     logging.info("  Num examples = %d, batch size = %d, steps = %d",
-                 len(examples["train"]), FLAGS.train_batch_size,
+                 len(examples["train"]), run.train_batch_size,
                  num_train_steps)
     run_hooks = train_hooks.training_hooks(
-        output_dir, num_train_steps, FLAGS.save_checkpoints_steps,
-        FLAGS.save_checkpoints_secs, FLAGS.use_tpu)
+        output_dir, num_train_steps, run.save_checkpoints_steps,
+        run.save_checkpoints_secs, use_tpu)
     with record_checks.reading([train_file]):
       estimator.train(
           input_fn=file_based_input_fn_builder(
@@ -268,34 +274,34 @@ def main(_):
               every_n_steps=min(100, max(1, num_train_steps // 10)))] +
           run_hooks)
     train_hooks.exit_if_preempted(output_dir, run_hooks)
-  if FLAGS.do_eval:
+  if run.do_eval:
     logging.info("***** Running evaluation *****")
     eval_file = os.path.join(output_dir, "eval.tf_record")
     num_written, _ = _features_file(
         eval_file, examples["dev"], label_list, seq_length, tokenizer,
-        FLAGS.eval_batch_size, FLAGS.use_tpu)
+        FLAGS.eval_batch_size, use_tpu)
     # On TPU every batch is whole; elsewhere the last partial batch is kept
     # and evaluation runs until the data is exhausted.
     with record_checks.reading([eval_file]):
       result = estimator.evaluate(
           input_fn=file_based_input_fn_builder(
               eval_file, seq_length, is_training=False,
-              drop_remainder=FLAGS.use_tpu, is_regression=is_regression),
-          steps=(num_written // FLAGS.eval_batch_size if FLAGS.use_tpu
+              drop_remainder=use_tpu, is_regression=is_regression),
+          steps=(num_written // FLAGS.eval_batch_size if use_tpu
                  else None))
     io_utils.write_eval_results(os.path.join(output_dir, "eval_results.txt"),
                                 result)
-  if FLAGS.do_predict:
+  if run.do_predict:
     logging.info("***** Running prediction *****")
     predict_file = os.path.join(output_dir, "predict.tf_record")
     num_written, num_actual = _features_file(
         predict_file, examples["test"], label_list, seq_length, tokenizer,
-        FLAGS.predict_batch_size, FLAGS.use_tpu)
+        FLAGS.predict_batch_size, use_tpu)
     with record_checks.reading([predict_file]):  # predict() is lazy.
       predictions = estimator.predict(
           input_fn=file_based_input_fn_builder(
               predict_file, seq_length, is_training=False,
-              drop_remainder=FLAGS.use_tpu, is_regression=is_regression),
+              drop_remainder=use_tpu, is_regression=is_regression),
           hooks=[estimator_utils.ProgressHook(
               FLAGS.predict_batch_size,
               total_steps=-(-num_written // FLAGS.predict_batch_size))])
@@ -310,7 +316,7 @@ def main(_):
 def cli():
   """Command-line entry point: defines the flags, then runs `main`."""
   define_flags()
-  startup.run_main(main)
+  runner.run_main(main)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ Usage (see README.md):
     --init_checkpoint=$BERT_DIR/bert_model.ckpt --output_dir=/tmp/ner
 """
 
-from bert_tf.cli import quiet as tf_quiet  # pylint: disable=unused-import  # First: before TensorFlow.
+import bert_tf.cli  # pylint: disable=unused-import  # First: quiets TensorFlow's start-up log.
 
 import math
 import os
@@ -40,9 +40,15 @@ from bert_tf.tasks.ner import metrics as ner_metrics
 from bert_tf.tasks.ner import reader as ner_reader
 from bert_tf.tasks.ner import tags as ner_tags
 from bert_tf.checks import records as record_checks
+from bert_tf.cli import flags as cli_flags
+from bert_tf.cli import runner
 from bert_tf.cli import startup
+from bert_tf.train import distribute as distribute_utils
 from bert_tf.train import hooks as train_hooks
 from bert_tf.train import options as training_options
+
+__all__ = ["define_flags", "create_model", "metric_fn", "model_fn_builder",
+           "main", "cli"]
 
 FLAGS = flags.FLAGS
 
@@ -69,12 +75,11 @@ def define_flags():
       "its document around it, up to --max_seq_length (the paper's "
       "'maximal document context'); only the sentence's own words are "
       "labelled. False: each sentence alone.")
-  startup.define_flags("data_dir", "label_column", startup.MODEL_FLAGS,
-                       "max_seq_length", "doc_stride", "do_eval",
-                       "eval_batch_size", startup.FINE_TUNING_FLAGS,
-                       "export_dir", startup.TRAINING_FLAGS,
-                       startup.TPU_FLAGS, startup.DISTRIBUTE_FLAGS,
-                       doc_stride=64)
+  cli_flags.define_flags(
+      "data_dir", "label_column", cli_flags.MODEL_FLAGS, "max_seq_length",
+      "doc_stride", "do_eval", "eval_batch_size", cli_flags.FINE_TUNING_FLAGS,
+      "export_dir", cli_flags.TRAINING_FLAGS, cli_flags.TPU_FLAGS,
+      cli_flags.DISTRIBUTE_FLAGS, doc_stride=64)
   for name in ("data_dir", "vocab_file", "bert_config_file", "output_dir"):
     flags.mark_flag_as_required(name)
 
@@ -157,8 +162,9 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate,
                      compute_dtype=tf.float32):
   """Returns a `model_fn` for `TPUEstimator`.
 
-  `options` (optional `optimization.OptimizerOptions`) sets the optimizer,
-  `compute_dtype` the encoder's compute dtype; default the reference's.
+  `options` (optional `optimization.OptimizerOptions`) sets the optimizer
+  (default the reference's), `compute_dtype` the encoder's arithmetic
+  (`TrainingOptions.compute_dtype`; weights and losses stay float32).
 
   Predictions: `unique_ids` [batch_size], `probabilities` [batch_size,
   seq_length, num_labels] (float32) and `predictions` [batch_size,
@@ -209,8 +215,12 @@ def _flag_problems(flag_values):
   return startup.fine_tuning_flag_problems(flag_values, ("doc_stride",))
 
 
-def _read_inputs(flag_values):
+def _read_inputs(flag_values, run):
   """Reads and checks every file the run needs, and the label list.
+
+  Args:
+    flag_values: the parsed flags (files, columns, tag scheme).
+    run: `training_options.RunOptions`: the steps this process runs.
 
   Returns:
     (files, label_list): dict split -> (path, list of `Sentence`) for
@@ -218,16 +228,16 @@ def _read_inputs(flag_values):
   """
   files = {}
   f = flag_values
-  for split, wanted, name in (("train", f.do_train, f.train_file),
-                              ("dev", f.do_eval, f.dev_file),
-                              ("test", f.do_predict, f.test_file)):
+  for split, wanted, name in (("train", run.do_train, f.train_file),
+                              ("dev", run.do_eval, f.dev_file),
+                              ("test", run.do_predict, f.test_file)):
     if wanted:
       path = os.path.join(flag_values.data_dir, name)
       files[split] = (path, ner_reader.read_conll_file(
           path, flag_values.label_column))
       logging.info("Read %d sentences from %s", len(files[split][1]), path)
   label_file = os.path.join(flag_values.output_dir, ner_reader.LABEL_LIST_FILE)
-  if flag_values.do_train:
+  if run.do_train:
     label_list = ner_reader.label_list_from(files["train"][1],
                                             files["train"][0])
     what = "the training file %s" % files["train"][0]
@@ -316,31 +326,34 @@ def _export(flag_values, bert_config, label_list, init_checkpoint):
 
 def main(_):
   logging.set_verbosity(logging.INFO)
-  # 1. Flags, config, checkpoint, vocabulary: checked before any work.
+  # 1. The run's options and their devices (before TensorFlow makes any);
+  # flags, config, checkpoint, vocabulary: all checked before any work.
+  run = training_options.from_flags(FLAGS)
+  distribute_utils.setup(run.distribute)
+  use_tpu = run.tpu.use_tpu
   bert_config, init_checkpoint, tokenizer = startup.prepare_model(
       FLAGS.bert_config_file, FLAGS.max_seq_length, FLAGS.init_checkpoint,
       FLAGS.do_lower_case, FLAGS.vocab_file, FLAGS.output_dir,
       problems=_flag_problems(FLAGS))
 
   # 2. Every input the run needs, read and checked up front.
-  files, label_list = _read_inputs(FLAGS)
+  files, label_list = _read_inputs(FLAGS, run)
   types = ner_tags.entity_types(label_list)
   tf.io.gfile.makedirs(FLAGS.output_dir)
-  if FLAGS.do_train:
+  if run.do_train:
     # Held while main runs: no other training run may use the folder.
     output_lock = train_hooks.start_training(FLAGS.output_dir)
   # On TPU every batch is whole; the dev features are both evaluated and
   # predicted, so they fill whole batches of both sizes.
   pad_eval = (math.lcm(FLAGS.eval_batch_size, FLAGS.predict_batch_size)
-              if FLAGS.use_tpu else None)
-  pad_predict = FLAGS.predict_batch_size if FLAGS.use_tpu else None
+              if use_tpu else None)
+  pad_predict = FLAGS.predict_batch_size if use_tpu else None
 
   # 3. The estimator. Steps count updates, of --train_batch_size times
   # --gradient_accumulation_steps examples each.
-  training = training_options.options_from_flags(FLAGS)
-  update_size = FLAGS.train_batch_size * training.gradient_accumulation_steps
+  update_size = run.examples_per_update
   num_train_steps, num_warmup_steps, train_features = None, None, None
-  if FLAGS.do_train:
+  if run.do_train:
     ner_reader.write_label_list(
         os.path.join(FLAGS.output_dir, ner_reader.LABEL_LIST_FILE), label_list)
     train_features = _features(FLAGS, files["train"][1], label_list, tokenizer,
@@ -355,26 +368,25 @@ def main(_):
       bert_config=bert_config, num_labels=len(label_list),
       init_checkpoint=init_checkpoint, learning_rate=FLAGS.learning_rate,
       num_train_steps=num_train_steps, num_warmup_steps=num_warmup_steps,
-      use_tpu=FLAGS.use_tpu, use_one_hot_embeddings=FLAGS.use_tpu,
-      options=training.optimizer_options,
-      compute_dtype=training.compute_dtype)
-  estimator = estimator_utils.make_estimator(
-      model_fn, estimator_utils.run_config_from_flags(FLAGS, FLAGS.output_dir),
-      FLAGS.use_tpu, train_batch_size=FLAGS.train_batch_size,
+      use_tpu=use_tpu, use_one_hot_embeddings=use_tpu,
+      options=run.training.optimizer_options,
+      compute_dtype=run.training.compute_dtype)
+  estimator = estimator_utils.estimator_from_options(
+      model_fn, run, FLAGS.output_dir,
       eval_batch_size=FLAGS.eval_batch_size,
       predict_batch_size=FLAGS.predict_batch_size)
 
   # 4. Train, evaluate, predict.
-  if FLAGS.do_train:
+  if run.do_train:
     logging.info("***** Running training: %d features, batch %d, %d steps "
-                 "*****", len(train_features), FLAGS.train_batch_size,
+                 "*****", len(train_features), run.train_batch_size,
                  num_train_steps)
     # The features are written before the hooks' warnings are logged.
     train_input_fn = _input_fn(FLAGS, train_features, "train",
                                is_training=True)
     run_hooks = train_hooks.training_hooks(
-        FLAGS.output_dir, num_train_steps, FLAGS.save_checkpoints_steps,
-        FLAGS.save_checkpoints_secs, FLAGS.use_tpu)
+        FLAGS.output_dir, num_train_steps, run.save_checkpoints_steps,
+        run.save_checkpoints_secs, use_tpu)
     with record_checks.reading([_record_file(FLAGS, "train")]):
       estimator.train(
           input_fn=train_input_fn,
@@ -384,7 +396,7 @@ def main(_):
               every_n_steps=min(100, max(1, num_train_steps // 10)))] +
           run_hooks)
     train_hooks.exit_if_preempted(FLAGS.output_dir, run_hooks)
-  if FLAGS.do_eval:
+  if run.do_eval:
     path, sentences = files["dev"]
     features = _features(FLAGS, sentences, label_list, tokenizer, path,
                          pad_eval)
@@ -393,7 +405,7 @@ def main(_):
     with record_checks.reading([_record_file(FLAGS, "eval")]):
       result = estimator.evaluate(
           input_fn=_input_fn(FLAGS, features, "eval", is_training=False),
-          steps=len(features) // FLAGS.eval_batch_size if FLAGS.use_tpu
+          steps=len(features) // FLAGS.eval_batch_size if use_tpu
           else None)
     predicted = _predict_words(FLAGS, estimator, sentences, features,
                                label_list, "eval", FLAGS.predict_batch_size)
@@ -405,7 +417,7 @@ def main(_):
         predicted)
     io_utils.write_eval_results(
         os.path.join(FLAGS.output_dir, "eval_results.txt"), result)
-  if FLAGS.do_predict:
+  if run.do_predict:
     path, sentences = files["test"]
     features = _features(FLAGS, sentences, label_list, tokenizer, path,
                          pad_predict)
@@ -429,7 +441,7 @@ def main(_):
 def cli():
   """Command-line entry point: defines the flags, then runs `main`."""
   define_flags()
-  startup.run_main(main)
+  runner.run_main(main)
 
 
 if __name__ == "__main__":

@@ -17,13 +17,9 @@ Example:
 
 A run restarted with the same `--output_dir` continues from the last
 checkpoint there (`--init_checkpoint` only initializes a fresh run).
-
-Public names: `gather_indexes`, `get_masked_lm_output`,
-`get_next_sentence_output`, `model_fn_builder`, `input_fn_builder`,
-`check_record_lengths`, `check_inputs`.
 """
 
-from bert_tf.cli import quiet as tf_quiet  # pylint: disable=unused-import  # First: before TensorFlow.
+import bert_tf.cli  # pylint: disable=unused-import  # First: quiets TensorFlow's start-up log.
 
 import os
 
@@ -31,13 +27,20 @@ from absl import flags
 from absl import logging
 import tensorflow.compat.v1 as tf
 
-from bert_tf.checks import records as record_checks
-from bert_tf.train import estimator as estimator_utils
 from bert_tf import io as io_utils
-import modeling
+from bert_tf.checks import records as record_checks
+from bert_tf.cli import flags as cli_flags
+from bert_tf.cli import runner
 from bert_tf.cli import startup
+from bert_tf.train import distribute as distribute_utils
+from bert_tf.train import estimator as estimator_utils
 from bert_tf.train import hooks as train_hooks
 from bert_tf.train import options as training_options
+import modeling
+
+__all__ = ["define_flags", "gather_indexes", "get_masked_lm_output",
+           "get_next_sentence_output", "model_fn_builder", "input_fn_builder",
+           "check_record_lengths", "check_inputs", "main", "cli"]
 
 FLAGS = flags.FLAGS
 
@@ -48,13 +51,13 @@ def define_flags():
       "input_file", None,
       "TFRecord files that create_pretraining_data.py wrote: comma-separated "
       "names or globs.")
-  startup.define_flags(
+  cli_flags.define_flags(
       "bert_config_file", "output_dir", "init_checkpoint", "max_seq_length",
       "max_predictions_per_seq", "do_train", "do_eval", "train_batch_size",
       "eval_batch_size", "learning_rate", "num_train_steps",
       "num_warmup_steps", "save_checkpoints_steps", "save_checkpoints_secs",
-      "iterations_per_loop", startup.TRAINING_FLAGS, startup.TPU_FLAGS,
-      startup.DISTRIBUTE_FLAGS)
+      "iterations_per_loop", cli_flags.TRAINING_FLAGS, cli_flags.TPU_FLAGS,
+      cli_flags.DISTRIBUTE_FLAGS)
   flags.DEFINE_integer("max_eval_steps", 100,
                        "Evaluate on at most this many batches.")
 
@@ -217,7 +220,7 @@ def model_fn_builder(bert_config, init_checkpoint, learning_rate,
     use_one_hot_embeddings: bool, one-hot word embedding lookup (TPU).
     options: (optional) `optimization.OptimizerOptions`: the optimizer;
       default the reference's.
-    compute_dtype: the encoder's compute dtype (see `modeling.BertModel`).
+    compute_dtype: the encoder's arithmetic (weights stay float32).
   """
 
   def model_fn(features, labels, mode, params):
@@ -414,47 +417,48 @@ def check_inputs(bert_config_file, input_file, output_dir, init_checkpoint,
 
 def main(_):
   logging.set_verbosity(logging.INFO)
-  # 1. Flags, config, checkpoint and input records: checked before any work.
+  # 1. The run's options and their devices (before TensorFlow makes any);
+  # config, checkpoint and input records: all checked before any work.
+  run = training_options.from_flags(FLAGS)
+  distribute_utils.setup(run.distribute)
   bert_config, input_files, init_checkpoint = check_inputs(
       FLAGS.bert_config_file, FLAGS.input_file, FLAGS.output_dir,
       FLAGS.init_checkpoint, FLAGS.max_seq_length,
       FLAGS.max_predictions_per_seq, FLAGS.do_train, FLAGS.do_eval,
       FLAGS.num_train_steps)
-  training = training_options.options_from_flags(FLAGS)
-  update_size = FLAGS.train_batch_size * training.gradient_accumulation_steps
+  use_tpu = run.tpu.use_tpu
+  update_size = run.examples_per_update
   tf.io.gfile.makedirs(FLAGS.output_dir)
-  if FLAGS.do_train:
+  if run.do_train:
     # Held while main runs: no other training run may use the folder.
     output_lock = train_hooks.start_training(FLAGS.output_dir)
   logging.info("*** Input files (%d) ***", len(input_files))
   for path in input_files:
     logging.info("  %s", path)
 
-  run_config = estimator_utils.run_config_from_flags(
-      FLAGS, FLAGS.output_dir)
+  # 2. The model and the estimator. Steps count updates.
   model_fn = model_fn_builder(
       bert_config=bert_config,
       init_checkpoint=init_checkpoint,
       learning_rate=FLAGS.learning_rate,
       num_train_steps=FLAGS.num_train_steps,
       num_warmup_steps=FLAGS.num_warmup_steps,
-      use_tpu=FLAGS.use_tpu,
-      use_one_hot_embeddings=FLAGS.use_tpu,
-      options=training.optimizer_options,
-      compute_dtype=training.compute_dtype)
-  estimator = estimator_utils.make_estimator(
-      model_fn, run_config, FLAGS.use_tpu,
-      train_batch_size=FLAGS.train_batch_size,
+      use_tpu=use_tpu,
+      use_one_hot_embeddings=use_tpu,
+      options=run.training.optimizer_options,
+      compute_dtype=run.training.compute_dtype)
+  estimator = estimator_utils.estimator_from_options(
+      model_fn, run, FLAGS.output_dir,
       eval_batch_size=FLAGS.eval_batch_size)
 
-  if FLAGS.do_train:
+  # 3. Train, evaluate.
+  if run.do_train:
     logging.info("***** Running training *****")
-    logging.info("  Batch size = %d, steps = %d", FLAGS.train_batch_size,
+    logging.info("  Batch size = %d, steps = %d", run.train_batch_size,
                  FLAGS.num_train_steps)
     run_hooks = train_hooks.training_hooks(
         FLAGS.output_dir, FLAGS.num_train_steps,
-        FLAGS.save_checkpoints_steps, FLAGS.save_checkpoints_secs,
-        FLAGS.use_tpu)
+        run.save_checkpoints_steps, run.save_checkpoints_secs, use_tpu)
     with record_checks.reading(input_files):
       estimator.train(
           input_fn=input_fn_builder(input_files, FLAGS.max_seq_length,
@@ -463,10 +467,10 @@ def main(_):
           max_steps=FLAGS.num_train_steps,
           hooks=[estimator_utils.ProgressHook(
               update_size, total_steps=FLAGS.num_train_steps,
-              every_n_steps=min(100, FLAGS.iterations_per_loop))] + run_hooks)
+              every_n_steps=min(100, run.iterations_per_loop))] + run_hooks)
     train_hooks.exit_if_preempted(FLAGS.output_dir, run_hooks)
 
-  if FLAGS.do_eval:
+  if run.do_eval:
     logging.info("***** Running evaluation *****")
     logging.info("  Batch size = %d, at most %d steps", FLAGS.eval_batch_size,
                  FLAGS.max_eval_steps)
@@ -474,8 +478,7 @@ def main(_):
       result = estimator.evaluate(
           input_fn=input_fn_builder(input_files, FLAGS.max_seq_length,
                                     FLAGS.max_predictions_per_seq,
-                                    is_training=False,
-                                    use_tpu=FLAGS.use_tpu),
+                                    is_training=False, use_tpu=use_tpu),
           steps=FLAGS.max_eval_steps)
     io_utils.write_eval_results(
         os.path.join(FLAGS.output_dir, "eval_results.txt"), result)
@@ -484,7 +487,7 @@ def main(_):
 def cli():
   """Command-line entry point: defines the flags, then runs `main`."""
   define_flags()
-  startup.run_main(main)
+  runner.run_main(main)
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ The reference's public names (`SquadExample`, `read_squad_examples`,
 from `bert_tf.tasks.squad` (`data`, `model`, `predictions`); see `__all__`.
 """
 
-from bert_tf.cli import quiet as tf_quiet  # pylint: disable=unused-import  # First: before TensorFlow.
+import bert_tf.cli  # pylint: disable=unused-import  # First: quiets TensorFlow's start-up log.
 
 import os
 import random
@@ -39,6 +39,8 @@ from absl import logging
 import tensorflow.compat.v1 as tf
 
 from bert_tf.checks import records as record_checks
+from bert_tf.cli import flags as cli_flags
+from bert_tf.cli import runner
 from bert_tf.cli import startup
 from bert_tf.export import saved_model as export_utils
 # The reference's public names of this module (`run_squad.read_squad_examples`,
@@ -58,6 +60,7 @@ from bert_tf.tasks.squad.predictions import get_final_text
 from bert_tf.tasks.squad.predictions import RawResult
 from bert_tf.tasks.squad.predictions import score_predictions
 from bert_tf.tasks.squad.predictions import write_predictions
+from bert_tf.train import distribute as distribute_utils
 from bert_tf.train import estimator as estimator_utils
 from bert_tf.train import hooks as train_hooks
 from bert_tf.train import options as training_options
@@ -85,10 +88,10 @@ def define_flags():
                       "holds answers, the official scores are computed too.")
   flags.DEFINE_integer("max_query_length", 64,
                        "Questions longer than this many tokens are cut.")
-  startup.define_flags(startup.MODEL_FLAGS, "max_seq_length", "doc_stride",
-                       startup.FINE_TUNING_FLAGS, "export_dir",
-                       startup.TRAINING_FLAGS, startup.TPU_FLAGS,
-                       startup.DISTRIBUTE_FLAGS, max_seq_length=384)
+  cli_flags.define_flags(
+      cli_flags.MODEL_FLAGS, "max_seq_length", "doc_stride",
+      cli_flags.FINE_TUNING_FLAGS, "export_dir", cli_flags.TRAINING_FLAGS,
+      cli_flags.TPU_FLAGS, cli_flags.DISTRIBUTE_FLAGS, max_seq_length=384)
   flags.DEFINE_integer("n_best_size", 20,
                        "How many candidate answers per question go to "
                        "nbest_predictions.json.")
@@ -128,7 +131,7 @@ def _flag_problems(flag_values):
   problems += startup.positive_flag_problems(
       flag_values, ("n_best_size", "max_answer_length", "train_batch_size",
                     "predict_batch_size"))
-  return problems + startup.training_flag_problems(flag_values)
+  return problems
 
 
 def validate_flags_or_throw(bert_config, flag_values=None):
@@ -145,10 +148,12 @@ def validate_flags_or_throw(bert_config, flag_values=None):
     ValueError: naming every flag at fault: no --do_train/--do_predict, a
       missing input file, a casing that contradicts a released checkpoint,
       --max_seq_length beyond the model's positions or too short for
-      --max_query_length, a window stride or sizes out of range.
+      --max_query_length, a window stride or sizes out of range, a
+      training or distribution option that does not fit.
   """
   flag_values = FLAGS if flag_values is None else flag_values
   problems = _flag_problems(flag_values)
+  problems += training_options.check(training_options.read_flags(flag_values))
   try:
     startup.check_max_seq_length(flag_values.max_seq_length, bert_config)
   except ValueError as e:
@@ -222,7 +227,11 @@ def _export(flag_values, bert_config, init_checkpoint):
 
 def main(_):
   logging.set_verbosity(logging.INFO)
-  # 1. Flags, config, checkpoint, vocabulary: checked before any work.
+  # 1. The run's options and their devices (before TensorFlow makes any);
+  # flags, config, checkpoint, vocabulary: all checked before any work.
+  run = training_options.from_flags(FLAGS)
+  distribute_utils.setup(run.distribute)
+  use_tpu = run.tpu.use_tpu
   model = startup.prepare_model(
       FLAGS.bert_config_file, FLAGS.max_seq_length, FLAGS.init_checkpoint,
       FLAGS.do_lower_case, FLAGS.vocab_file, FLAGS.output_dir,
@@ -234,10 +243,9 @@ def main(_):
 
   # 2. The training questions, read (and checked) up front. Steps count
   # updates, of --train_batch_size times --gradient_accumulation_steps.
-  training = training_options.options_from_flags(FLAGS)
-  update_size = FLAGS.train_batch_size * training.gradient_accumulation_steps
+  update_size = run.examples_per_update
   train_examples, num_train_steps, num_warmup_steps = None, None, None
-  if FLAGS.do_train:
+  if run.do_train:
     train_examples = read_squad_examples(
         FLAGS.train_file, is_training=True,
         version_2_with_negative=FLAGS.version_2_with_negative)
@@ -251,7 +259,7 @@ def main(_):
         len(train_examples), update_size, FLAGS.num_train_epochs,
         FLAGS.warmup_proportion)
   tf.io.gfile.makedirs(out)
-  if FLAGS.do_train:
+  if run.do_train:
     # Held while main runs: no other training run may use the folder.
     output_lock = train_hooks.start_training(out)
 
@@ -259,27 +267,25 @@ def main(_):
   model_fn = model_fn_builder(
       bert_config=model.bert_config, init_checkpoint=model.init_checkpoint,
       learning_rate=FLAGS.learning_rate, num_train_steps=num_train_steps,
-      num_warmup_steps=num_warmup_steps, use_tpu=FLAGS.use_tpu,
-      use_one_hot_embeddings=FLAGS.use_tpu,
-      options=training.optimizer_options,
-      compute_dtype=training.compute_dtype)
-  estimator = estimator_utils.make_estimator(
-      model_fn, estimator_utils.run_config_from_flags(FLAGS, out),
-      FLAGS.use_tpu, train_batch_size=FLAGS.train_batch_size,
-      predict_batch_size=FLAGS.predict_batch_size)
+      num_warmup_steps=num_warmup_steps, use_tpu=use_tpu,
+      use_one_hot_embeddings=use_tpu,
+      options=run.training.optimizer_options,
+      compute_dtype=run.training.compute_dtype)
+  estimator = estimator_utils.estimator_from_options(
+      model_fn, run, out, predict_batch_size=FLAGS.predict_batch_size)
 
   # 4. Train, predict, score.
-  if FLAGS.do_train:
+  if run.do_train:
     train_file = os.path.join(out, "train.tf_record")
     num_features, _ = _write_features(train_file, train_examples, tokenizer,
                                       is_training=True, **spans)
     logging.info("***** Running training *****")
     logging.info("  %d examples, %d features, batch size %d, %d steps",
-                 len(train_examples), num_features, FLAGS.train_batch_size,
+                 len(train_examples), num_features, run.train_batch_size,
                  num_train_steps)
     run_hooks = train_hooks.training_hooks(
-        out, num_train_steps, FLAGS.save_checkpoints_steps,
-        FLAGS.save_checkpoints_secs, FLAGS.use_tpu)
+        out, num_train_steps, run.save_checkpoints_steps,
+        run.save_checkpoints_secs, use_tpu)
     with record_checks.reading([train_file]):
       estimator.train(
           input_fn=input_fn_builder(train_file, FLAGS.max_seq_length,
@@ -288,7 +294,7 @@ def main(_):
           hooks=[estimator_utils.ProgressHook(update_size, num_train_steps)] +
           run_hooks)
     train_hooks.exit_if_preempted(out, run_hooks)
-  if FLAGS.do_predict:
+  if run.do_predict:
     examples = read_squad_examples(
         FLAGS.predict_file, is_training=False,
         version_2_with_negative=FLAGS.version_2_with_negative)
@@ -322,7 +328,7 @@ def main(_):
 def cli():
   """Command-line entry point: defines the flags, then runs `main`."""
   define_flags()
-  startup.run_main(main)
+  runner.run_main(main)
 
 
 if __name__ == "__main__":

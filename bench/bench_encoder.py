@@ -46,7 +46,7 @@ from bert_tf.train import estimator as estimator_utils
 import modeling
 import optimization
 import run_pretraining
-from bert_tf.cli import startup
+from bert_tf.cli import runner
 # pylint: enable=g-import-not-at-top,wrong-import-position
 
 FLAGS = flags.FLAGS
@@ -331,4 +331,4 @@ def main(_):
 
 if __name__ == "__main__":
   define_flags()
-  startup.run_main(main)
+  runner.run_main(main)

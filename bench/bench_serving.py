@@ -49,6 +49,7 @@ from bert_tf.export import saved_model as export_utils
 import modeling
 import run_classifier
 from bert_tf.export import serving
+from bert_tf.cli import runner
 from bert_tf.cli import startup
 # pylint: enable=g-import-not-at-top,wrong-import-position
 
@@ -236,4 +237,4 @@ def main(_):
 
 if __name__ == "__main__":
   define_flags()
-  startup.run_main(main)
+  runner.run_main(main)

@@ -35,9 +35,9 @@ _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if _REPO not in sys.path:
   sys.path.insert(0, _REPO)
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # startup loads TF.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # runner loads TF.
 
-from bert_tf.cli import startup  # pylint: disable=g-import-not-at-top,wrong-import-position
+from bert_tf.cli import runner  # pylint: disable=g-import-not-at-top,wrong-import-position
 import tokenization  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 FLAGS = flags.FLAGS
@@ -260,4 +260,4 @@ def main(argv):
 
 if __name__ == "__main__":
   define_flags()
-  startup.run_main(main)
+  runner.run_main(main)

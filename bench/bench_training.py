@@ -50,7 +50,8 @@ from bert_tf.train import estimator as estimator_utils
 import modeling
 import optimization
 import run_pretraining
-from bert_tf.cli import startup
+from bert_tf.cli import flags as cli_flags
+from bert_tf.cli import runner as cli_runner
 # pylint: enable=g-import-not-at-top,wrong-import-position
 
 FLAGS = flags.FLAGS
@@ -71,9 +72,9 @@ def define_flags():
                     "Gradient accumulation steps to time.")
   # --use_xla: also time fp32 adamw accumulation-1 training and fp32
   # inference with XLA auto-clustering (same process). The scripts' shared
-  # flag, so that startup.run_main turns on XLA's CPU clustering in time
+  # flag, so that cli_runner.run_main turns on XLA's CPU clustering in time
   # (TensorFlow reads TF_XLA_FLAGS right after the flags are parsed).
-  startup.define_flags("use_xla")
+  cli_flags.define_flags("use_xla")
 
 
 _DTYPES = {"fp32": tf.float32, "bf16": tf.bfloat16}
@@ -300,4 +301,4 @@ def main(_):
 
 if __name__ == "__main__":
   define_flags()
-  startup.run_main(main)
+  cli_runner.run_main(main)

@@ -35,7 +35,7 @@ _DUMPING_MAIN = textwrap.dedent("""
     import tensorflow.compat.v1 as tf
     import modeling
     from bert_tf.train import estimator as estimator_utils
-    from bert_tf.cli import startup
+    from bert_tf.cli import runner
     import {script} as script
 
     class DumpHook(estimator_utils.ProgressHook):
@@ -55,7 +55,7 @@ _DUMPING_MAIN = textwrap.dedent("""
     _dropout = modeling.dropout
     modeling.dropout = lambda tensor, prob: _dropout(tensor, 0.0)
     script.define_flags()
-    startup.run_main(script.main)
+    runner.run_main(script.main)
     """)
 
 

@@ -18,8 +18,9 @@ import tensorflow.compat.v1 as tf
 
 from helpers import data_path
 import distribute_helpers as helpers
+from bert_tf.cli import flags as cli_flags
 from bert_tf.train import distribute as distribute_utils
-from bert_tf.cli import startup
+from bert_tf.train import options as training_options
 from test_run_pretraining import _write_records
 
 _SEQ, _PREDS = 16, 4
@@ -174,50 +175,79 @@ def test_two_workers_accumulate_gradients_and_stay_identical(tmp_path,
 # ---------------------------------------------------------------------------
 
 
-def _flag_values(**values):
+def _run_options(**values):
+  """The unchecked `RunOptions` of a command line setting `values`."""
   fv = flags.FlagValues()
-  for name in startup.DISTRIBUTE_FLAGS + ("use_tpu", "use_xla", "do_train",
-                                          "train_batch_size"):
-    define, default, help_text = startup.SHARED_FLAGS[name]
+  for name in cli_flags.DISTRIBUTE_FLAGS + ("use_tpu", "use_xla", "do_train",
+                                            "train_batch_size"):
+    define, default, help_text = cli_flags.SHARED_FLAGS[name]
     define(name, default, help_text, flag_values=fv)
   fv(["prog"] + ["--%s=%s" % item for item in values.items()])
-  return fv
+  return training_options.read_flags(fv)
 
 
 def test_more_gpus_than_present_is_refused():
-  fv = _flag_values(distribution_strategy="mirrored", num_gpus=4)
+  fv = _run_options(distribution_strategy="mirrored", num_gpus=4)
   with pytest.raises(ValueError, match=r"^--num_gpus=4 but 0 GPUs are "
                      r"visible[^\n]*$"):
-    distribute_utils._check_flags(fv, 0)  # pylint: disable=protected-access
+    distribute_utils.check_options(fv, 0)
 
 
 def test_num_gpus_with_use_tpu_is_refused():
-  fv = _flag_values(use_tpu=True, num_gpus=2)
+  fv = _run_options(use_tpu=True, num_gpus=2)
   with pytest.raises(ValueError, match=r"--use_tpu .* --num_gpus"):
-    distribute_utils._check_flags(fv, 8)  # pylint: disable=protected-access
-  fv = _flag_values(use_tpu=True, distribution_strategy="mirrored")
+    distribute_utils.check_options(fv, 8)
+  fv = _run_options(use_tpu=True, distribution_strategy="mirrored")
   with pytest.raises(ValueError, match=r"distribution_strategy=mirrored"):
-    distribute_utils._check_flags(fv, 0)  # pylint: disable=protected-access
+    distribute_utils.check_options(fv, 0)
   # The defaults pass with --use_tpu (the TPU path is unchanged).
-  distribute_utils._check_flags(_flag_values(use_tpu=True), 0)  # pylint: disable=protected-access
+  distribute_utils.check_options(_run_options(use_tpu=True), 0)
 
 
 def test_several_devices_without_a_strategy_are_refused():
-  # pylint: disable=protected-access
   for values, named in ((dict(num_cpu_devices=2), "--num_cpu_devices=2"),
                         (dict(num_gpus=3), "--num_gpus=3")):
     with pytest.raises(ValueError, match=r"^%s: several devices need "
                        r"--distribution_strategy=mirrored" % named):
-      distribute_utils._check_flags(_flag_values(**values), 8)
+      distribute_utils.check_options(_run_options(**values), 8)
   # The defaults, and one device either way, pass.
   for values in ({}, dict(num_gpus=0), dict(num_cpu_devices=1)):
-    distribute_utils._check_flags(_flag_values(**values), 8)
+    distribute_utils.check_options(_run_options(**values), 8)
 
 
 def test_unknown_strategy_is_refused():
-  fv = _flag_values(distribution_strategy="parameter_server")
+  # The flag refuses it when parsing (one `error:` line through run_main);
+  # an options value made otherwise, when checked.
+  with pytest.raises(flags.IllegalFlagValueError, match="none|mirrored"):
+    _run_options(distribution_strategy="parameter_server")
+  run = training_options.RunOptions(
+      distribute=training_options.DistributeOptions(
+          distribution_strategy="parameter_server"))
   with pytest.raises(ValueError, match="expected one of none, mirrored"):
-    distribute_utils._check_flags(fv, 0)  # pylint: disable=protected-access
+    distribute_utils.check_options(run, 0)
+
+
+def test_worker_timeout_below_1_is_refused():
+  with pytest.raises(ValueError, match=r"^--worker_timeout_secs=0: expected "
+                     r"at least 1$"):
+    distribute_utils.check_options(_run_options(worker_timeout_secs=0), 0)
+
+
+def test_a_worker_other_than_the_chief_leaves_eval_to_it(monkeypatch):
+  # A decision in the options value, logged once; the flags stay as given.
+  values = flags.FlagValues()
+  for name in cli_flags.DISTRIBUTE_FLAGS + ("use_tpu", "do_train", "do_eval",
+                                            "train_batch_size"):
+    define, default, help_text = cli_flags.SHARED_FLAGS[name]
+    define(name, default, help_text, flag_values=values)
+  values(["prog", "--distribution_strategy=multi_worker_mirrored",
+          "--num_gpus=0", "--do_train", "--do_eval", "--train_batch_size=4"])
+  for index, do_eval in ((0, True), (1, False)):
+    monkeypatch.setenv("TF_CONFIG", json.dumps(helpers.worker_config(
+        ["a:1", "b:1"], index)))
+    run = training_options.from_flags(values)
+    assert (run.do_train, run.do_eval) == (True, do_eval), index
+    assert values.do_eval
 
 
 def test_global_batch_not_divisible_by_replicas_is_refused():
@@ -230,15 +260,14 @@ def test_global_batch_not_divisible_by_replicas_is_refused():
 
 
 def test_global_batch_is_checked_before_any_work(monkeypatch):
-  # pylint: disable=protected-access
   two_cpus = dict(distribution_strategy="mirrored", num_gpus=0,
                   num_cpu_devices=2)
   with pytest.raises(ValueError, match="^--train_batch_size=5 .* multiple "
                      "of the 2 replicas$"):
-    distribute_utils._check_flags(
-        _flag_values(do_train=True, train_batch_size=5, **two_cpus), 0)
+    distribute_utils.check_options(
+        _run_options(do_train=True, train_batch_size=5, **two_cpus), 0)
   # Not training: the batch size is not used.
-  distribute_utils._check_flags(_flag_values(train_batch_size=5, **two_cpus),
+  distribute_utils.check_options(_run_options(train_batch_size=5, **two_cpus),
                                 0)
   # Three workers of 2 GPUs: 6 replicas.
   monkeypatch.setenv("TF_CONFIG", json.dumps(helpers.worker_config(
@@ -246,9 +275,9 @@ def test_global_batch_is_checked_before_any_work(monkeypatch):
   workers = dict(distribution_strategy="multi_worker_mirrored", num_gpus=2,
                  do_train=True)
   with pytest.raises(ValueError, match="multiple of the 6 replicas"):
-    distribute_utils._check_flags(
-        _flag_values(train_batch_size=8, **workers), 2)
-  distribute_utils._check_flags(_flag_values(train_batch_size=12, **workers),
+    distribute_utils.check_options(
+        _run_options(train_batch_size=8, **workers), 2)
+  distribute_utils.check_options(_run_options(train_batch_size=12, **workers),
                                 2)
 
 

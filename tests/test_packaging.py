@@ -20,7 +20,7 @@ from helpers import tiny_model_flags
 
 import tokenization
 
-# Console command -> (module, flags its --helpfull must list).
+# Console command -> (module, flags its --help and --helpfull must list).
 _COMMANDS = {
     "bert-create-pretraining-data": ("create_pretraining_data",
                                      ["--input_file", "--output_file",
@@ -92,7 +92,7 @@ def test_console_scripts_call_cli_which_main_blocks_call_too():
     calls = [ast.unparse(stmt) for stmt in functions["cli"].body
              if isinstance(stmt, ast.Expr)
              and isinstance(stmt.value, ast.Call)]
-    assert calls == ["define_flags()", "startup.run_main(main)"], module
+    assert calls == ["define_flags()", "runner.run_main(main)"], module
     assert source.endswith('if __name__ == "__main__":\n  cli()\n'), module
 
 
@@ -191,18 +191,20 @@ def test_install_into_fresh_venv_gives_working_console_commands(tmp_path):
   assert _installed_top_level_names(python) == (
       {"bert_tf"} | set(_root_modules()))
 
-  started = {name: subprocess.Popen(
-      [os.path.join(bin_dir, name), "--helpfull"], stdout=subprocess.PIPE,
+  # --help lists the script's own flags too (absl lists those of the module
+  # named sys.argv[0], which a console command is not).
+  started = {(name, option): subprocess.Popen(
+      [os.path.join(bin_dir, name), option], stdout=subprocess.PIPE,
       stderr=subprocess.PIPE, text=True, env=env, cwd=str(work))
-             for name in _COMMANDS}
-  for name, proc in started.items():
+             for name in _COMMANDS for option in ("--helpfull", "--help")}
+  for (name, option), proc in started.items():
     stdout, stderr = proc.communicate(timeout=600)
     # absl exits with status 1 after printing --help/--helpfull, the same
     # as `python <script>.py --helpfull`.
-    assert proc.returncode == 1, (name, stderr[-2000:])
-    assert "Traceback" not in stderr, (name, stderr[-2000:])
+    assert proc.returncode == 1, (name, option, stderr[-2000:])
+    assert "Traceback" not in stderr, (name, option, stderr[-2000:])
     for flag in _COMMANDS[name][1]:
-      assert flag + ":" in stdout, (name, flag)
+      assert flag + ":" in stdout, (name, option, flag)
 
   # One real run: features of a 2-line file with the tiny conformance model.
   input_file = work / "input.txt"

@@ -1,5 +1,6 @@
-"""Tests for startup.py: shared flags, the start-up checks, one-line errors."""
+"""Tests for bert_tf/cli: shared flags, the start-up checks, one-line errors."""
 
+import ast
 import os
 import subprocess
 import sys
@@ -13,8 +14,15 @@ from helpers import data_path
 from helpers import REPO_ROOT
 from helpers import script_env
 
-import modeling
+from bert_tf.cli import flags as cli_flags
+from bert_tf.cli import runner
 from bert_tf.cli import startup
+import modeling
+
+# The scripts at the repository root that run through `runner.run_main`.
+_SCRIPTS = ("run_pretraining", "run_classifier", "run_squad", "run_ner",
+            "extract_features", "create_pretraining_data",
+            "convert_checkpoint", "predict_saved_model")
 
 
 def test_check_max_seq_length_names_both_numbers():
@@ -63,10 +71,10 @@ def _run_script(tmp_path, body, args=(), env=None):
 @pytest.mark.slow
 def test_run_main_prints_bad_input_as_one_line(tmp_path):
   result = _run_script(tmp_path, """
-      from bert_tf.cli import startup
+      from bert_tf.cli import runner
       def main(_):
         raise ValueError("--input_file: 'x' matched\\nno files")
-      startup.run_main(main)
+      runner.run_main(main)
   """)
   assert result.returncode == 1
   assert result.stderr.splitlines()[-1] == (
@@ -93,9 +101,9 @@ def test_graph_execution_errors_are_cut_to_their_message():
       None, None, "Graph execution error:\n\nDetected at node 'x' defined at "
       "(most recent call last):\n  File \"a.py\", line 1\n    f()\n"
       "indices[1] = 1103 is not in [0, 1000)\n\t [[{{node x}}]]")
-  assert startup._one_line(error) == (
+  assert runner.one_line(error) == (
       "indices[1] = 1103 is not in [0, 1000)")
-  assert startup._one_line(ValueError("a\nb")) == "a b"
+  assert runner.one_line(ValueError("a\nb")) == "a b"
 
 
 def _save_checkpoint(path, global_step=None):
@@ -156,13 +164,13 @@ def test_vocab_errors_have_one_wording(tmp_path):
 def test_shared_flags_are_defined_once():
   values = flags.FlagValues()
   for name in ("do_train", "max_seq_length"):
-    define, default, help_text = startup.SHARED_FLAGS[name]
+    define, default, help_text = cli_flags.SHARED_FLAGS[name]
     define(name, default, help_text, flag_values=values)
   with pytest.raises(flags.DuplicateFlagError):
-    startup.SHARED_FLAGS["do_train"][0]("do_train", False, "again",
-                                        flag_values=values)
+    cli_flags.SHARED_FLAGS["do_train"][0]("do_train", False, "again",
+                                          flag_values=values)
   with pytest.raises(KeyError, match="not defined here"):
-    startup.define_flags("do_train", max_seq_length=384)
+    cli_flags.define_flags("do_train", max_seq_length=384)
 
 
 @pytest.mark.slow
@@ -171,11 +179,11 @@ def test_flag_parsing_errors_are_one_line(tmp_path):
                      ([], "--need")):
     result = _run_script(tmp_path, """
         from absl import flags
-        from bert_tf.cli import startup
+        from bert_tf.cli import runner
         flags.DEFINE_enum("kind", "a", ["a", "b"], "a kind")
         flags.DEFINE_string("need", None, "needed")
         flags.mark_flag_as_required("need")
-        startup.run_main(lambda _: None)
+        runner.run_main(lambda _: None)
     """, args)
     assert result.returncode == 1
     last = result.stderr.strip().splitlines()[-1]
@@ -191,14 +199,16 @@ def test_use_xla_clusters_cpu_ops_in_main(tmp_path):
   env = script_env(CUDA_VISIBLE_DEVICES="")
   env.pop("TF_XLA_FLAGS", None)
   result = _run_script(tmp_path, """
+      from absl import flags
       import tensorflow.compat.v1 as tf
-      from bert_tf.cli import startup
+      from bert_tf.cli import flags as cli_flags
+      from bert_tf.cli import runner
       from bert_tf.train import options as training_options
 
       def main(_):
         run_config = training_options.configure_run_config(
             tf.estimator.RunConfig(),
-            training_options.options_from_flags(startup.flags.FLAGS))
+            training_options.from_flags(flags.FLAGS).training)
         with tf.Graph().as_default():
           x = tf.random.normal([32, 32])
           y = tf.nn.relu(tf.matmul(x, x) + 1.0) * 2.0
@@ -209,8 +219,57 @@ def test_use_xla_clusters_cpu_ops_in_main(tmp_path):
         print(" ".join(sorted({node.op for graph in metadata.partition_graphs
                                for node in graph.node if "Xla" in node.op})))
 
-      startup.define_flags("use_xla")
-      startup.run_main(main)
+      cli_flags.define_flags("use_xla")
+      runner.run_main(main)
   """, ["--use_xla"], env)
   assert result.returncode == 0, result.stderr[-3000:]
   assert {"_XlaCompile", "_XlaRun"} <= set(result.stdout.split())
+
+
+def test_every_script_imports_bert_tf_cli_first():
+  # bert_tf.cli quiets TensorFlow's C++ log before TensorFlow is imported;
+  # any import before it may load TensorFlow first.
+  for script in _SCRIPTS:
+    with open(os.path.join(REPO_ROOT, script + ".py"), encoding="utf-8") as f:
+      tree = ast.parse(f.read())
+    first = next(node for node in tree.body
+                 if isinstance(node, (ast.Import, ast.ImportFrom)))
+    assert ast.unparse(first) == "import bert_tf.cli", script
+
+
+def test_importing_the_cli_package_quiets_tensorflow_before_it_loads():
+  code = ("import sys; import bert_tf.cli; "
+          "print('tensorflow' in sys.modules, "
+          "sys.modules['os'].environ.get('TF_CPP_MIN_LOG_LEVEL'))")
+  env = script_env()
+  env.pop("TF_CPP_MIN_LOG_LEVEL", None)
+  env.pop("BERT_DEBUG", None)
+  result = subprocess.run([sys.executable, "-c", code], capture_output=True,
+                          text=True, env=env, cwd=REPO_ROOT, timeout=120)
+  assert result.returncode == 0, result.stderr[-2000:]
+  # The package's __init__ set the level and did not load TensorFlow; its
+  # submodules (which do) come after it.
+  assert result.stdout.split() == ["False", "3"]
+
+
+@pytest.mark.slow
+def test_console_command_help_lists_the_scripts_flags(tmp_path):
+  # An installed command imports the script as a module and calls cli(), as
+  # pip's wrapper does: absl lists the flags of the module named
+  # sys.argv[0], so without run_main's help none of the script's showed.
+  command = tmp_path / "bert-run-classifier"
+  command.write_text(textwrap.dedent("""
+      import sys
+      sys.path.insert(0, %r)
+      from run_classifier import cli
+      if __name__ == "__main__":
+        sys.exit(cli())
+  """ % REPO_ROOT))
+  result = subprocess.run([sys.executable, str(command), "--help"],
+                          capture_output=True, text=True, env=script_env(),
+                          cwd=str(tmp_path), timeout=300)
+  assert result.returncode == 1, result.stderr[-3000:]  # absl's, after help.
+  for flag in ("--task_name", "--data_dir", "--precision",
+               "--distribution_strategy", "--text_a_column"):
+    assert flag + ":" in result.stdout, flag
+  assert "Fine-tunes BERT" in result.stdout  # The script's docstring.

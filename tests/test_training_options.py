@@ -1,11 +1,13 @@
-"""Tests for training_options.py and the trainers' --precision/--optimizer/... flags."""
+"""Tests for bert_tf/train/options.py and the trainers' --precision/... flags."""
 
+import dataclasses
 import os
 import subprocess
 import sys
 import textwrap
 import types
 
+from absl import flags
 import numpy as np
 import pytest
 import tensorflow as tf_v2
@@ -13,10 +15,13 @@ import tensorflow.compat.v1 as tf
 
 from helpers import data_path
 from helpers import REPO_ROOT
-from bert_tf.train import estimator as estimator_utils
+
 from bert_tf import io as io_utils
-import optimization
+from bert_tf.cli import flags as cli_flags
+from bert_tf.train import distribute as distribute_utils
+from bert_tf.train import estimator as estimator_utils
 from bert_tf.train import options as training_options
+import optimization
 
 _SEQ = 16
 _PREDS = 4
@@ -30,17 +35,19 @@ def _flag_values(**overrides):
   return types.SimpleNamespace(**values)
 
 
+def _training(flag_values):
+  return training_options.from_flags(flag_values).training
+
+
 # ---------------------------------------------------------------------------
 # Flags and their checks.
 # ---------------------------------------------------------------------------
 
 
 def test_training_flags_defaults_are_the_reference():
-  from absl import flags  # pylint: disable=g-import-not-at-top
-  from bert_tf.cli import startup  # pylint: disable=g-import-not-at-top
   values = flags.FlagValues()
-  for name in startup.TRAINING_FLAGS:
-    define, default, help_text = startup.SHARED_FLAGS[name]
+  for name in cli_flags.TRAINING_FLAGS:
+    define, default, help_text = cli_flags.SHARED_FLAGS[name]
     define(name, default, help_text, flag_values=values)
   values(["prog"])
   assert (values.precision, values.gradient_accumulation_steps,
@@ -48,19 +55,63 @@ def test_training_flags_defaults_are_the_reference():
           values.deterministic) == ("fp32", 1, "adamw", 1.0, False, False)
   with pytest.raises(flags.IllegalFlagValueError):
     values["precision"].parse("fp64")
-  training = training_options.options_from_flags(values)
-  assert training == training_options.TrainingOptions()
-  assert training.optimizer_options == optimization.OptimizerOptions()
+  run = training_options.from_flags(values)
+  assert run == training_options.RunOptions()
+  assert run.training.optimizer_options == optimization.OptimizerOptions()
+  assert run.training.compute_dtype == tf.float32
 
 
-def test_options_from_flags_builds_the_optimizer_options():
-  training = training_options.options_from_flags(_flag_values(
+def test_every_shared_flag_named_as_a_field_fills_it():
+  # The options are filled by name: a field is one flag row, no more.
+  fields = {}
+  for cls in (training_options.TrainingOptions, training_options.TpuOptions,
+              training_options.DistributeOptions,
+              training_options.RunOptions):
+    fields.update({f.name: f for f in dataclasses.fields(cls)})
+  grouped = (cli_flags.TRAINING_FLAGS + cli_flags.TPU_FLAGS +
+             cli_flags.DISTRIBUTE_FLAGS)
+  assert set(grouped) <= set(fields)
+  values = flags.FlagValues()
+  for name in cli_flags.SHARED_FLAGS:
+    if name in fields:
+      define, default, help_text = cli_flags.SHARED_FLAGS[name]
+      define(name, default, help_text, flag_values=values)
+      if name in grouped:  # Theirs; RunOptions' are None without a flag.
+        assert fields[name].default == default, name
+  values(["prog", "--precision=bf16", "--num_tpu_cores=2",
+          "--random_seed=7", "--do_eval", "--save_checkpoints_steps=5"])
+  run = training_options.read_flags(values)
+  assert (run.training.precision, run.tpu.num_tpu_cores,
+          run.distribute.random_seed, run.do_eval,
+          run.save_checkpoints_steps) == ("bf16", 2, 7, True, 5)
+  assert run.flags_given == {"precision", "num_tpu_cores", "random_seed",
+                             "do_eval", "save_checkpoints_steps"}
+
+
+def test_enum_flags_list_the_values_of_their_options():
+  assert cli_flags.SHARED_FLAGS["precision"][1] == "fp32"
+  values = flags.FlagValues()
+  for name in ("precision", "optimizer", "distribution_strategy"):
+    define, default, help_text = cli_flags.SHARED_FLAGS[name]
+    define(name, default, help_text, flag_values=values)
+  assert values["precision"].parser.enum_values == list(
+      training_options.PRECISION_DTYPES)
+  assert values["optimizer"].parser.enum_values == list(training_options.OPTIMIZERS)
+  assert values["distribution_strategy"].parser.enum_values == list(
+      distribute_utils.STRATEGIES)
+
+
+def test_from_flags_builds_the_optimizer_options_and_the_dtype():
+  training = _training(_flag_values(
       precision="bf16", optimizer="lamb", gradient_accumulation_steps=4,
       poly_power=0.5, deterministic=True))
-  assert training.optimizer_options == optimization.OptimizerOptions(
-      optimizer="lamb", gradient_accumulation_steps=4,
-      poly_power=0.5)
+  optimizer_options = training.optimizer_options
+  assert (optimizer_options.optimizer,
+          optimizer_options.gradient_accumulation_steps,
+          optimizer_options.poly_power) == ("lamb", 4, 0.5)
+  assert not optimizer_options.loss_scaling
   assert training.compute_dtype == tf.bfloat16
+  assert not training.loss_scaling
   assert training.gradient_accumulation_steps == 4
   assert training.deterministic and not training.use_xla
 
@@ -74,22 +125,31 @@ def test_options_from_flags_builds_the_optimizer_options():
 ])
 def test_bad_training_flags_raise_one_line_errors(overrides, message):
   with pytest.raises(ValueError, match=message) as info:
-    training_options.options_from_flags(_flag_values(**overrides))
+    training_options.from_flags(_flag_values(**overrides))
   assert "\n" not in str(info.value)
+
+
+def test_every_bad_option_is_reported_together():
+  with pytest.raises(ValueError) as info:
+    training_options.from_flags(_flag_values(gradient_accumulation_steps=0,
+                                             poly_power=0.0))
+  assert str(info.value) == ("--gradient_accumulation_steps=0: expected an "
+                             "integer >= 1; --poly_power=0.0: expected a "
+                             "number > 0")
 
 
 def test_fp16_without_a_gpu_is_refused(monkeypatch):
   monkeypatch.setattr(tf.config, "list_physical_devices",
                       lambda device_type=None: [])
   with pytest.raises(ValueError, match=r"--precision=fp16 needs a GPU"):
-    training_options.options_from_flags(_flag_values(precision="fp16"))
+    training_options.from_flags(_flag_values(precision="fp16"))
 
 
 def test_use_xla_without_xla_is_refused(monkeypatch):
   monkeypatch.setattr(tf.test, "is_built_with_xla", lambda: False)
   with pytest.raises(ValueError, match=r"--use_xla: this TensorFlow build "
                      "has no XLA"):
-    training_options.options_from_flags(_flag_values(use_xla=True))
+    training_options.from_flags(_flag_values(use_xla=True))
 
 
 def test_configure_run_config_sets_jit_seed_and_determinism(monkeypatch):
@@ -110,10 +170,24 @@ def test_configure_run_config_sets_jit_seed_and_determinism(monkeypatch):
   assert configured.tf_random_seed == training_options.DETERMINISTIC_SEED
   assert configured.save_checkpoints_steps == 10  # The rest is kept.
   assert calls == ["determinism"]
+  # The environment is runner.run_main's part (at flag parsing), not this.
+  assert os.environ["TF_XLA_FLAGS"] == "--tf_xla_auto_jit=1"
+  training_options.enable_xla_cpu_clustering()
   assert os.environ["TF_XLA_FLAGS"] == (
       "--tf_xla_auto_jit=1 --tf_xla_cpu_global_jit")
   training_options.enable_xla_cpu_clustering()  # Not added twice.
   assert os.environ["TF_XLA_FLAGS"].count("--tf_xla_cpu_global_jit") == 1
+
+
+def test_run_config_from_options_reads_the_options_not_the_flags():
+  run = training_options.RunOptions(
+      tpu=training_options.TpuOptions(num_tpu_cores=2),
+      distribute=training_options.DistributeOptions(random_seed=3),
+      save_checkpoints_steps=7, iterations_per_loop=4)
+  config = estimator_utils.run_config_from_options(run, "/tmp/unused")
+  assert (config.save_checkpoints_steps, config.tf_random_seed,
+          config.tpu_config.num_shards) == (7, 3, 2)
+  assert config.train_distribute is None
 
 
 _XLA_SCRIPT = textwrap.dedent("""
@@ -123,6 +197,8 @@ _XLA_SCRIPT = textwrap.dedent("""
     from bert_tf.train import estimator as estimator_utils
     from bert_tf.train import options as training_options
     use_xla = sys.argv[1] == "xla"
+    if use_xla:  # As runner.run_main does at flag parsing.
+      training_options.enable_xla_cpu_clustering()
     run_config = training_options.configure_run_config(
         estimator_utils.make_run_config("/tmp/unused", 10, 1),
         training_options.TrainingOptions(use_xla=use_xla))

@@ -4,16 +4,10 @@ The scripts train through a plain `tf.estimator.Estimator` whose
 `RunConfig(train_distribute=strategy)` holds a `MirroredStrategy` (several
 GPUs, or logical CPUs, of one machine) or a `MultiWorkerMirroredStrategy`
 (several machines, described by the `TF_CONFIG` environment variable). TPUs
-keep the `TPUEstimator`. Public names:
-
-* `setup_from_flags(flag_values)`: the start-up part (logical CPU devices,
-  flag and `TF_CONFIG` checks), run by `startup.run_main` before `main`;
-* `strategy_from_flags(flag_values)`: the strategy, or None;
-* `DistributedEstimator`: the `Estimator` that runs a `TPUEstimator`
-  model_fn under a strategy, with global batch sizes;
-* `is_chief()`: whether this process writes the outputs;
-* `parse_tf_config(text)`, `check_global_batch(...)`, `peer_addresses()`,
-  `start_peer_watchdog(...)`, `input_shard(input_context)`: the pieces.
+keep the `TPUEstimator`. A script's `main` checks its options
+(`check_options`, through `options.from_flags`), prepares the runtime
+(`setup`: logical CPU devices, graph mode for multi-worker), and
+`estimator_utils.run_config_from_options` makes the strategy (`make_strategy`).
 
 Batch sizes stay global, as on TPU: `--train_batch_size` examples per step
 over all replicas. An `Estimator` under a strategy gives every replica its
@@ -30,10 +24,16 @@ import threading
 import time
 
 from absl import logging
+import tensorflow as tf2
+import tensorflow.compat.v1 as tf
 
+__all__ = ["STRATEGIES", "parse_tf_config", "is_chief", "peer_addresses",
+           "check_global_batch", "check_options", "setup", "session_config",
+           "make_strategy", "start_peer_watchdog", "input_shard",
+           "DistributedEstimator", "make_distributed_estimator"]
+
+# --distribution_strategy's values.
 STRATEGIES = ("none", "mirrored", "multi_worker_mirrored")
-# Set by `setup_from_flags` from --worker_timeout_secs.
-_SETTINGS = {"worker_timeout_secs": 300}
 
 
 # ----------------------------------------------------------------------------
@@ -153,58 +153,71 @@ def check_global_batch(batch_size, num_replicas, flag_name):
   return batch_size // num_replicas
 
 
-def _check_flags(flag_values, num_visible_gpus):
-  """Problems with the distribution flags, as one ValueError."""
-  name = flag_values.distribution_strategy
+def check_options(run, num_visible_gpus):
+  """Problems with the tf.distribute options, as one ValueError.
+
+  Args:
+    run: `options.RunOptions`: its `distribute` options, `tpu.use_tpu`,
+      `do_train`, `train_batch_size` and `flags_given`.
+    num_visible_gpus: int, the GPUs TensorFlow sees.
+
+  Raises:
+    ValueError: the first problem, one line naming the flag or the
+      `TF_CONFIG` key at fault.
+  """
+  options = run.distribute
+  name = options.distribution_strategy
   if name not in STRATEGIES:
     raise ValueError("--distribution_strategy=%s: expected one of %s" %
                      (name, ", ".join(STRATEGIES)))
-  if flag_values.use_tpu:
+  if run.tpu.use_tpu:
     given = [f for f in ("num_gpus", "num_cpu_devices")
-             if flag_values[f].present]
+             if f in run.flags_given]
     if name != "none" or given:
       raise ValueError(
           "--use_tpu runs on the TPUEstimator: --%s cannot be combined with "
           "it" % ("distribution_strategy=" + name if name != "none"
                   else given[0]))
     return
-  if flag_values.num_gpus < 0 or flag_values.num_cpu_devices < 0:
+  if options.num_gpus < 0 or options.num_cpu_devices < 0:
     raise ValueError("--num_gpus and --num_cpu_devices must be >= 0")
+  if options.worker_timeout_secs < 1:
+    raise ValueError("--worker_timeout_secs=%d: expected at least 1" %
+                     options.worker_timeout_secs)
   if name == "none":
-    several = ["--%s=%d" % (f, flag_values[f].value)
+    several = ["--%s=%d" % (f, getattr(options, f))
                for f in ("num_gpus", "num_cpu_devices")
-               if flag_values[f].value > 1]
+               if getattr(options, f) > 1]
     if several:
       raise ValueError(
           "%s: several devices need --distribution_strategy=mirrored (or "
           "multi_worker_mirrored); with the default, none, training runs on "
           "one device" % " ".join(several))
     return
-  if flag_values.num_gpus > num_visible_gpus:
+  if options.num_gpus > num_visible_gpus:
     raise ValueError(
         "--num_gpus=%d but %d GPU%s visible to TensorFlow (check "
         "CUDA_VISIBLE_DEVICES and the CUDA install, or use --num_gpus=0 for "
-        "the CPU)" % (flag_values.num_gpus, num_visible_gpus,
+        "the CPU)" % (options.num_gpus, num_visible_gpus,
                       " is" if num_visible_gpus == 1 else "s are"))
-  if flag_values.num_gpus and flag_values.num_cpu_devices:
+  if options.num_gpus and options.num_cpu_devices:
     raise ValueError("--num_cpu_devices splits the CPU for replicas on the "
                      "CPU; use it with --num_gpus=0")
   if name == "multi_worker_mirrored":
-    if flag_values.num_cpu_devices > 1:
+    if options.num_cpu_devices > 1:
       raise ValueError("--num_cpu_devices > 1 is for --distribution_strategy="
                        "mirrored; a multi-worker CPU task has one replica")
     parse_tf_config(os.environ.get("TF_CONFIG", ""))
-  if (getattr(flag_values, "do_train", True) and
-      "train_batch_size" in flag_values):
+  if run.do_train and run.train_batch_size is not None:
     # Checked again, on the strategy itself, by DistributedEstimator.
-    check_global_batch(flag_values.train_batch_size,
-                       _replica_count(flag_values), "train_batch_size")
+    check_global_batch(run.train_batch_size, _replica_count(options),
+                       "train_batch_size")
 
 
-def _replica_count(flag_values):
-  """Replicas the strategy flags ask for (after `_check_flags`' checks)."""
-  per_machine = flag_values.num_gpus or max(1, flag_values.num_cpu_devices)
-  if flag_values.distribution_strategy == "mirrored":
+def _replica_count(options):
+  """Replicas the `DistributeOptions` ask for (after `check_options`)."""
+  per_machine = options.num_gpus or max(1, options.num_cpu_devices)
+  if options.distribution_strategy == "mirrored":
     return per_machine
   cluster = parse_tf_config(os.environ.get("TF_CONFIG", ""))["cluster"]
   return per_machine * sum(len(tasks) for tasks in cluster.values())
@@ -215,81 +228,59 @@ def _replica_count(flag_values):
 # ----------------------------------------------------------------------------
 
 
-def setup_from_flags(flag_values):
-  """Checks the distribution flags and prepares the runtime (before `main`).
+def setup(options):
+  """Prepares the runtime for `DistributeOptions` (in `main`, before work).
 
-  Refuses a global `--train_batch_size` (when training) that the replica
-  count does not divide, before any work. Splits the CPU into
-  `--num_cpu_devices` logical devices, which must happen
+  Splits the CPU into `num_cpu_devices` logical devices, which must happen
   before TensorFlow creates any device. For multi-worker training: turns off
   eager execution (the estimator's multi-worker path builds its graphs in
-  TF1 style, and a strategy made eagerly fails there), and on every task
-  but the chief turns off `--do_eval` and `--do_predict` when training, so
-  that the chief alone writes result files.
+  TF1 style, and a strategy made eagerly fails there).
 
-  Raises:
-    ValueError: one line naming the flag or the `TF_CONFIG` key at fault.
+  Args:
+    options: checked `options.DistributeOptions`.
   """
-  if "distribution_strategy" not in flag_values:
-    return
-  import tensorflow as tf2  # pylint: disable=g-import-not-at-top
-  gpus = tf2.config.list_physical_devices("GPU")
-  _check_flags(flag_values, len(gpus))
-  if "worker_timeout_secs" in flag_values:
-    if flag_values.worker_timeout_secs < 1:
-      raise ValueError("--worker_timeout_secs=%d: expected at least 1" %
-                       flag_values.worker_timeout_secs)
-    _SETTINGS["worker_timeout_secs"] = flag_values.worker_timeout_secs
-  if flag_values.num_cpu_devices > 1:
+  if options.num_cpu_devices > 1:
     cpu = tf2.config.list_physical_devices("CPU")[0]
     tf2.config.set_logical_device_configuration(
         cpu, [tf2.config.LogicalDeviceConfiguration()] *
-        flag_values.num_cpu_devices)
-  if flag_values.distribution_strategy == "multi_worker_mirrored":
-    tf2.compat.v1.disable_eager_execution()
-    if not is_chief() and getattr(flag_values, "do_train", False):
-      # Only the chief writes results; the other workers help it train.
-      for name in ("do_eval", "do_predict"):
-        if getattr(flag_values, name, False):
-          logging.info("Not the chief: --%s is left to the chief", name)
-          setattr(flag_values, name, False)
+        options.num_cpu_devices)
+  if options.distribution_strategy == "multi_worker_mirrored":
+    tf.disable_eager_execution()
 
 
-def session_config(flag_values):
+def session_config(num_cpu_devices):
   """The `ConfigProto` of the estimator's sessions under a strategy.
 
   Replicas block in input and all-reduce ops: with TensorFlow's default of
   as many inter-op threads as cores, two CPU replicas on a 2-core machine
   wait on each other forever (measured), so at least 8 threads are used.
-  The session also needs the `--num_cpu_devices` split itself.
+  The session also needs the `num_cpu_devices` split itself.
   """
-  import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
   return tf.ConfigProto(
       allow_soft_placement=True,
       inter_op_parallelism_threads=max(8, 2 * (os.cpu_count() or 1)),
-      device_count={"CPU": max(1, flag_values.num_cpu_devices)})
+      device_count={"CPU": max(1, num_cpu_devices)})
 
 
-def strategy_from_flags(flag_values):
-  """The `tf.distribute` strategy the flags ask for, or None (no strategy).
+def make_strategy(options, use_tpu=False):
+  """The `tf.distribute` strategy `DistributeOptions` ask for, or None.
 
   mirrored: `MirroredStrategy` over GPUs 0..num_gpus-1, or over the
-  `--num_cpu_devices` logical CPUs (one CPU when 0 or 1) with
-  `--num_gpus=0`. multi_worker_mirrored: `MultiWorkerMirroredStrategy` over
-  the `TF_CONFIG` cluster, each task using its `--num_gpus` GPUs (or its
-  CPU).
+  `num_cpu_devices` logical CPUs (one CPU when 0 or 1) with `num_gpus=0`.
+  multi_worker_mirrored: `MultiWorkerMirroredStrategy` over the `TF_CONFIG`
+  cluster, each task using its `num_gpus` GPUs (or its CPU). None for
+  `none` and on TPU.
   """
-  name = getattr(flag_values, "distribution_strategy", "none")
-  if name == "none" or flag_values.use_tpu:
+  name = options.distribution_strategy
+  if name == "none" or use_tpu:
     return None
-  import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
-  num_gpus = flag_values.num_gpus
+  num_gpus = options.num_gpus
   if name == "mirrored":
     if num_gpus:
       devices = ["/gpu:%d" % i for i in range(num_gpus)]
     else:
       devices = ["/cpu:%d" % i
-                 for i in range(max(1, flag_values.num_cpu_devices))]
+                 for i in range(max(1, options.num_cpu_devices))]
     return tf.distribute.MirroredStrategy(devices)
   resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
   # Each task's local devices: its GPUs, or its CPU.
@@ -409,14 +400,17 @@ class DistributedEstimator(object):
     config: a `tf.estimator.RunConfig` with `train_distribute` set.
     train_batch_size, eval_batch_size, predict_batch_size: int or None,
       global batch sizes.
+    worker_timeout_secs: int, multi-worker: seconds to wait for the other
+      tasks (`start_peer_watchdog`).
 
   Raises:
     ValueError: a global batch that is not a multiple of the replica count.
   """
 
   def __init__(self, model_fn, config, train_batch_size=None,
-               eval_batch_size=None, predict_batch_size=None):
-    import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
+               eval_batch_size=None, predict_batch_size=None,
+               worker_timeout_secs=300):
+    self._worker_timeout_secs = worker_timeout_secs
     strategy = config.train_distribute
     replicas = strategy.num_replicas_in_sync
     keys = tf.estimator.ModeKeys
@@ -459,7 +453,6 @@ class DistributedEstimator(object):
   def train(self, input_fn, hooks=None, steps=None, max_steps=None,
             saving_listeners=None):
     """`Estimator.train`; multi-worker: through `train_and_evaluate`."""
-    import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
     input_fn = _with_batch_size(input_fn,
                                 self._batch_sizes[tf.estimator.ModeKeys.TRAIN])
     if not getattr(self.config, "_distribute_coordinator_mode", None):
@@ -469,7 +462,7 @@ class DistributedEstimator(object):
       return self
     if steps is not None or saving_listeners:
       raise ValueError("multi-worker training takes max_steps only")
-    start_peer_watchdog(_SETTINGS["worker_timeout_secs"])
+    start_peer_watchdog(self._worker_timeout_secs)
     try:
       tf.estimator.train_and_evaluate(
           self.estimator,
@@ -491,13 +484,11 @@ class DistributedEstimator(object):
 
   def evaluate(self, input_fn, **kwargs):
     """`Estimator.evaluate` on one device, global `eval_batch_size`."""
-    import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
     return self.estimator.evaluate(_with_batch_size(
         input_fn, self._batch_sizes[tf.estimator.ModeKeys.EVAL]), **kwargs)
 
   def predict(self, input_fn, **kwargs):
     """`Estimator.predict` on one device, global `predict_batch_size`."""
-    import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
     return self.estimator.predict(_with_batch_size(
         input_fn, self._batch_sizes[tf.estimator.ModeKeys.PREDICT]),
                                   **kwargs)

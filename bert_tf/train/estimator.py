@@ -1,18 +1,13 @@
 """Estimator and TPU set-up, the input pipeline and the training spec.
 
 The reference release repeats these pieces in each `run_*.py`; here they
-live once. Public names:
+live once: the steps of a number of epochs, the estimator and its
+`RunConfig` (from a run's `options.RunOptions`), the checkpoint
+initialization (with the reference's `*INIT_FROM_CKPT*` log), the training
+spec, a progress hook (examples/sec and ETA), a weighted mean loss that
+holds under a strategy, and the TFRecord input pipeline.
 
-* steps: `fine_tuning_steps` (epochs -> training and warmup steps);
-* estimator: `make_run_config`, `run_config_from_flags`, `make_estimator`,
-  `init_from_checkpoint` (with the `*INIT_FROM_CKPT*` log), `train_spec`,
-  `ProgressHook` (examples/sec and ETA in the log);
-* losses: `weighted_mean_loss` (a weighted mean over the global batch, under
-  a strategy too);
-* input pipeline: `decode_record`, `tfrecord_input_fn_builder`.
-
-Flags and start-up checks are in `startup.py`; files and formats in
-`io_utils.py`.
+Flags are in `bert_tf/cli/`; files and formats in `bert_tf/io.py`.
 """
 
 import time
@@ -21,9 +16,14 @@ from absl import logging
 import tensorflow.compat.v1 as tf
 
 from bert_tf.train import distribute as distribute_utils
+from bert_tf.train import options as training_options
 import modeling
 import optimization
-from bert_tf.train import options as training_options
+
+__all__ = ["fine_tuning_steps", "make_run_config", "run_config_from_options",
+           "make_estimator", "estimator_from_options", "init_from_checkpoint",
+           "weighted_mean_loss", "train_spec", "ProgressHook", "decode_record",
+           "tfrecord_input_fn_builder"]
 
 
 # ----------------------------------------------------------------------------
@@ -99,53 +99,49 @@ def make_run_config(output_dir, save_checkpoints_steps, iterations_per_loop,
       tpu_config=tpu_config)
 
 
-def run_config_from_flags(flag_values, output_dir):
-  """`make_run_config` from a script's parsed flags (call it in `main`).
+def run_config_from_options(run, output_dir):
+  """The `RunConfig` of a run's options (`options.RunOptions`).
 
-  With `--distribution_strategy` other than none, a `tf.estimator.RunConfig`
-  whose `train_distribute` is the strategy instead (see
-  `distribute_utils.strategy_from_flags`); evaluation and prediction then
-  run on one device.
+  `make_run_config` from the TPU and checkpoint options; with a
+  `distribution_strategy` other than none, a `tf.estimator.RunConfig` whose
+  `train_distribute` is the strategy instead (`distribute_utils.
+  make_strategy`; evaluation and prediction then run on one device). Then
+  `training_options.configure_run_config` applies `use_xla` and
+  `deterministic` (the session config and the seed).
 
   Args:
-    flag_values: the parsed `absl.flags.FLAGS`, holding the TPU flags and,
-      where the script has them, `save_checkpoints_steps`,
-      `iterations_per_loop` and the training flags (`--use_xla` and
-      `--deterministic` change the session config and the seed).
+    run: `options.RunOptions`.
     output_dir: str or None (a temporary directory), the model directory.
   """
-  training = training_options.options_from_flags(flag_values)
-  strategy = distribute_utils.strategy_from_flags(flag_values)
-  seed = getattr(flag_values, "random_seed", None)
+  tpu, seed = run.tpu, run.distribute.random_seed
+  strategy = distribute_utils.make_strategy(run.distribute, tpu.use_tpu)
   if strategy is not None:
     # Runs a plain Estimator (`make_estimator`); TF_CONFIG is read here.
-    return training_options.configure_run_config(tf.estimator.RunConfig(
+    config = tf.estimator.RunConfig(
         model_dir=output_dir,
-        save_checkpoints_steps=getattr(flag_values, "save_checkpoints_steps",
-                                       None),
+        save_checkpoints_steps=run.save_checkpoints_steps,
         keep_checkpoint_max=5, tf_random_seed=seed,
         train_distribute=strategy,
-        session_config=distribute_utils.session_config(flag_values)),
-                                                   training)
-  run_config = make_run_config(
-      output_dir,
-      save_checkpoints_steps=getattr(flag_values, "save_checkpoints_steps",
-                                     None),
-      iterations_per_loop=getattr(flag_values, "iterations_per_loop", 1),
-      use_tpu=flag_values.use_tpu, tpu_name=flag_values.tpu_name,
-      tpu_zone=flag_values.tpu_zone, gcp_project=flag_values.gcp_project,
-      master=flag_values.master, num_tpu_cores=flag_values.num_tpu_cores,
-      tf_random_seed=seed)
-  return training_options.configure_run_config(run_config, training)
+        session_config=distribute_utils.session_config(
+            run.distribute.num_cpu_devices))
+  else:
+    config = make_run_config(
+        output_dir, save_checkpoints_steps=run.save_checkpoints_steps,
+        iterations_per_loop=run.iterations_per_loop, use_tpu=tpu.use_tpu,
+        tpu_name=tpu.tpu_name, tpu_zone=tpu.tpu_zone,
+        gcp_project=tpu.gcp_project, master=tpu.master,
+        num_tpu_cores=tpu.num_tpu_cores, tf_random_seed=seed)
+  return training_options.configure_run_config(config, run.training)
 
 
 def make_estimator(model_fn, run_config, use_tpu, train_batch_size=None,
-                   eval_batch_size=None, predict_batch_size=None):
+                   eval_batch_size=None, predict_batch_size=None,
+                   worker_timeout_secs=300):
   """Wraps `model_fn` in a `TPUEstimator` (CPU/GPU when `use_tpu` is False).
 
   When `run_config.train_distribute` holds a strategy, a
   `distribute_utils.DistributedEstimator` instead (same model_fn and
-  input_fns, global batch sizes).
+  input_fns, global batch sizes; `worker_timeout_secs` for multi-worker).
 
   Raises:
     ValueError: under a strategy, a `train_batch_size` that is not a
@@ -155,7 +151,8 @@ def make_estimator(model_fn, run_config, use_tpu, train_batch_size=None,
     return distribute_utils.make_distributed_estimator(
         model_fn, run_config, train_batch_size=train_batch_size,
         eval_batch_size=eval_batch_size,
-        predict_batch_size=predict_batch_size)
+        predict_batch_size=predict_batch_size,
+        worker_timeout_secs=worker_timeout_secs)
   return tf.estimator.tpu.TPUEstimator(
       use_tpu=use_tpu,
       model_fn=model_fn,
@@ -163,6 +160,24 @@ def make_estimator(model_fn, run_config, use_tpu, train_batch_size=None,
       train_batch_size=train_batch_size,
       eval_batch_size=eval_batch_size,
       predict_batch_size=predict_batch_size)
+
+
+def estimator_from_options(model_fn, run, output_dir, eval_batch_size=None,
+                           predict_batch_size=None):
+  """`make_estimator` under `run_config_from_options(run, output_dir)`.
+
+  Args:
+    model_fn: the script's `model_fn`.
+    run: `options.RunOptions`: the TPU, the global training batch, the
+      strategy and its worker timeout, the training options.
+    output_dir: str or None, the model directory.
+    eval_batch_size, predict_batch_size: int or None, global batch sizes.
+  """
+  return make_estimator(
+      model_fn, run_config_from_options(run, output_dir), run.tpu.use_tpu,
+      train_batch_size=run.train_batch_size, eval_batch_size=eval_batch_size,
+      predict_batch_size=predict_batch_size,
+      worker_timeout_secs=run.distribute.worker_timeout_secs)
 
 
 def init_from_checkpoint(init_checkpoint, use_tpu):

@@ -1,37 +1,44 @@
-"""Command-line options for training at scale: precision, accumulation, LAMB, XLA.
+"""A run's options (training, TPU, tf.distribute), read from the flags once.
 
-One place for the flags every trainer (`run_pretraining.py`,
-`run_classifier.py`, `run_squad.py`) takes on top of the reference's, their
-checks, and what they change in the estimator's `RunConfig`:
+Each script's `main` builds one `RunOptions` from its parsed flags and
+passes it (or its parts) down: the compute dtype to the model, the
+optimizer options to `train_spec`, the whole value to
+`estimator_utils.run_config_from_options` and the hooks.
 
-  startup.define_flags(startup.TRAINING_FLAGS, ...)  # the flags, defined once
-  training = options_from_flags(FLAGS)                # checked, in main()
-  ... model_fn_builder(..., options=training.optimizer_options)
+  run = options.from_flags(FLAGS)    # read, checked once, decisions logged
 
-`estimator_utils.run_config_from_flags` applies `configure_run_config`.
-
-Each flag's default is the reference's behaviour (float32, AdamW, one batch
-per update, no XLA, no extra determinism).
+The dataclasses' fields are named after the flags (`cli/flags.py`) and
+filled from them generically (`read_flags`): a new option is one field, one
+flag row and the code that uses it. A choice's values are listed once, here
+(`PRECISION_DTYPES`, `OPTIMIZERS`; `distribute.STRATEGIES`), and the flag
+table makes its enum flags from them. Each field's default is the
+reference's behaviour (float32, AdamW, one batch per update, no XLA, no
+extra determinism, one device).
 """
 
 import dataclasses
 import os
+import types
+from typing import Optional
 
 from absl import logging
 import tensorflow as tf_v2  # enable_op_determinism has no compat.v1 name.
 import tensorflow.compat.v1 as tf
 
-import optimization
+from bert_tf.train import distribute as distribute_utils
+from bert_tf.train import optimizer_options
 
+__all__ = ["PRECISION_DTYPES", "OPTIMIZERS", "DETERMINISTIC_SEED",
+           "TrainingOptions", "TpuOptions", "DistributeOptions", "RunOptions",
+           "field_names", "read_flags", "check", "from_flags",
+           "configure_run_config", "enable_xla_cpu_clustering"]
+
+# --precision -> the encoder's compute dtype (weights stay float32).
+PRECISION_DTYPES = types.MappingProxyType(
+    {"fp32": tf.float32, "bf16": tf.bfloat16, "fp16": tf.float16})
+OPTIMIZERS = ("adamw", "lamb")
 # The graph-level seed of --deterministic runs (any fixed value would do).
 DETERMINISTIC_SEED = 12345
-
-_PRECISIONS = ["fp32", "bf16", "fp16"]
-# --precision -> the encoder's compute dtype (`modeling.BertModel`); only fp16
-# changes the optimizer too (`OptimizerOptions.loss_scaling`).
-_COMPUTE_DTYPES = {"fp32": tf.float32, "bf16": tf.bfloat16,
-                   "fp16": tf.float16}
-_OPTIMIZERS = ["adamw", "lamb"]
 # Without this XLA flag TensorFlow's auto-clustering leaves CPU ops alone
 # (global_jit_level only clusters GPU ops); it is read when TensorFlow first
 # initializes its devices, so it must be set before that.
@@ -40,87 +47,235 @@ _CPU_JIT_FLAG = "--tf_xla_cpu_global_jit"
 
 @dataclasses.dataclass(frozen=True)
 class TrainingOptions:
-  """The parsed training flags.
+  """The flags of training at scale (`cli.flags.TRAINING_FLAGS`).
 
   Attributes:
-    optimizer_options: `optimization.OptimizerOptions` (optimizer, fp16 loss
-      scaling, accumulation, polynomial power) for
-      `estimator_utils.train_spec`.
+    precision: a key of `PRECISION_DTYPES`: the encoder's arithmetic.
+    optimizer: one of `OPTIMIZERS`.
+    gradient_accumulation_steps: int >= 1, micro-batches per update.
+    poly_power: float > 0, power of the learning-rate decay.
     use_xla: bool, compile clusters of ops with XLA.
     deterministic: bool, op determinism and fixed seeds.
-    precision: "fp32", "bf16" or "fp16" (--precision).
   """
 
-  optimizer_options: optimization.OptimizerOptions = (
-      optimization.OptimizerOptions())
+  precision: str = "fp32"
+  optimizer: str = "adamw"
+  gradient_accumulation_steps: int = 1
+  poly_power: float = 1.0
   use_xla: bool = False
   deterministic: bool = False
-  precision: str = "fp32"
 
   @property
   def compute_dtype(self):
     """The `tf.DType` to pass to `modeling.BertModel(compute_dtype=...)`."""
-    return _COMPUTE_DTYPES[self.precision]
+    return PRECISION_DTYPES[self.precision]
 
   @property
-  def gradient_accumulation_steps(self):
-    """Micro-batches (of --train_batch_size examples) per update."""
-    return self.optimizer_options.gradient_accumulation_steps
+  def loss_scaling(self):
+    """Dynamic loss scaling: fp16 only (bfloat16 has float32's range)."""
+    return self.precision == "fp16"
+
+  @property
+  def optimizer_options(self):
+    """`optimizer_options.OptimizerOptions` for `estimator_utils.train_spec`."""
+    return optimizer_options.OptimizerOptions(
+        optimizer=self.optimizer, loss_scaling=self.loss_scaling,
+        gradient_accumulation_steps=self.gradient_accumulation_steps,
+        poly_power=self.poly_power)
 
 
-def options_from_flags(flag_values):
-  """Checks the training flags and returns a `TrainingOptions`.
+@dataclasses.dataclass(frozen=True)
+class TpuOptions:
+  """The TPU flags (`cli.flags.TPU_FLAGS`); see their help texts."""
+
+  use_tpu: bool = False
+  tpu_name: Optional[str] = None
+  tpu_zone: Optional[str] = None
+  gcp_project: Optional[str] = None
+  master: Optional[str] = None
+  num_tpu_cores: int = 8
+
+
+@dataclasses.dataclass(frozen=True)
+class DistributeOptions:
+  """The tf.distribute flags (`cli.flags.DISTRIBUTE_FLAGS`).
+
+  Attributes:
+    distribution_strategy: one of `distribute.STRATEGIES`.
+    num_gpus: int, GPUs per machine.
+    num_cpu_devices: int, logical CPU replicas (0: no split).
+    worker_timeout_secs: int, seconds to wait for the other tasks.
+    random_seed: int or None, the graph and input seed.
+  """
+
+  distribution_strategy: str = "none"
+  num_gpus: int = 1
+  num_cpu_devices: int = 0
+  worker_timeout_secs: int = 300
+  random_seed: Optional[int] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class RunOptions:
+  """Everything about a run beyond its model and data.
+
+  Attributes:
+    training, tpu, distribute: the three groups of options.
+    do_train, do_eval, do_predict: the steps this process runs: the flags,
+      except that a multi-worker task other than the chief neither
+      evaluates nor predicts (the chief alone writes result files).
+    train_batch_size: int or None, the global training batch.
+    save_checkpoints_steps, save_checkpoints_secs, iterations_per_loop:
+      the checkpoint and TPU-loop flags (None where the script has none).
+    flags_given: frozenset of the names above set on the command line (a
+      combination is refused only where the user asked for it).
+  """
+
+  training: TrainingOptions = dataclasses.field(
+      default_factory=TrainingOptions)
+  tpu: TpuOptions = dataclasses.field(default_factory=TpuOptions)
+  distribute: DistributeOptions = dataclasses.field(
+      default_factory=DistributeOptions)
+  do_train: bool = False
+  do_eval: bool = False
+  do_predict: bool = False
+  train_batch_size: Optional[int] = None
+  save_checkpoints_steps: Optional[int] = None
+  save_checkpoints_secs: Optional[int] = None
+  iterations_per_loop: int = 1
+  flags_given: frozenset = frozenset()
+
+  @property
+  def examples_per_update(self):
+    """Examples of one update: the batch times the accumulation steps."""
+    return self.train_batch_size * self.training.gradient_accumulation_steps
+
+
+def field_names(cls):
+  """The flag names of an options dataclass: its fields, in order."""
+  return tuple(f.name for f in _flag_fields(cls))
+
+
+def _flag_fields(cls):
+  return [f for f in dataclasses.fields(cls) if f.name != "flags_given"]
+
+
+def _read(cls, flag_values, given):
+  """`cls` with each field the flag of its name (its default where none)."""
+  values = {}
+  for field in _flag_fields(cls):
+    if dataclasses.is_dataclass(field.default_factory):
+      values[field.name] = _read(field.default_factory, flag_values, given)
+      continue
+    default = field.default
+    values[field.name] = getattr(flag_values, field.name, default)
+    flag = _flag(flag_values, field.name)
+    if flag is not None and flag.present:
+      given.add(field.name)
+  return cls(**values)
+
+
+def _flag(flag_values, name):
+  """The `absl.flags.Flag` named `name`, or None (not defined, or a plain
+  namespace of values)."""
+  try:
+    return flag_values[name] if name in flag_values else None
+  except TypeError:
+    return None
+
+
+def read_flags(flag_values):
+  """A `RunOptions` filled from parsed flags, unchecked.
 
   Args:
-    flag_values: the parsed `absl.flags.FLAGS` holding
-      `startup.TRAINING_FLAGS` (missing ones take their defaults).
+    flag_values: the parsed `absl.flags.FLAGS` (or any object with the
+      flags as attributes); a flag the script does not define takes the
+      field's default.
+  """
+  given = set()
+  run = _read(RunOptions, flag_values, given)
+  return dataclasses.replace(run, flags_given=frozenset(given))
+
+
+def _training_problems(training):
+  problems = []
+  if training.precision not in PRECISION_DTYPES:
+    problems.append("--precision=%s: expected one of %s" %
+                    (training.precision, ", ".join(PRECISION_DTYPES)))
+  if training.optimizer not in OPTIMIZERS:
+    problems.append("--optimizer=%s: expected one of %s" %
+                    (training.optimizer, ", ".join(OPTIMIZERS)))
+  accumulation = training.gradient_accumulation_steps
+  if not isinstance(accumulation, int) or accumulation < 1:
+    problems.append("--gradient_accumulation_steps=%s: expected an integer "
+                    ">= 1" % (accumulation,))
+  if not training.poly_power > 0:
+    problems.append("--poly_power=%s: expected a number > 0" %
+                    (training.poly_power,))
+  if (training.precision == "fp16" and
+      not tf.config.list_physical_devices("GPU")):
+    problems.append("--precision=fp16 needs a GPU (TensorFlow sees none); "
+                    "on CPU or TPU use --precision=bf16")
+  if training.use_xla and not tf.test.is_built_with_xla():
+    problems.append("--use_xla: this TensorFlow build has no XLA; drop the "
+                    "flag")
+  return problems
+
+
+def check(run):
+  """Every problem of a `RunOptions`, each a one-line message.
+
+  The tf.distribute options first (`distribute_utils.check_options`, which
+  stops at its first problem: the later ones depend on it), then each
+  training option.
+
+  Returns:
+    list of str.
+  """
+  problems = []
+  try:
+    distribute_utils.check_options(
+        run, len(tf.config.list_physical_devices("GPU")))
+  except ValueError as e:
+    problems.append(str(e))
+  return problems + _training_problems(run.training)
+
+
+def from_flags(flag_values):
+  """The checked `RunOptions` of a script's parsed flags (call it in `main`).
+
+  A multi-worker task other than the chief gets `do_eval` and `do_predict`
+  off when it trains (logged here, once): the chief alone writes results.
 
   Raises:
-    ValueError: one line naming the flag: an unknown --precision or
-      --optimizer, --gradient_accumulation_steps below 1, --poly_power <= 0,
-      --precision=fp16 without a GPU, or --use_xla where TensorFlow was
-      built without XLA.
+    ValueError: every problem (`check`), joined by "; " on one line: an
+      unknown --precision or --optimizer, --gradient_accumulation_steps
+      below 1, --poly_power <= 0, --precision=fp16 without a GPU, --use_xla
+      where TensorFlow was built without XLA, or a distribution flag or
+      `TF_CONFIG` that does not fit.
   """
-  precision = getattr(flag_values, "precision", "fp32")
-  optimizer = getattr(flag_values, "optimizer", "adamw")
-  accumulation = getattr(flag_values, "gradient_accumulation_steps", 1)
-  poly_power = getattr(flag_values, "poly_power", 1.0)
-  use_xla = bool(getattr(flag_values, "use_xla", False))
-  deterministic = bool(getattr(flag_values, "deterministic", False))
-  if precision not in _PRECISIONS:
-    raise ValueError("--precision=%s: expected one of %s" %
-                     (precision, ", ".join(_PRECISIONS)))
-  if optimizer not in _OPTIMIZERS:
-    raise ValueError("--optimizer=%s: expected one of %s" %
-                     (optimizer, ", ".join(_OPTIMIZERS)))
-  if not isinstance(accumulation, int) or accumulation < 1:
-    raise ValueError("--gradient_accumulation_steps=%s: expected an integer "
-                     ">= 1" % (accumulation,))
-  if not poly_power > 0:
-    raise ValueError("--poly_power=%s: expected a number > 0" % (poly_power,))
-  if precision == "fp16" and not tf.config.list_physical_devices("GPU"):
-    raise ValueError("--precision=fp16 needs a GPU (TensorFlow sees none); "
-                     "on CPU or TPU use --precision=bf16")
-  if use_xla and not tf.test.is_built_with_xla():
-    raise ValueError("--use_xla: this TensorFlow build has no XLA; drop the "
-                     "flag")
-  return TrainingOptions(
-      optimizer_options=optimization.OptimizerOptions(
-          optimizer=optimizer, loss_scaling=(precision == "fp16"),
-          gradient_accumulation_steps=accumulation, poly_power=poly_power),
-      use_xla=use_xla, deterministic=deterministic, precision=precision)
+  run = read_flags(flag_values)
+  problems = check(run)
+  if problems:
+    raise ValueError("; ".join(problems))
+  if (run.distribute.distribution_strategy == "multi_worker_mirrored" and
+      run.do_train and not distribute_utils.is_chief()):
+    left = [name for name in ("do_eval", "do_predict") if getattr(run, name)]
+    for name in left:
+      logging.info("Not the chief: --%s is left to the chief", name)
+    run = dataclasses.replace(run, do_eval=False, do_predict=False)
+  return run
 
 
 def configure_run_config(run_config, training):
   """Applies --use_xla and --deterministic to an estimator `RunConfig`.
 
-  XLA: the session's `global_jit_level` is set to ON_1 (auto-clustering) and
-  `--tf_xla_cpu_global_jit` is added to the TF_XLA_FLAGS environment
-  variable, without which no CPU op is clustered. TensorFlow reads that
-  variable once per process, when it first initializes its devices (the
-  first session, or a `tf.config.list_physical_devices` call): later it
-  has no effect. The scripts therefore set it as soon as their flags are
-  parsed (`startup.run_main`).
+  XLA: the session's `global_jit_level` is set to ON_1 (auto-clustering).
+  On CPU that clusters nothing without `--tf_xla_cpu_global_jit` in the
+  TF_XLA_FLAGS environment variable, which TensorFlow reads once per
+  process, when it first lists its devices (right after absl parses the
+  flags); `runner.run_main` sets it then (`enable_xla_cpu_clustering`), and
+  a warning here says when it is missing.
 
   Determinism: `tf.config.experimental.enable_op_determinism()` (which also
   makes tf.data keep its input order and run stateful map functions
@@ -132,12 +287,14 @@ def configure_run_config(run_config, training):
     training: `TrainingOptions`.
 
   Returns:
-    The `RunConfig`, replaced with the new session config and seed where a
-    flag asks for them (unchanged otherwise).
+    The `RunConfig`, replaced with the new session config and seed where an
+    option asks for them (unchanged otherwise).
   """
   changes = {}
   if training.use_xla:
-    enable_xla_cpu_clustering()
+    if _CPU_JIT_FLAG not in os.environ.get("TF_XLA_FLAGS", "").split():
+      logging.warning("--use_xla: TF_XLA_FLAGS lacks %s, so only GPU ops are "
+                      "compiled (runner.run_main sets it)", _CPU_JIT_FLAG)
     session_config = tf.ConfigProto()
     if run_config.session_config is not None:
       session_config.CopyFrom(run_config.session_config)
@@ -155,7 +312,11 @@ def configure_run_config(run_config, training):
 
 
 def enable_xla_cpu_clustering():
-  """Adds `--tf_xla_cpu_global_jit` to TF_XLA_FLAGS (before TF lists devices)."""
+  """Adds `--tf_xla_cpu_global_jit` to TF_XLA_FLAGS (before TF lists devices).
+
+  Called by `runner.run_main` right after the flags are parsed, when
+  --use_xla is set: later the variable has no effect.
+  """
   current = os.environ.get("TF_XLA_FLAGS", "")
   if _CPU_JIT_FLAG not in current.split():
     os.environ["TF_XLA_FLAGS"] = (current + " " + _CPU_JIT_FLAG).strip()

@@ -1,0 +1,136 @@
+"""Runs a script's `main`: flag parsing, XLA's switch, one-line errors.
+
+Bad input (a flag that does not parse, a missing file, a damaged record, a
+full disk) is reported as one line, `error: ...`, with exit status 1, rather
+than a traceback; `BERT_DEBUG=1` brings the traceback back.
+"""
+
+import os
+import sys
+
+from absl import app
+from absl import flags
+import tensorflow.compat.v1 as tf
+from tensorflow.python.util import deprecation
+from tensorflow.python.util import module_wrapper
+
+from bert_tf.checks import disk
+from bert_tf.checks import records
+from bert_tf.train import options as training_options
+
+__all__ = ["run_main", "one_line"]
+
+_USER_ERRORS = (ValueError, OSError, tf.errors.NotFoundError,
+                tf.errors.InvalidArgumentError,
+                tf.errors.FailedPreconditionError,
+                tf.errors.PermissionDeniedError, tf.errors.AlreadyExistsError,
+                tf.errors.DataLossError)
+
+
+def _is_user_error(error):
+  """Bad input, or a write that hit a full disk (TensorFlow reports EFBIG
+  as `OutOfRangeError`, ENOSPC as `ResourceExhaustedError`)."""
+  return isinstance(error, _USER_ERRORS) or disk.is_disk_full(error)
+
+
+def one_line(error):
+  """The essential message of `error` on one line.
+
+  TensorFlow's graph-execution errors carry the Python stack of the failing
+  op; only the lines that say what went wrong are kept. A full disk and a
+  damaged TFRecord file get their own wording (`bert_tf.checks.disk`,
+  `bert_tf.checks.records`).
+  """
+  if disk.is_disk_full(error):
+    return disk.disk_full_message(_one_line_text(error))
+  if isinstance(error, tf.errors.DataLossError):
+    return records.explain_data_loss(error, records.record_files_of(error))
+  return _one_line_text(error)
+
+
+def _one_line_text(error):
+  message = str(getattr(error, "message", None) or error)
+  if isinstance(error, tf.errors.OpError):
+    kept = [line.strip() for line in message.splitlines()
+            if line.strip() and not line[:1].isspace()
+            and not line.startswith(("Graph execution error",
+                                     "Detected at node", "File "))]
+    message = " ".join(kept) or message
+  return " ".join(message.split())
+
+
+def _fail(message):
+  sys.stderr.write("error: %s\n" % message)
+  sys.stderr.flush()
+  sys.exit(1)
+
+
+def _parse_flags(argv):
+  """absl's flag parsing, with a parsing error as one `error:` line.
+
+  `--use_xla` switches on XLA's CPU clustering here, the one moment it can:
+  TensorFlow reads TF_XLA_FLAGS once, when it first lists its devices, and
+  `import tensorflow` registers an absl callback that does so right after
+  this parsing (in `main` the variable has no effect any more).
+  """
+  try:
+    argv = flags.FLAGS(argv)
+  except flags.Error as e:
+    if os.environ.get("BERT_DEBUG"):
+      raise
+    _fail("%s (see --helpfull)" % " ".join(str(e).split()))
+  if "use_xla" in flags.FLAGS and flags.FLAGS.use_xla:
+    training_options.enable_xla_cpu_clustering()
+  return argv
+
+
+def _show_in_help(main):
+  """Makes `--help` list the flags of `main`'s module.
+
+  absl's `--help` lists the flags of the module named `sys.argv[0]`, where
+  `python run_classifier.py` defines them; an installed console script
+  (`bert-run-classifier`) imports the script as a module instead, whose
+  flags are then declared key flags of `sys.argv[0]` (and its docstring
+  becomes the usage text).
+  """
+  module = main.__module__
+  if module in ("__main__", sys.argv[0]):
+    return
+  for flag in flags.FLAGS.flags_by_module_dict().get(module, []):
+    flags.FLAGS.register_key_flag_for_module(sys.argv[0], flag)
+  entry = sys.modules.get("__main__")
+  if entry is not None and not entry.__doc__:
+    entry.__doc__ = sys.modules[module].__doc__
+
+
+def run_main(main):
+  """Runs `main` through `absl.app.run`, reporting bad input in one line.
+
+  A flag that does not parse, a missing required flag, or a `ValueError`,
+  `OSError` or TensorFlow `NotFoundError` / `InvalidArgumentError` /
+  `FailedPreconditionError` / `PermissionDeniedError` / `AlreadyExistsError`
+  / `DataLossError` (with the damaged TFRecord file named) escaping `main`,
+  or any write that hit a full disk or a file-size limit, is printed as
+  `error: <message>` on stderr, and the process exits with status 1.
+  `BERT_DEBUG=1` gives the full traceback (and TensorFlow's deprecation
+  notices) instead. `--use_xla` takes effect at parsing (`_parse_flags`).
+
+  Args:
+    main: the script's `main(argv)`; `--help` lists its module's flags.
+  """
+  _show_in_help(main)
+
+  def guarded(argv):
+    if not os.environ.get("BERT_DEBUG"):
+      # Deprecation notices of tf.compat.v1 APIs (a dozen lines before the
+      # first line of the project's own log); BERT_DEBUG=1 shows them.
+      deprecation._PRINT_DEPRECATION_WARNINGS = False  # pylint: disable=protected-access
+      module_wrapper._PER_MODULE_WARNING_LIMIT = 0  # pylint: disable=protected-access
+    try:
+      return main(argv)
+    except Exception as e:  # pylint: disable=broad-except
+      if os.environ.get("BERT_DEBUG") or not _is_user_error(e):
+        raise
+      _fail(one_line(e))
+
+  app.run(guarded, flags_parser=_parse_flags)
