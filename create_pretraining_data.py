@@ -30,6 +30,7 @@ import bert_tf.cli  # pylint: disable=unused-import  # First: quiets TensorFlow'
 
 import collections
 import contextlib
+import dataclasses
 import random
 import time
 
@@ -100,7 +101,8 @@ def define_flags():
       "instances than N = 1, and memory bounded by the largest part.")
 
 
-class TrainingInstance(object):
+@dataclasses.dataclass(eq=False)
+class TrainingInstance:
   """One pre-training example: `[CLS] A [SEP] B [SEP]` after masking.
 
   Attributes:
@@ -111,16 +113,14 @@ class TrainingInstance(object):
     is_random_next: bool, True when B was taken from another document.
   """
 
+  # Slots: a corpus makes millions of instances (no field has a default).
   __slots__ = ("tokens", "segment_ids", "masked_lm_positions",
                "masked_lm_labels", "is_random_next")
-
-  def __init__(self, tokens, segment_ids, masked_lm_positions,
-               masked_lm_labels, is_random_next):
-    self.tokens = tokens
-    self.segment_ids = segment_ids
-    self.masked_lm_positions = masked_lm_positions
-    self.masked_lm_labels = masked_lm_labels
-    self.is_random_next = is_random_next
+  tokens: list
+  segment_ids: list
+  masked_lm_positions: list
+  masked_lm_labels: list
+  is_random_next: bool
 
   def __str__(self):
     return "".join([
@@ -142,7 +142,6 @@ class TrainingInstance(object):
 # the tokens) and `label` (str, the original token there).
 MaskedLmInstance = collections.namedtuple("MaskedLmInstance",
                                           ["index", "label"])
-
 
 
 # ----------------------------------------------------------------------------
@@ -493,20 +492,12 @@ def truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng):
 
 
 def create_int_feature(values):
-  """A `tf.train.Feature` holding `values` as an `int64_list`.
-
-  Args:
-    values: iterable of int.
-  """
+  """A `tf.train.Feature` holding the ints `values` as an `int64_list`."""
   return io_utils.int64_feature(values)
 
 
 def create_float_feature(values):
-  """A `tf.train.Feature` holding `values` as a `float_list` (32-bit floats).
-
-  Args:
-    values: iterable of float.
-  """
+  """A `tf.train.Feature` holding the floats `values` as a `float_list`."""
   return io_utils.float_feature(values)
 
 
@@ -667,14 +658,9 @@ def main(_):
   for path in input_files:
     logging.info("  %s", path)
 
-  options = {
-      "max_seq_length": FLAGS.max_seq_length,
-      "dupe_factor": FLAGS.dupe_factor,
-      "short_seq_prob": FLAGS.short_seq_prob,
-      "masked_lm_prob": FLAGS.masked_lm_prob,
-      "max_predictions_per_seq": FLAGS.max_predictions_per_seq,
-      "do_whole_word_mask": FLAGS.do_whole_word_mask,
-  }
+  options = {name: FLAGS[name].value for name in (
+      "max_seq_length", "dupe_factor", "short_seq_prob", "masked_lm_prob",
+      "max_predictions_per_seq", "do_whole_word_mask")}
   if FLAGS.num_workers == 1:
     rng = random.Random(FLAGS.random_seed)
     instances = create_training_instances(

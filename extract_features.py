@@ -22,10 +22,12 @@ Example:
 import bert_tf.cli  # pylint: disable=unused-import  # First: quiets TensorFlow's start-up log.
 
 import collections
+import dataclasses
 import json
 import re
 import threading
 import time
+from typing import Optional
 
 from absl import flags
 from absl import logging
@@ -72,25 +74,30 @@ def define_flags():
                     "faster.")
 
 
-class InputExample(object):
-  """One input line: `text_a`, and `text_b` (None) for a pair."""
+@dataclasses.dataclass(eq=False)
+class InputExample:
+  """One input line: `text_a`, and `text_b` (None unless a pair)."""
 
-  def __init__(self, unique_id, text_a, text_b):
-    self.unique_id = unique_id
-    self.text_a = text_a
-    self.text_b = text_b
+  unique_id: int
+  text_a: str
+  text_b: Optional[str]
 
 
-class InputFeatures(object):
-  """The model inputs of one example, padded to `max_seq_length`."""
+@dataclasses.dataclass(eq=False)
+class InputFeatures:
+  """The model inputs of one example, padded to `max_seq_length`.
 
-  def __init__(self, unique_id, tokens, input_ids, input_mask,
-               input_type_ids):
-    self.unique_id = unique_id
-    self.tokens = tokens
-    self.input_ids = input_ids
-    self.input_mask = input_mask
-    self.input_type_ids = input_type_ids
+  Attributes:
+    unique_id: int, the line's index.
+    tokens: list of str, `[CLS] a [SEP] (b [SEP])`, unpadded.
+    input_ids, input_mask, input_type_ids: lists of `max_seq_length` ints.
+  """
+
+  unique_id: int
+  tokens: list
+  input_ids: list
+  input_mask: list
+  input_type_ids: list
 
 
 def iter_examples(input_file):

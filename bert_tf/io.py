@@ -43,6 +43,7 @@ _READ_BLOCK_BYTES = 1 << 20
 def _gfile():
   """`tf.io.gfile`, imported on first use: reading local text files (the
   tokenizer's vocabulary) does not need TensorFlow."""
+  # Not at the top: importing this module must not import TensorFlow.
   import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
   return tf.io.gfile
 
@@ -433,6 +434,7 @@ def check_output_file(path, flag_name="output_file"):
 def _tf_train():
   """`tf.train`, imported on first use (as `_gfile`): reading text files must
   not need TensorFlow."""
+  # Not at the top: importing this module must not import TensorFlow.
   import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
   return tf.train
 
