@@ -200,13 +200,14 @@ def main(_):
   logging.set_verbosity(logging.INFO)
   # 1. The run's options and their devices (before TensorFlow makes any);
   # flags, config, checkpoint, vocabulary: all checked before any work.
-  run = training_options.from_flags(FLAGS)
+  problems = _flag_problems(FLAGS)
+  run = training_options.from_flags(FLAGS, problems)
   distribute_utils.setup(run.distribute)
   use_tpu = run.tpu.use_tpu
   model = startup.prepare_model(
       FLAGS.bert_config_file, FLAGS.max_seq_length, FLAGS.init_checkpoint,
       FLAGS.do_lower_case, FLAGS.vocab_file, FLAGS.output_dir,
-      problems=_flag_problems(FLAGS))
+      problems=problems)
   processor = get_processor(
       FLAGS.task_name, data_dir=FLAGS.data_dir,
       text_a_column=FLAGS.text_a_column, text_b_column=FLAGS.text_b_column,

@@ -328,13 +328,14 @@ def main(_):
   logging.set_verbosity(logging.INFO)
   # 1. The run's options and their devices (before TensorFlow makes any);
   # flags, config, checkpoint, vocabulary: all checked before any work.
-  run = training_options.from_flags(FLAGS)
+  problems = _flag_problems(FLAGS)
+  run = training_options.from_flags(FLAGS, problems)
   distribute_utils.setup(run.distribute)
   use_tpu = run.tpu.use_tpu
   bert_config, init_checkpoint, tokenizer = startup.prepare_model(
       FLAGS.bert_config_file, FLAGS.max_seq_length, FLAGS.init_checkpoint,
       FLAGS.do_lower_case, FLAGS.vocab_file, FLAGS.output_dir,
-      problems=_flag_problems(FLAGS))
+      problems=problems)
 
   # 2. Every input the run needs, read and checked up front.
   files, label_list = _read_inputs(FLAGS, run)

@@ -387,8 +387,11 @@ def _first_example(path):
 
 def check_inputs(bert_config_file, input_file, output_dir, init_checkpoint,
                  max_seq_length, max_predictions_per_seq, do_train, do_eval,
-                 num_train_steps=1):
+                 num_train_steps=1, problems=()):
   """Checks the flags and the input records before any graph is built.
+
+  `problems` (optional list of str) are found before, and reported with
+  these.
 
   Returns:
     (bert_config, input_files, init_checkpoint): the `BertConfig`, the
@@ -397,7 +400,7 @@ def check_inputs(bert_config_file, input_file, output_dir, init_checkpoint,
   Raises:
     ValueError: one line naming every flag at fault.
   """
-  problems = []
+  problems = list(problems)
   if not do_train and not do_eval:
     problems.append("At least one of --do_train or --do_eval must be True")
   if do_train and num_train_steps < 1:
@@ -419,13 +422,14 @@ def main(_):
   logging.set_verbosity(logging.INFO)
   # 1. The run's options and their devices (before TensorFlow makes any);
   # config, checkpoint and input records: all checked before any work.
-  run = training_options.from_flags(FLAGS)
+  training_problems = []
+  run = training_options.from_flags(FLAGS, training_problems)
   distribute_utils.setup(run.distribute)
   bert_config, input_files, init_checkpoint = check_inputs(
       FLAGS.bert_config_file, FLAGS.input_file, FLAGS.output_dir,
       FLAGS.init_checkpoint, FLAGS.max_seq_length,
       FLAGS.max_predictions_per_seq, FLAGS.do_train, FLAGS.do_eval,
-      FLAGS.num_train_steps)
+      FLAGS.num_train_steps, problems=training_problems)
   use_tpu = run.tpu.use_tpu
   update_size = run.examples_per_update
   tf.io.gfile.makedirs(FLAGS.output_dir)

@@ -229,13 +229,14 @@ def main(_):
   logging.set_verbosity(logging.INFO)
   # 1. The run's options and their devices (before TensorFlow makes any);
   # flags, config, checkpoint, vocabulary: all checked before any work.
-  run = training_options.from_flags(FLAGS)
+  problems = _flag_problems(FLAGS)
+  run = training_options.from_flags(FLAGS, problems)
   distribute_utils.setup(run.distribute)
   use_tpu = run.tpu.use_tpu
   model = startup.prepare_model(
       FLAGS.bert_config_file, FLAGS.max_seq_length, FLAGS.init_checkpoint,
       FLAGS.do_lower_case, FLAGS.vocab_file, FLAGS.output_dir,
-      problems=_flag_problems(FLAGS))
+      problems=problems)
   tokenizer, out = model.tokenizer, FLAGS.output_dir
   spans = dict(max_seq_length=FLAGS.max_seq_length,
                doc_stride=FLAGS.doc_stride,

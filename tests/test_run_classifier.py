@@ -232,6 +232,24 @@ def test_cli_refuses_long_max_seq_length_before_running(tmp_path):
 
 
 @pytest.mark.slow
+def test_cli_reports_a_training_flag_together_with_the_other_problems(
+    tmp_path):
+  output_dir = str(tmp_path / "out")
+  result = _run_script(
+      ["--task_name=mrpc", "--do_train",
+       "--data_dir=%s" % (tmp_path / "no_such_dir"),
+       "--output_dir=%s" % output_dir, "--max_seq_length=128",
+       "--gradient_accumulation_steps=0"] + tiny_model_flags())
+  assert result.returncode == 1
+  last = result.stderr.strip().splitlines()[-1]
+  assert last.startswith("error: --data_dir: ")
+  assert ("is not a directory; --gradient_accumulation_steps=0: expected an "
+          "integer >= 1; --max_seq_length=128 is longer than the model's "
+          "max_position_embeddings=64") in last
+  assert not os.path.exists(output_dir)
+
+
+@pytest.mark.slow
 def test_cli_refuses_case_contradicting_checkpoint_name(tmp_path):
   model_dir = data_path("conformance", "modeling")
   output_dir = str(tmp_path / "out")

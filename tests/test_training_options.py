@@ -138,6 +138,16 @@ def test_every_bad_option_is_reported_together():
                              "number > 0")
 
 
+def test_training_problems_go_to_the_scripts_list_when_it_is_given():
+  problems = ["--data_dir: x is not a directory"]
+  run = training_options.from_flags(
+      _flag_values(gradient_accumulation_steps=0), problems)
+  assert run.training.gradient_accumulation_steps == 0  # Unchecked here.
+  assert problems == ["--data_dir: x is not a directory",
+                      "--gradient_accumulation_steps=0: expected an integer "
+                      ">= 1"]
+
+
 def test_fp16_without_a_gpu_is_refused(monkeypatch):
   monkeypatch.setattr(tf.config, "list_physical_devices",
                       lambda device_type=None: [])

@@ -58,7 +58,7 @@ def fine_tuning_flag_problems(flag_values, positive_flags=()):
   Args:
     flag_values: parsed flags with `do_train`, `do_eval`, `do_predict`,
       `export_dir`, `max_seq_length`, the batch sizes and `data_dir` (the
-      training options are `training_options.from_flags`').
+      training options are checked by `training_options.from_flags`).
     positive_flags: more integer flags that must be at least 1.
 
   Returns:

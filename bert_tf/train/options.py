@@ -30,7 +30,8 @@ from bert_tf.train import optimizer_options
 
 __all__ = ["PRECISION_DTYPES", "OPTIMIZERS", "DETERMINISTIC_SEED",
            "TrainingOptions", "TpuOptions", "DistributeOptions", "RunOptions",
-           "field_names", "read_flags", "check", "from_flags",
+           "field_names", "read_flags", "check", "distribution_problems",
+           "training_problems", "from_flags",
            "configure_run_config", "enable_xla_cpu_clustering"]
 
 # --precision -> the encoder's compute dtype (weights stay float32).
@@ -197,7 +198,8 @@ def read_flags(flag_values):
   return dataclasses.replace(run, flags_given=frozenset(given))
 
 
-def _training_problems(training):
+def training_problems(training):
+  """The problems of a `TrainingOptions`, each a one-line message."""
   problems = []
   if training.precision not in PRECISION_DTYPES:
     problems.append("--precision=%s: expected one of %s" %
@@ -225,39 +227,59 @@ def _training_problems(training):
 def check(run):
   """Every problem of a `RunOptions`, each a one-line message.
 
-  The tf.distribute options first (`distribute_utils.check_options`, which
-  stops at its first problem: the later ones depend on it), then each
-  training option.
+  The tf.distribute options first (`distribution_problems`), then each
+  training option (`training_problems`).
 
   Returns:
     list of str.
   """
-  problems = []
+  return distribution_problems(run) + training_problems(run.training)
+
+
+def distribution_problems(run):
+  """The tf.distribute options' first problem, as a list of at most one.
+
+  `distribute_utils.check_options` stops at its first problem: the later
+  ones depend on it.
+  """
   try:
     distribute_utils.check_options(
         run, len(tf.config.list_physical_devices("GPU")))
   except ValueError as e:
-    problems.append(str(e))
-  return problems + _training_problems(run.training)
+    return [str(e)]
+  return []
 
 
-def from_flags(flag_values):
+def from_flags(flag_values, problems=None):
   """The checked `RunOptions` of a script's parsed flags (call it in `main`).
 
   A multi-worker task other than the chief gets `do_eval` and `do_predict`
   off when it trains (logged here, once): the chief alone writes results.
+
+  Args:
+    flag_values: the parsed `absl.flags.FLAGS`.
+    problems: (optional) list of str, the script's own flag problems. When
+      given, the training options' problems are appended to it, for the
+      script to report together with the rest of its start-up checks
+      (`startup.prepare_model(problems=...)`), instead of raised here. The
+      distribution options' problem is always raised here, alone: the
+      devices are set up from them before any other check.
 
   Raises:
     ValueError: every problem (`check`), joined by "; " on one line: an
       unknown --precision or --optimizer, --gradient_accumulation_steps
       below 1, --poly_power <= 0, --precision=fp16 without a GPU, --use_xla
       where TensorFlow was built without XLA, or a distribution flag or
-      `TF_CONFIG` that does not fit.
+      `TF_CONFIG` that does not fit (only that one with `problems`).
   """
   run = read_flags(flag_values)
-  problems = check(run)
-  if problems:
-    raise ValueError("; ".join(problems))
+  found = distribution_problems(run)
+  if problems is None:
+    found += training_problems(run.training)
+  else:
+    problems.extend(training_problems(run.training))
+  if found:
+    raise ValueError("; ".join(found))
   if (run.distribute.distribution_strategy == "multi_worker_mirrored" and
       run.do_train and not distribute_utils.is_chief()):
     left = [name for name in ("do_eval", "do_predict") if getattr(run, name)]
