@@ -3,9 +3,9 @@
 One frozen value that `optimization.create_optimizer` (and through it every
 trainer) takes; its defaults are the reference release's training (AdamW,
 weight decay 0.01, clipping at global norm 1.0, linear decay, one batch per
-update, no loss scaling). `bert_tf.train.options.TrainingOptions.optimizer_options` builds
-it from the command-line flags. The model's compute dtype is not here: it
-is an argument of `modeling.BertModel`.
+update, no loss scaling). The scripts build it from the command-line flags
+(`bert_tf.train.options.TrainingOptions.optimizer_options`). The model's
+compute dtype is not here: it is an argument of `modeling.BertModel`.
 """
 
 import dataclasses
