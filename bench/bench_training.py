@@ -46,12 +46,12 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import tensorflow.compat.v1 as tf
 
 import bench_encoder
-from bert_tf.train import estimator as estimator_utils
 import modeling
 import optimization
 import run_pretraining
 from bert_tf.cli import flags as cli_flags
 from bert_tf.cli import runner as cli_runner
+from bert_tf.train import options as training_options
 # pylint: enable=g-import-not-at-top,wrong-import-position
 
 FLAGS = flags.FLAGS
@@ -77,7 +77,6 @@ def define_flags():
   cli_flags.define_flags("use_xla")
 
 
-_DTYPES = {"fp32": tf.float32, "bf16": tf.bfloat16}
 _STEPS_PER_REPETITION = 4  # Whole updates for accumulation 4.
 
 
@@ -92,7 +91,7 @@ def _graph(config, batch, kind, precision, accumulation=1, optimizer="adamw"):
     model = modeling.BertModel(
         config, is_training=(kind == "train"), input_ids=inputs["input_ids"],
         input_mask=inputs["input_mask"], token_type_ids=inputs["segment_ids"],
-        compute_dtype=_DTYPES[precision])
+        compute_dtype=training_options.PRECISION_DTYPES[precision])
     if kind == "inference":
       fetch = model.get_sequence_output()
     else:

@@ -1,5 +1,5 @@
-"""Tests for classifier_data.py: the GLUE/XNLI/TSV processors on real and
-small files, and their one-line errors on bad input."""
+"""Tests for bert_tf/tasks/classifier/data.py: the GLUE/XNLI/TSV processors on
+real and small files, and their one-line errors on bad input."""
 
 import os
 

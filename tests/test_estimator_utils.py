@@ -1,4 +1,5 @@
-"""Tests for estimator_utils.py: steps, checkpoint init, the input pipeline."""
+"""Tests for bert_tf/train/estimator.py: steps, checkpoint init, the input
+pipeline."""
 
 import numpy as np
 import pytest

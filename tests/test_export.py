@@ -1,6 +1,7 @@
-"""Tests for export_utils.py, serving.py and predict_saved_model.py: exported
-SavedModels give the Estimator's numbers, through Python, saved_model_cli and
-the prediction script, and bad input is refused in one line."""
+"""Tests for bert_tf/export/ (saved_model.py, serving.py) and
+predict_saved_model.py: exported SavedModels give the Estimator's numbers,
+through Python, saved_model_cli and the prediction script, and bad input is
+refused in one line."""
 
 import json
 import os

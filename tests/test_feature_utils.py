@@ -1,4 +1,4 @@
-"""Tests for feature_utils.py: packing and padding BERT inputs."""
+"""Tests for bert_tf/tasks/features.py: packing and padding BERT inputs."""
 
 from bert_tf.tasks import features as feature_utils
 

@@ -1,5 +1,5 @@
-"""Tests for glue_metrics.py: F1, MCC, Pearson and Spearman against
-hand-computed values, and the in-graph metric_fns ignoring padding."""
+"""Tests for bert_tf/tasks/classifier/metrics.py: F1, MCC, Pearson and Spearman
+against hand-computed values, and the in-graph metric_fns ignoring padding."""
 
 import numpy as np
 import pytest

@@ -1,4 +1,4 @@
-"""Tests for io_utils.py: the one reader, atomic outputs, small helpers."""
+"""Tests for bert_tf/io.py: the one reader, atomic outputs, small helpers."""
 
 import gc
 import os

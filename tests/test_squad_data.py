@@ -1,6 +1,7 @@
-"""Tests for squad_data.py: reading SQuAD JSON into examples, the features of
-both span settings and train.tf_record against shared/conformance/squad,
-streaming conversion, and one test per bad-input branch."""
+"""Tests for bert_tf/tasks/squad/data.py: reading SQuAD JSON into examples, the
+features of both span settings and train.tf_record against
+tests/data/conformance/squad, streaming conversion, and one test per bad-input
+branch."""
 
 import os
 

@@ -1,6 +1,7 @@
-"""Tests for squad_predictions.py: predictions.json, nbest_predictions.json
-and null_odds.json against every shared/conformance/squad predict_v2_* folder,
-and score_predictions' eval_results.json."""
+"""Tests for bert_tf/tasks/squad/predictions.py: predictions.json,
+nbest_predictions.json and null_odds.json against every
+tests/data/conformance/squad predict_v2_* folder, and score_predictions'
+eval_results.json."""
 
 import json
 import os

@@ -46,19 +46,9 @@ class LAMBOptimizer(optimizer_base.PerVariableOptimizer):
                epsilon=1e-6,
                exclude_from_weight_decay=None,
                name="LAMBOptimizer"):
-    """Constructs the optimizer; arguments as `AdamWeightDecayOptimizer`'s.
-
-    Args:
-      learning_rate: float or float32 scalar Tensor.
-      weight_decay_rate: float, decoupled weight decay per unit of learning
-        rate (0.0 disables it).
-      beta_1: float, decay of the first-moment estimate.
-      beta_2: float, decay of the second-moment estimate.
-      epsilon: float, added to sqrt(v_hat).
-      exclude_from_weight_decay: (optional) list of regular expressions;
-        variables whose name matches any (`re.search`) get no weight decay.
-      name: str, name of the update op.
-    """
+    """Constructs the optimizer; the arguments mean what they mean for
+    `optimization.AdamWeightDecayOptimizer` (`epsilon` is added to
+    sqrt(v_hat) here)."""
     super(LAMBOptimizer, self).__init__(
         learning_rate, weight_decay_rate=weight_decay_rate, beta_1=beta_1,
         beta_2=beta_2, epsilon=epsilon,
