@@ -2,6 +2,7 @@
 
 import dataclasses
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -59,6 +60,19 @@ def test_training_flags_defaults_are_the_reference():
   assert run == training_options.RunOptions()
   assert run.training.optimizer_options == optimization.OptimizerOptions()
   assert run.training.compute_dtype == tf.float32
+
+
+def test_scripts_read_the_run_options_not_their_flags():
+  # Parsed once: a script reads a training, TPU or distribution flag only
+  # through the `RunOptions` that `from_flags` built.
+  names = (cli_flags.TRAINING_FLAGS + cli_flags.TPU_FLAGS +
+           cli_flags.DISTRIBUTE_FLAGS)
+  pattern = re.compile(r"FLAGS\.(%s)\b" % "|".join(names))
+  for script in ("run_pretraining.py", "run_classifier.py", "run_squad.py",
+                 "run_ner.py", "extract_features.py"):
+    with open(os.path.join(REPO_ROOT, script), encoding="utf-8") as f:
+      found = sorted(set(pattern.findall(f.read())))
+    assert not found, (script, found)
 
 
 def test_every_shared_flag_named_as_a_field_fills_it():
