@@ -49,7 +49,7 @@ import bert_tf.cli  # pylint: disable=unused-import  # First: quiets TensorFlow'
 
 from absl import flags
 
-from bert_tf.cli import runner
+from bert_tf.cli import entry
 # The library lives in bert_tf.convert; these are the script's public names,
 # as before the split.
 from bert_tf.convert.config import BERT_CONFIG_KEYS
@@ -111,7 +111,7 @@ def main(_):
 def cli():
   """Command-line entry point: defines the flags, then runs `main`."""
   define_flags()
-  runner.run_main(main)
+  entry.run_main(main)
 
 
 if __name__ == "__main__":

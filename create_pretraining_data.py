@@ -43,7 +43,7 @@ from bert_tf.tasks.pretraining import processes as pretraining_processes
 from bert_tf.tasks.pretraining import records as pretraining_records
 from bert_tf.tasks.pretraining import shuffle as pretraining_shuffle
 from bert_tf.cli import flags as cli_flags
-from bert_tf.cli import runner
+from bert_tf.cli import entry
 from bert_tf.cli import startup
 import tokenization
 
@@ -686,7 +686,7 @@ def main(_):
 def cli():
   """Command-line entry point: defines the flags, then runs `main`."""
   define_flags()
-  runner.run_main(main)
+  entry.run_main(main)
 
 
 if __name__ == "__main__":

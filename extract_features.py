@@ -33,12 +33,14 @@ from absl import flags
 from absl import logging
 import tensorflow.compat.v1 as tf
 
-from bert_tf.train import estimator as estimator_utils
+from bert_tf.train import model_fn as model_fn_utils
+from bert_tf.train import spec as spec_lib
+from bert_tf.runner import select as runner_lib
 from bert_tf.tasks import features as feature_utils
 from bert_tf import io as io_utils
 import modeling
 from bert_tf.cli import flags as cli_flags
-from bert_tf.cli import runner
+from bert_tf.cli import entry
 from bert_tf.cli import startup
 from bert_tf.train import options as training_options
 
@@ -234,7 +236,7 @@ def model_fn_builder(bert_config, init_checkpoint, layer_indexes, use_tpu,
 
   def model_fn(features, labels, mode, params):
     del labels, params
-    if mode != tf.estimator.ModeKeys.PREDICT:
+    if mode != spec_lib.ModeKeys.PREDICT:
       raise ValueError("extract_features only predicts; got mode %s" % mode)
     model = modeling.BertModel(
         config=bert_config,
@@ -243,13 +245,13 @@ def model_fn_builder(bert_config, init_checkpoint, layer_indexes, use_tpu,
         input_mask=features["input_mask"],
         token_type_ids=features["input_type_ids"],
         use_one_hot_embeddings=use_one_hot_embeddings)
-    scaffold_fn = estimator_utils.init_from_checkpoint(init_checkpoint,
+    scaffold_fn = model_fn_utils.init_from_checkpoint(init_checkpoint,
                                                        use_tpu)
     all_layers = model.get_all_encoder_layers()
     predictions = {"unique_id": features["unique_ids"]}
     for n, layer_index in enumerate(layer_indexes):
       predictions["layer_output_%d" % n] = all_layers[layer_index]
-    return tf.estimator.tpu.TPUEstimatorSpec(
+    return spec_lib.model_spec(
         mode=mode, predictions=predictions, scaffold_fn=scaffold_fn)
 
   return model_fn
@@ -343,13 +345,13 @@ def _flag_problems(flag_values):
   return problems
 
 
-def _write_predictions(estimator, input_fn, pending, layer_indexes,
+def _write_predictions(model_runner, input_fn, pending, layer_indexes,
                        output_file):
   """Streams predictions to `output_file` atomically; returns the count."""
   count = 0
   start = time.time()
   with io_utils.atomic_write(output_file) as writer:
-    for result in estimator.predict(input_fn, yield_single_examples=True):
+    for result in model_runner.predict(input_fn, yield_single_examples=True):
       feature = pending.pop(int(result["unique_id"]))
       writer.write(format_output_line(feature, result, layer_indexes))
       count += 1
@@ -370,14 +372,13 @@ def main(_):
   layer_indexes = parse_layer_indexes(FLAGS.layers,
                                       bert_config.num_hidden_layers)
 
-  # 2. The estimator (the TPU options; no training).
+  # 2. The runner (the runner and TPU options; no training).
   run = training_options.from_flags(FLAGS)
   use_tpu = run.tpu.use_tpu
   model_fn = model_fn_builder(bert_config, init_checkpoint, layer_indexes,
                               use_tpu, FLAGS.use_one_hot_embeddings)
-  estimator = estimator_utils.make_estimator(
-      model_fn, estimator_utils.run_config_from_options(run, output_dir=None),
-      use_tpu, predict_batch_size=FLAGS.batch_size)
+  model_runner = runner_lib.make_runner(
+      model_fn, run, output_dir=None, predict_batch_size=FLAGS.batch_size)
 
   def features():
     return iter_features(iter_examples(FLAGS.input_file),
@@ -393,7 +394,7 @@ def main(_):
     pending = _PendingFeatures(features())
     input_fn = streaming_input_fn_builder(lambda: pending,
                                           FLAGS.max_seq_length)
-  count = _write_predictions(estimator, input_fn, pending, layer_indexes,
+  count = _write_predictions(model_runner, input_fn, pending, layer_indexes,
                              FLAGS.output_file)
   logging.info("Wrote %d examples to %s", count, FLAGS.output_file)
 
@@ -401,7 +402,7 @@ def main(_):
 def cli():
   """Command-line entry point: defines the flags, then runs `main`."""
   define_flags()
-  runner.run_main(main)
+  entry.run_main(main)
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ from absl import logging
 import numpy as np
 
 from bert_tf import io as io_utils
-from bert_tf.cli import runner
+from bert_tf.cli import entry
 from bert_tf.export import saved_model as export_utils
 from bert_tf.export import serving
 from bert_tf.tasks.classifier import data as classifier_data
@@ -194,7 +194,7 @@ def main(_):
 def cli():
   """Command-line entry point: defines the flags, then runs `main`."""
   define_flags()
-  runner.run_main(main)
+  entry.run_main(main)
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ import tensorflow.compat.v1 as tf
 from bert_tf import io as io_utils
 from bert_tf.checks import records as record_checks
 from bert_tf.cli import flags as cli_flags
-from bert_tf.cli import runner
+from bert_tf.cli import entry
 from bert_tf.cli import startup
 from bert_tf.export import saved_model as export_utils
 # The reference's public names of this module (`run_classifier.InputExample`,
@@ -57,7 +57,8 @@ from bert_tf.tasks.classifier.model import create_model
 from bert_tf.tasks.classifier.model import model_fn_builder
 from bert_tf.tasks.classifier.model import write_test_results
 from bert_tf.train import distribute as distribute_utils
-from bert_tf.train import estimator as estimator_utils
+from bert_tf.train import model_fn as model_fn_utils
+from bert_tf.runner import select as runner_lib
 from bert_tf.train import hooks as train_hooks
 from bert_tf.train import options as training_options
 # `run_classifier.modeling` and `.tokenization`, as in the reference.
@@ -227,12 +228,12 @@ def main(_):
     # Held while main runs: no other training run may use the folder.
     output_lock = train_hooks.start_training(output_dir)
 
-  # 3. The estimator. Steps count updates, of --train_batch_size times
+  # 3. The runner. Steps count updates, of --train_batch_size times
   # --gradient_accumulation_steps examples each.
   update_size = run.examples_per_update
   num_train_steps, num_warmup_steps = None, None
   if run.do_train:
-    num_train_steps, num_warmup_steps = estimator_utils.fine_tuning_steps(
+    num_train_steps, num_warmup_steps = model_fn_utils.fine_tuning_steps(
         len(examples["train"]), update_size, FLAGS.num_train_epochs,
         FLAGS.warmup_proportion)
   model_fn = model_fn_builder(
@@ -245,7 +246,7 @@ def main(_):
       metric_names=processor.metric_names,
       options=run.training.optimizer_options,
       compute_dtype=run.training.compute_dtype)
-  estimator = estimator_utils.estimator_from_options(
+  model_runner = runner_lib.make_runner(
       model_fn, run, output_dir,
       eval_batch_size=FLAGS.eval_batch_size,
       predict_batch_size=FLAGS.predict_batch_size)
@@ -263,14 +264,14 @@ def main(_):
         output_dir, num_train_steps, run.save_checkpoints_steps,
         run.save_checkpoints_secs, use_tpu)
     with record_checks.reading([train_file]):
-      estimator.train(
+      model_runner.train(
           input_fn=file_based_input_fn_builder(
               train_file, seq_length, is_training=True, drop_remainder=True,
               is_regression=is_regression),
           max_steps=num_train_steps,
           # Progress (examples/sec, ETA) about ten times a run, at most every
           # 100 steps.
-          hooks=[estimator_utils.ProgressHook(
+          hooks=[train_hooks.ProgressHook(
               update_size, total_steps=num_train_steps,
               every_n_steps=min(100, max(1, num_train_steps // 10)))] +
           run_hooks)
@@ -284,7 +285,7 @@ def main(_):
     # On TPU every batch is whole; elsewhere the last partial batch is kept
     # and evaluation runs until the data is exhausted.
     with record_checks.reading([eval_file]):
-      result = estimator.evaluate(
+      result = model_runner.evaluate(
           input_fn=file_based_input_fn_builder(
               eval_file, seq_length, is_training=False,
               drop_remainder=use_tpu, is_regression=is_regression),
@@ -299,11 +300,11 @@ def main(_):
         predict_file, examples["test"], label_list, seq_length, tokenizer,
         FLAGS.predict_batch_size, use_tpu)
     with record_checks.reading([predict_file]):  # predict() is lazy.
-      predictions = estimator.predict(
+      predictions = model_runner.predict(
           input_fn=file_based_input_fn_builder(
               predict_file, seq_length, is_training=False,
               drop_remainder=use_tpu, is_regression=is_regression),
-          hooks=[estimator_utils.ProgressHook(
+          hooks=[train_hooks.ProgressHook(
               FLAGS.predict_batch_size,
               total_steps=-(-num_written // FLAGS.predict_batch_size))])
       output_file = os.path.join(output_dir, "test_results.tsv")
@@ -317,7 +318,7 @@ def main(_):
 def cli():
   """Command-line entry point: defines the flags, then runs `main`."""
   define_flags()
-  runner.run_main(main)
+  entry.run_main(main)
 
 
 if __name__ == "__main__":

@@ -31,7 +31,10 @@ from absl import flags
 from absl import logging
 import tensorflow.compat.v1 as tf
 
-from bert_tf.train import estimator as estimator_utils
+from bert_tf.train import model_fn as model_fn_utils
+from bert_tf.train import spec as spec_lib
+from bert_tf.train import input_fn as input_utils
+from bert_tf.runner import select as runner_lib
 from bert_tf.export import saved_model as export_utils
 from bert_tf import io as io_utils
 import modeling
@@ -41,7 +44,7 @@ from bert_tf.tasks.ner import reader as ner_reader
 from bert_tf.tasks.ner import tags as ner_tags
 from bert_tf.checks import records as record_checks
 from bert_tf.cli import flags as cli_flags
-from bert_tf.cli import runner
+from bert_tf.cli import entry
 from bert_tf.cli import startup
 from bert_tf.train import distribute as distribute_utils
 from bert_tf.train import hooks as train_hooks
@@ -142,7 +145,7 @@ def create_model(bert_config, is_training, input_ids, input_mask, segment_ids,
     per_token_loss = -tf.reduce_sum(one_hot * log_probs, axis=-1)  # [B, L]
     # As the reference's masked-LM loss: a batch without labels gives 0.
     # Under a strategy: the mean over the labelled tokens of all replicas.
-    loss = estimator_utils.weighted_mean_loss(per_token_loss, label_weights)
+    loss = model_fn_utils.weighted_mean_loss(per_token_loss, label_weights)
   return loss, per_token_loss, logits, probabilities
 
 
@@ -173,7 +176,7 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate,
 
   def model_fn(features, labels, mode, params):
     del labels, params  # Unused.
-    is_training = mode == tf.estimator.ModeKeys.TRAIN
+    is_training = mode == spec_lib.ModeKeys.TRAIN
     is_real = tf.cast(features["is_real_example"], tf.float32)
     label_weights = tf.cast(features["label_weights"],
                             tf.float32) * is_real[:, None]
@@ -183,14 +186,14 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate,
         features["label_ids"], label_weights, num_labels,
         use_one_hot_embeddings,
         compute_dtype=compute_dtype)
-    scaffold_fn = estimator_utils.init_from_checkpoint(init_checkpoint,
+    scaffold_fn = model_fn_utils.init_from_checkpoint(init_checkpoint,
                                                        use_tpu)
-    if mode == tf.estimator.ModeKeys.TRAIN:
-      return estimator_utils.train_spec(loss, learning_rate, num_train_steps,
+    if mode == spec_lib.ModeKeys.TRAIN:
+      return model_fn_utils.train_spec(loss, learning_rate, num_train_steps,
                                         num_warmup_steps, use_tpu,
                                         scaffold_fn, options=options)
-    if mode == tf.estimator.ModeKeys.EVAL:
-      return tf.estimator.tpu.TPUEstimatorSpec(
+    if mode == spec_lib.ModeKeys.EVAL:
+      return spec_lib.model_spec(
           mode=mode, loss=loss,
           eval_metrics=(metric_fn, [per_token_loss, label_weights]),
           scaffold_fn=scaffold_fn)
@@ -199,7 +202,7 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate,
         "probabilities": probabilities,
         "predictions": tf.argmax(logits, axis=-1, output_type=tf.int32),
     }
-    return tf.estimator.tpu.TPUEstimatorSpec(
+    return spec_lib.model_spec(
         mode=mode, predictions=predictions, scaffold_fn=scaffold_fn)
 
   return model_fn
@@ -286,20 +289,20 @@ def _record_file(flag_values, name):
 def _input_fn(flag_values, features, name, is_training):
   record_file = _record_file(flag_values, name)
   ner_features.write_features(features, record_file)
-  return estimator_utils.tfrecord_input_fn_builder(
+  return input_utils.tfrecord_input_fn_builder(
       [record_file], ner_features.name_to_features(flag_values.max_seq_length),
       is_training=is_training,
       drop_remainder=is_training or flag_values.use_tpu)
 
 
-def _predict_words(flag_values, estimator, sentences, features, label_list,
+def _predict_words(flag_values, model_runner, sentences, features, label_list,
                    name, batch_size):
   """Runs prediction and returns each word's label (see word_predictions)."""
   input_fn = _input_fn(flag_values, features, name, is_training=False)
   with record_checks.reading([_record_file(flag_values, name)]):
-    predictions = estimator.predict(
+    predictions = model_runner.predict(
         input_fn=input_fn, yield_single_examples=True,
-        hooks=[estimator_utils.ProgressHook(
+        hooks=[train_hooks.ProgressHook(
             batch_size, total_steps=-(-len(features) // batch_size))])
     return ner_metrics.word_predictions(sentences, features, predictions,
                                         label_list)
@@ -350,7 +353,7 @@ def main(_):
               if use_tpu else None)
   pad_predict = FLAGS.predict_batch_size if use_tpu else None
 
-  # 3. The estimator. Steps count updates, of --train_batch_size times
+  # 3. The runner. Steps count updates, of --train_batch_size times
   # --gradient_accumulation_steps examples each.
   update_size = run.examples_per_update
   num_train_steps, num_warmup_steps, train_features = None, None, None
@@ -362,7 +365,7 @@ def main(_):
     if not train_features:
       raise ValueError("%s: no word of any sentence has a WordPiece; nothing "
                        "to train on" % files["train"][0])
-    num_train_steps, num_warmup_steps = estimator_utils.fine_tuning_steps(
+    num_train_steps, num_warmup_steps = model_fn_utils.fine_tuning_steps(
         len(train_features), update_size, FLAGS.num_train_epochs,
         FLAGS.warmup_proportion)
   model_fn = model_fn_builder(
@@ -372,7 +375,7 @@ def main(_):
       use_tpu=use_tpu, use_one_hot_embeddings=use_tpu,
       options=run.training.optimizer_options,
       compute_dtype=run.training.compute_dtype)
-  estimator = estimator_utils.estimator_from_options(
+  model_runner = runner_lib.make_runner(
       model_fn, run, FLAGS.output_dir,
       eval_batch_size=FLAGS.eval_batch_size,
       predict_batch_size=FLAGS.predict_batch_size)
@@ -389,10 +392,10 @@ def main(_):
         FLAGS.output_dir, num_train_steps, run.save_checkpoints_steps,
         run.save_checkpoints_secs, use_tpu)
     with record_checks.reading([_record_file(FLAGS, "train")]):
-      estimator.train(
+      model_runner.train(
           input_fn=train_input_fn,
           max_steps=num_train_steps,
-          hooks=[estimator_utils.ProgressHook(
+          hooks=[train_hooks.ProgressHook(
               update_size, total_steps=num_train_steps,
               every_n_steps=min(100, max(1, num_train_steps // 10)))] +
           run_hooks)
@@ -404,11 +407,11 @@ def main(_):
     logging.info("***** Running evaluation: %d features *****",
                  len(features))
     with record_checks.reading([_record_file(FLAGS, "eval")]):
-      result = estimator.evaluate(
+      result = model_runner.evaluate(
           input_fn=_input_fn(FLAGS, features, "eval", is_training=False),
           steps=len(features) // FLAGS.eval_batch_size if use_tpu
           else None)
-    predicted = _predict_words(FLAGS, estimator, sentences, features,
+    predicted = _predict_words(FLAGS, model_runner, sentences, features,
                                label_list, "eval", FLAGS.predict_batch_size)
     scores = ner_metrics.entity_scores([s.labels for s in sentences],
                                        predicted, types)
@@ -424,7 +427,7 @@ def main(_):
                          pad_predict)
     logging.info("***** Running prediction: %d features *****",
                  len(features))
-    predicted = _predict_words(FLAGS, estimator, sentences, features,
+    predicted = _predict_words(FLAGS, model_runner, sentences, features,
                                label_list, "predict", FLAGS.predict_batch_size)
     ner_metrics.write_conll_predictions(
         os.path.join(FLAGS.output_dir, "test_predictions.txt"), sentences,
@@ -442,7 +445,7 @@ def main(_):
 def cli():
   """Command-line entry point: defines the flags, then runs `main`."""
   define_flags()
-  runner.run_main(main)
+  entry.run_main(main)
 
 
 if __name__ == "__main__":

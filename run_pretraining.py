@@ -30,10 +30,13 @@ import tensorflow.compat.v1 as tf
 from bert_tf import io as io_utils
 from bert_tf.checks import records as record_checks
 from bert_tf.cli import flags as cli_flags
-from bert_tf.cli import runner
+from bert_tf.cli import entry
 from bert_tf.cli import startup
 from bert_tf.train import distribute as distribute_utils
-from bert_tf.train import estimator as estimator_utils
+from bert_tf.train import model_fn as model_fn_utils
+from bert_tf.train import spec as spec_lib
+from bert_tf.train import input_fn as input_utils
+from bert_tf.runner import select as runner_lib
 from bert_tf.train import hooks as train_hooks
 from bert_tf.train import options as training_options
 import modeling
@@ -113,7 +116,7 @@ def get_masked_lm_output(bert_config, input_tensor, output_weights, positions,
   Returns:
     (loss, per_example_loss, log_probs): float32 scalar
     sum(w * loss) / (sum(w) + 1e-5) (the sums over the global batch under a
-    strategy: `estimator_utils.weighted_mean_loss`); float32 Tensor [batch_size *
+    strategy: `model_fn_utils.weighted_mean_loss`); float32 Tensor [batch_size *
     max_predictions_per_seq]; float32 Tensor [batch_size *
     max_predictions_per_seq, vocab_size].
   """
@@ -139,7 +142,7 @@ def get_masked_lm_output(bert_config, input_tensor, output_weights, positions,
     per_example_loss = -tf.reduce_sum(log_probs * one_hot_labels, axis=[-1])
     # Padded prediction slots have weight 0; 1e-5 avoids 0 / 0. Under a
     # strategy the mean is over the global batch's predictions.
-    loss = estimator_utils.weighted_mean_loss(per_example_loss, label_weights)
+    loss = model_fn_utils.weighted_mean_loss(per_example_loss, label_weights)
   return loss, per_example_loss, log_probs
 
 
@@ -176,7 +179,7 @@ def get_next_sentence_output(bert_config, input_tensor, labels):
 
 
 # ----------------------------------------------------------------------------
-# Estimator functions
+# The model_fn and input_fn
 # ----------------------------------------------------------------------------
 
 
@@ -232,7 +235,7 @@ def model_fn_builder(bert_config, init_checkpoint, learning_rate,
 
     model = modeling.BertModel(
         config=bert_config,
-        is_training=(mode == tf.estimator.ModeKeys.TRAIN),
+        is_training=(mode == spec_lib.ModeKeys.TRAIN),
         input_ids=features["input_ids"],
         input_mask=features["input_mask"],
         token_type_ids=features["segment_ids"],
@@ -248,20 +251,20 @@ def model_fn_builder(bert_config, init_checkpoint, learning_rate,
                                  features["next_sentence_labels"]))
     total_loss = masked_lm_loss + next_sentence_loss
 
-    scaffold_fn = estimator_utils.init_from_checkpoint(init_checkpoint,
+    scaffold_fn = model_fn_utils.init_from_checkpoint(init_checkpoint,
                                                        use_tpu)
-    if mode == tf.estimator.ModeKeys.TRAIN:
-      return estimator_utils.train_spec(
+    if mode == spec_lib.ModeKeys.TRAIN:
+      return model_fn_utils.train_spec(
           total_loss, learning_rate, num_train_steps, num_warmup_steps,
           use_tpu, scaffold_fn, options=options)
-    if mode == tf.estimator.ModeKeys.EVAL:
+    if mode == spec_lib.ModeKeys.EVAL:
       eval_metrics = (_metric_fn, [
           masked_lm_example_loss, masked_lm_log_probs,
           features["masked_lm_ids"], features["masked_lm_weights"],
           next_sentence_example_loss, next_sentence_log_probs,
           features["next_sentence_labels"]
       ])
-      return tf.estimator.tpu.TPUEstimatorSpec(
+      return spec_lib.model_spec(
           mode=mode, loss=total_loss, eval_metrics=eval_metrics,
           scaffold_fn=scaffold_fn)
     raise ValueError("run_pretraining supports TRAIN and EVAL modes, got %s" %
@@ -303,11 +306,11 @@ def input_fn_builder(input_files, max_seq_length, max_predictions_per_seq,
     max_predictions_per_seq: int, length of the `masked_lm_*` features.
     is_training: bool.
     num_cpu_threads: int, parallel readers and parsers when training.
-    use_tpu: bool, whether the estimator runs on TPU (an addition to the
+    use_tpu: bool, whether the model runs on TPU (an addition to the
       reference's signature; only evaluation depends on it).
   """
   fixed_batches = is_training or use_tpu
-  base_input_fn = estimator_utils.tfrecord_input_fn_builder(
+  base_input_fn = input_utils.tfrecord_input_fn_builder(
       input_files, _name_to_features(max_seq_length, max_predictions_per_seq),
       is_training=is_training, drop_remainder=fixed_batches,
       num_cpu_threads=num_cpu_threads)
@@ -440,7 +443,7 @@ def main(_):
   for path in input_files:
     logging.info("  %s", path)
 
-  # 2. The model and the estimator. Steps count updates.
+  # 2. The model and the runner. Steps count updates.
   model_fn = model_fn_builder(
       bert_config=bert_config,
       init_checkpoint=init_checkpoint,
@@ -451,7 +454,7 @@ def main(_):
       use_one_hot_embeddings=use_tpu,
       options=run.training.optimizer_options,
       compute_dtype=run.training.compute_dtype)
-  estimator = estimator_utils.estimator_from_options(
+  model_runner = runner_lib.make_runner(
       model_fn, run, FLAGS.output_dir,
       eval_batch_size=FLAGS.eval_batch_size)
 
@@ -464,12 +467,12 @@ def main(_):
         FLAGS.output_dir, FLAGS.num_train_steps,
         run.save_checkpoints_steps, run.save_checkpoints_secs, use_tpu)
     with record_checks.reading(input_files):
-      estimator.train(
+      model_runner.train(
           input_fn=input_fn_builder(input_files, FLAGS.max_seq_length,
                                     FLAGS.max_predictions_per_seq,
                                     is_training=True),
           max_steps=FLAGS.num_train_steps,
-          hooks=[estimator_utils.ProgressHook(
+          hooks=[train_hooks.ProgressHook(
               update_size, total_steps=FLAGS.num_train_steps,
               every_n_steps=min(100, run.iterations_per_loop))] + run_hooks)
     train_hooks.exit_if_preempted(FLAGS.output_dir, run_hooks)
@@ -479,7 +482,7 @@ def main(_):
     logging.info("  Batch size = %d, at most %d steps", FLAGS.eval_batch_size,
                  FLAGS.max_eval_steps)
     with record_checks.reading(input_files):
-      result = estimator.evaluate(
+      result = model_runner.evaluate(
           input_fn=input_fn_builder(input_files, FLAGS.max_seq_length,
                                     FLAGS.max_predictions_per_seq,
                                     is_training=False, use_tpu=use_tpu),
@@ -491,7 +494,7 @@ def main(_):
 def cli():
   """Command-line entry point: defines the flags, then runs `main`."""
   define_flags()
-  runner.run_main(main)
+  entry.run_main(main)
 
 
 if __name__ == "__main__":

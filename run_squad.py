@@ -40,7 +40,7 @@ import tensorflow.compat.v1 as tf
 
 from bert_tf.checks import records as record_checks
 from bert_tf.cli import flags as cli_flags
-from bert_tf.cli import runner
+from bert_tf.cli import entry
 from bert_tf.cli import startup
 from bert_tf.export import saved_model as export_utils
 # The reference's public names of this module (`run_squad.read_squad_examples`,
@@ -61,7 +61,8 @@ from bert_tf.tasks.squad.predictions import RawResult
 from bert_tf.tasks.squad.predictions import score_predictions
 from bert_tf.tasks.squad.predictions import write_predictions
 from bert_tf.train import distribute as distribute_utils
-from bert_tf.train import estimator as estimator_utils
+from bert_tf.train import model_fn as model_fn_utils
+from bert_tf.runner import select as runner_lib
 from bert_tf.train import hooks as train_hooks
 from bert_tf.train import options as training_options
 # `run_squad.modeling` and `.tokenization`, as in the reference.
@@ -192,7 +193,7 @@ def _write_features(path, examples, tokenizer, max_seq_length, doc_stride,
 
 
 def _raw_results(predictions, num_features):
-  """`RawResult`s of the estimator's predictions, with progress logs."""
+  """`RawResult`s of the runner's predictions, with progress logs."""
   results = []
   for prediction in predictions:
     results.append(RawResult(
@@ -256,7 +257,7 @@ def main(_):
                        "(none, or all skipped)" % FLAGS.train_file)
     # Shuffled once, with the reference's seed.
     random.Random(12345).shuffle(train_examples)
-    num_train_steps, num_warmup_steps = estimator_utils.fine_tuning_steps(
+    num_train_steps, num_warmup_steps = model_fn_utils.fine_tuning_steps(
         len(train_examples), update_size, FLAGS.num_train_epochs,
         FLAGS.warmup_proportion)
   tf.io.gfile.makedirs(out)
@@ -264,7 +265,7 @@ def main(_):
     # Held while main runs: no other training run may use the folder.
     output_lock = train_hooks.start_training(out)
 
-  # 3. The estimator.
+  # 3. The runner.
   model_fn = model_fn_builder(
       bert_config=model.bert_config, init_checkpoint=model.init_checkpoint,
       learning_rate=FLAGS.learning_rate, num_train_steps=num_train_steps,
@@ -272,7 +273,7 @@ def main(_):
       use_one_hot_embeddings=use_tpu,
       options=run.training.optimizer_options,
       compute_dtype=run.training.compute_dtype)
-  estimator = estimator_utils.estimator_from_options(
+  model_runner = runner_lib.make_runner(
       model_fn, run, out, predict_batch_size=FLAGS.predict_batch_size)
 
   # 4. Train, predict, score.
@@ -288,11 +289,11 @@ def main(_):
         out, num_train_steps, run.save_checkpoints_steps,
         run.save_checkpoints_secs, use_tpu)
     with record_checks.reading([train_file]):
-      estimator.train(
+      model_runner.train(
           input_fn=input_fn_builder(train_file, FLAGS.max_seq_length,
                                     is_training=True, drop_remainder=True),
           max_steps=num_train_steps,
-          hooks=[estimator_utils.ProgressHook(update_size, num_train_steps)] +
+          hooks=[train_hooks.ProgressHook(update_size, num_train_steps)] +
           run_hooks)
     train_hooks.exit_if_preempted(out, run_hooks)
   if run.do_predict:
@@ -307,7 +308,7 @@ def main(_):
                  num_features, FLAGS.predict_batch_size)
     with record_checks.reading([eval_file]):
       results = _raw_results(
-          estimator.predict(
+          model_runner.predict(
               input_fn_builder(eval_file, FLAGS.max_seq_length,
                                is_training=False, drop_remainder=False),
               yield_single_examples=True), num_features)
@@ -329,7 +330,7 @@ def main(_):
 def cli():
   """Command-line entry point: defines the flags, then runs `main`."""
   define_flags()
-  runner.run_main(main)
+  entry.run_main(main)
 
 
 if __name__ == "__main__":

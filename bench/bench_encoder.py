@@ -42,11 +42,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 # pylint: disable=g-import-not-at-top,wrong-import-position
 import tensorflow.compat.v1 as tf
 
-from bert_tf.train import estimator as estimator_utils
 import modeling
 import optimization
 import run_pretraining
-from bert_tf.cli import runner
+from bert_tf.cli import entry
 # pylint: enable=g-import-not-at-top,wrong-import-position
 
 FLAGS = flags.FLAGS
@@ -331,4 +330,4 @@ def main(_):
 
 if __name__ == "__main__":
   define_flags()
-  runner.run_main(main)
+  entry.run_main(main)

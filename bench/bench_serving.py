@@ -44,12 +44,12 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 from absl import logging
 import tensorflow.compat.v1 as tf
 
-from bert_tf.train import estimator as estimator_utils
+from bert_tf.runner import estimator as estimator_runner
 from bert_tf.export import saved_model as export_utils
 import modeling
 import run_classifier
 from bert_tf.export import serving
-from bert_tf.cli import runner
+from bert_tf.cli import entry
 from bert_tf.cli import startup
 # pylint: enable=g-import-not-at-top,wrong-import-position
 
@@ -116,8 +116,8 @@ def random_inputs(rng, config, num, seq_length):
 
 def estimator_runner(model_fn, model_dir, batch_size):
   """predict(inputs) -> probabilities, one `TPUEstimator.predict` call."""
-  estimator = estimator_utils.make_estimator(
-      model_fn, estimator_utils.make_run_config(model_dir, 1000, 1), False,
+  estimator = estimator_runner.make_estimator(
+      model_fn, estimator_runner.make_run_config(model_dir, 1000, 1), False,
       predict_batch_size=batch_size)
 
   def predict(inputs):
@@ -237,4 +237,4 @@ def main(_):
 
 if __name__ == "__main__":
   define_flags()
-  runner.run_main(main)
+  entry.run_main(main)

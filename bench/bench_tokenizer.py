@@ -37,7 +37,7 @@ if _REPO not in sys.path:
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # runner loads TF.
 
-from bert_tf.cli import runner  # pylint: disable=g-import-not-at-top,wrong-import-position
+from bert_tf.cli import entry  # pylint: disable=g-import-not-at-top,wrong-import-position
 import tokenization  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 FLAGS = flags.FLAGS
@@ -260,4 +260,4 @@ def main(argv):
 
 if __name__ == "__main__":
   define_flags()
-  runner.run_main(main)
+  entry.run_main(main)

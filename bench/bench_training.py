@@ -50,7 +50,7 @@ import modeling
 import optimization
 import run_pretraining
 from bert_tf.cli import flags as cli_flags
-from bert_tf.cli import runner as cli_runner
+from bert_tf.cli import entry as cli_entry
 from bert_tf.train import options as training_options
 # pylint: enable=g-import-not-at-top,wrong-import-position
 
@@ -72,7 +72,7 @@ def define_flags():
                     "Gradient accumulation steps to time.")
   # --use_xla: also time fp32 adamw accumulation-1 training and fp32
   # inference with XLA auto-clustering (same process). The scripts' shared
-  # flag, so that cli_runner.run_main turns on XLA's CPU clustering in time
+  # flag, so that cli_entry.run_main turns on XLA's CPU clustering in time
   # (TensorFlow reads TF_XLA_FLAGS right after the flags are parsed).
   cli_flags.define_flags("use_xla")
 
@@ -300,4 +300,4 @@ def main(_):
 
 if __name__ == "__main__":
   define_flags()
-  cli_runner.run_main(main)
+  cli_entry.run_main(main)

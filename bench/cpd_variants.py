@@ -26,7 +26,7 @@ import create_pretraining_data as cpd  # pylint: disable=g-import-not-at-top
 from bert_tf import io as io_utils  # pylint: disable=g-import-not-at-top
 from bert_tf.tasks.pretraining import records as pretraining_records  # pylint: disable=g-import-not-at-top
 from bert_tf.tasks.pretraining import shuffle as pretraining_shuffle  # pylint: disable=g-import-not-at-top
-from bert_tf.cli import runner  # pylint: disable=g-import-not-at-top
+from bert_tf.cli import entry  # pylint: disable=g-import-not-at-top
 
 
 def _without_serializer():
@@ -107,7 +107,7 @@ def main():
     rest = rest[1:]
   sys.argv = [os.path.join(_REPO, "create_pretraining_data.py")] + rest
   cpd.define_flags()
-  runner.run_main(cpd.main)
+  entry.run_main(cpd.main)
 
 
 if __name__ == "__main__":

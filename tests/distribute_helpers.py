@@ -1,7 +1,7 @@
 """Helpers of the tf.distribute tests (test_distribute*.py).
 
 A script runs in a subprocess through `dumping_command`, whose main is the
-script's own with one change: the `estimator_utils.ProgressHook` of the
+script's own with one change: the `train_hooks.ProgressHook` of the
 training run dumps, when training ends, every copy (one per replica) of
 every global variable to the `.npz` file named by the DUMP_PATH environment
 variable. Dropout is
@@ -34,11 +34,11 @@ _DUMPING_MAIN = textwrap.dedent("""
     import numpy as np
     import tensorflow.compat.v1 as tf
     import modeling
-    from bert_tf.train import estimator as estimator_utils
-    from bert_tf.cli import runner
+    from bert_tf.train import hooks as train_hooks
+    from bert_tf.cli import entry
     import {script} as script
 
-    class DumpHook(estimator_utils.ProgressHook):
+    class DumpHook(train_hooks.ProgressHook):
       def end(self, session):
         super().end(session)
         path = os.environ["DUMP_PATH"]
@@ -51,11 +51,11 @@ _DUMPING_MAIN = textwrap.dedent("""
             fetches["%s@%d" % (v.name.split(":")[0], i)] = copy
         np.savez(path, **session.run(fetches))  # One run: one executor.
 
-    estimator_utils.ProgressHook = DumpHook
+    train_hooks.ProgressHook = DumpHook
     _dropout = modeling.dropout
     modeling.dropout = lambda tensor, prob: _dropout(tensor, 0.0)
     script.define_flags()
-    runner.run_main(script.main)
+    entry.run_main(script.main)
     """)
 
 

@@ -27,12 +27,21 @@ __all__ = ["REPO_ROOT", "DATA_DIR", "READ_FROM_SHARED", "in_ci",
            "skip_or_fail", "import_or_skip", "data_path", "shared_dir",
            "shared_path", "write_tsv", "write_json", "read_lines",
            "script_env", "script_command", "run_script", "tiny_model_flags",
-           "write_corpus"]
+           "write_corpus", "HAS_ESTIMATOR", "RUNNERS", "needs_estimator"]
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if REPO_ROOT not in sys.path:
   sys.path.insert(0, REPO_ROOT)
 DATA_DIR = os.path.join(REPO_ROOT, "tests", "data")
+
+# The stack: TensorFlow 2.15 has tf.estimator (both runners run), newer ones
+# only the session runner. A test of the Estimator itself is skipped on the
+# newer stack (it cannot run there; that is not missing data).
+from bert_tf.train import spec as _spec  # pylint: disable=wrong-import-position
+HAS_ESTIMATOR = _spec.estimator_available()
+RUNNERS = ("estimator", "session") if HAS_ESTIMATOR else ("session",)
+needs_estimator = pytest.mark.skipif(
+    not HAS_ESTIMATOR, reason="needs tf.estimator (the TensorFlow 2.15 stack)")
 # Conformance inputs that are byte-identical to a real data file of the shared
 # folder are not committed (no copy of shared/data may be): data_path reads
 # them from there. tests/data path -> parts under $BERT_SHARED_DIR.

@@ -25,7 +25,6 @@ from helpers import script_env
 from helpers import write_corpus
 from helpers import skip_or_fail
 import create_pretraining_data as cpd
-from bert_tf.train import estimator as estimator_utils
 from bert_tf.tasks.pretraining import processes as pretraining_processes
 from bert_tf.tasks.pretraining import records as pretraining_records
 import tokenization

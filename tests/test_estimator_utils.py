@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
-from bert_tf.train import estimator as estimator_utils
+from bert_tf.train import model_fn as model_fn_utils
+from bert_tf.train import input_fn as input_utils
 from bert_tf import io as io_utils
 
 def test_decode_record_casts_int64_to_int32():
@@ -13,7 +14,7 @@ def test_decode_record_casts_int64_to_int32():
       "input_ids": io_utils.int64_feature([1, 2, 3]),
       "weights": io_utils.float_feature([0.5, 1.0])}))
   with tf.Graph().as_default():
-    parsed = estimator_utils.decode_record(
+    parsed = input_utils.decode_record(
         tf.constant(example.SerializeToString()),
         {"input_ids": tf.FixedLenFeature([3], tf.int64),
          "weights": tf.FixedLenFeature([2], tf.float32)})
@@ -34,7 +35,7 @@ def test_tfrecord_input_fn_eval_reads_in_order_and_keeps_last_batch(tmp_path):
         writer.write(tf.train.Example(features=tf.train.Features(feature={
             "x": io_utils.int64_feature([value])})).SerializeToString())
         value += 1
-  input_fn = estimator_utils.tfrecord_input_fn_builder(
+  input_fn = input_utils.tfrecord_input_fn_builder(
       paths, {"x": tf.FixedLenFeature([1], tf.int64)}, is_training=False,
       drop_remainder=False)
   with tf.Graph().as_default():
@@ -47,10 +48,10 @@ def test_tfrecord_input_fn_eval_reads_in_order_and_keeps_last_batch(tmp_path):
 
 
 def test_fine_tuning_steps_follow_epochs_and_warmup():
-  assert estimator_utils.fine_tuning_steps(100, 32, 3.0, 0.1) == (9, 0)
-  assert estimator_utils.fine_tuning_steps(3668, 32, 3.0, 0.1) == (343, 34)
+  assert model_fn_utils.fine_tuning_steps(100, 32, 3.0, 0.1) == (9, 0)
+  assert model_fn_utils.fine_tuning_steps(3668, 32, 3.0, 0.1) == (343, 34)
   # A training set smaller than one batch still trains one step.
-  assert estimator_utils.fine_tuning_steps(5, 32, 1.0, 0.1) == (1, 0)
+  assert model_fn_utils.fine_tuning_steps(5, 32, 1.0, 0.1) == (1, 0)
 
 
 def test_init_from_checkpoint_refuses_a_checkpoint_without_bert(tmp_path):
@@ -64,4 +65,4 @@ def test_init_from_checkpoint_refuses_a_checkpoint_without_bert(tmp_path):
     tf.get_variable("bert/embeddings/word_embeddings", shape=[4, 2])
     with pytest.raises(ValueError, match="--init_checkpoint: none of the "
                        "model's 1 variables is in"):
-      estimator_utils.init_from_checkpoint(prefix, use_tpu=False)
+      model_fn_utils.init_from_checkpoint(prefix, use_tpu=False)

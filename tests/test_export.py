@@ -1,5 +1,5 @@
 """Tests for bert_tf/export/ (saved_model.py, serving.py) and
-predict_saved_model.py: exported SavedModels give the Estimator's numbers,
+predict_saved_model.py: exported SavedModels give the runner's numbers,
 through Python, saved_model_cli and the prediction script, and bad input is
 refused in one line."""
 
@@ -18,7 +18,9 @@ from helpers import data_path
 from helpers import REPO_ROOT
 from helpers import shared_path
 
-from bert_tf.train import estimator as estimator_utils
+from bert_tf.train import model_fn as model_fn_utils
+from bert_tf.runner import select as runner_lib
+from bert_tf.train import options as training_options
 from bert_tf.export import saved_model as export_utils
 import modeling
 import predict_saved_model
@@ -65,7 +67,7 @@ def _write_fine_tuned_checkpoint(output_dir, kind, with_global_step=True):
           1 if regression else 2, False, is_regression=regression)
     if with_global_step:
       tf.train.get_or_create_global_step()
-    estimator_utils.init_from_checkpoint(_model_file("bert_model.ckpt"),
+    model_fn_utils.init_from_checkpoint(_model_file("bert_model.ckpt"),
                                          False)
     with tf.Session() as session:
       session.run(tf.global_variables_initializer())
@@ -158,18 +160,19 @@ def _squad_subset(tmp_path):
   return str(path)
 
 
-def _estimator_predict(model_fn, model_dir, features, batch_size=8):
-  """TPUEstimator (as the scripts run it, off TPU) predictions of a dict of
-  int32 arrays, from the latest checkpoint of model_dir."""
-  estimator = estimator_utils.make_estimator(
-      model_fn, estimator_utils.make_run_config(model_dir, 1000, 1), False,
-      predict_batch_size=batch_size)
+def _runner_predict(model_fn, model_dir, features, batch_size=8):
+  """The scripts' runner's predictions (the TPUEstimator off TPU on TF 2.15,
+  else the session runner) of a dict of int32 arrays, from the latest
+  checkpoint of model_dir."""
+  model_runner = runner_lib.make_runner(
+      model_fn, training_options.RunOptions(save_checkpoints_steps=1000),
+      model_dir, predict_batch_size=batch_size)
 
   def input_fn(params):
     return tf.data.Dataset.from_tensor_slices(features).batch(
         params["batch_size"])
 
-  return list(estimator.predict(input_fn))
+  return list(model_runner.predict(input_fn))
 
 
 # ----------------------------------------------------------------------------
@@ -242,14 +245,13 @@ def test_serving_input_fills_the_features_a_client_does_not_send():
   # NER-style: a per-token label feature [batch, seq] besides the inputs.
   extra = {"label_ids": (tf.int32, [5], 0), "weight": (tf.float32, [], 1.5)}
   with tf.Graph().as_default():
-    receiver = export_utils.serving_input_fn_builder(5, extra)()
-    assert sorted(receiver.receiver_tensors) == sorted(
-        export_utils.INPUT_NAMES)
-    for tensor in receiver.receiver_tensors.values():
+    features, receivers = export_utils.serving_input_fn_builder(5, extra)()
+    assert sorted(receivers) == sorted(export_utils.INPUT_NAMES)
+    for tensor in receivers.values():
       assert tensor.dtype == tf.int32 and tensor.shape.as_list() == [None, 5]
     with tf.Session() as session:
-      got = session.run(receiver.features, {
-          receiver.receiver_tensors[n]: np.ones([3, 5], np.int32)
+      got = session.run(features, {
+          receivers[n]: np.ones([3, 5], np.int32)
           for n in export_utils.INPUT_NAMES})
   assert got["label_ids"].tolist() == [[0] * 5] * 3
   assert got["weight"].tolist() == [1.5] * 3
@@ -281,12 +283,12 @@ def _mrpc_features(tmp_path):
       for name in ("input_ids", "input_mask", "segment_ids")}
 
 
-def test_classifier_export_matches_estimator_predict(classifier, tmp_path):
+def test_classifier_export_matches_runner_predict(classifier, tmp_path):
   model_dir, _, _, version = classifier
   examples, inputs = _mrpc_features(tmp_path)
   features = dict(inputs, label_ids=np.zeros([len(examples)], np.int32),
                   is_real_example=np.ones([len(examples)], np.int32))
-  want = np.stack([p["probabilities"] for p in _estimator_predict(
+  want = np.stack([p["probabilities"] for p in _runner_predict(
       _classifier_model_fn(), model_dir, features)])
   model = serving.BertServingModel(version)
   got = model.run(inputs["input_ids"], inputs["input_mask"],
@@ -311,7 +313,7 @@ def test_regression_export_serves_predictions_of_shape_batch(tmp_path):
   examples, inputs = _mrpc_features(tmp_path)
   features = dict(inputs, label_ids=np.zeros([len(examples)], np.float32),
                   is_real_example=np.ones([len(examples)], np.int32))
-  want = np.array([p["predictions"] for p in _estimator_predict(
+  want = np.array([p["predictions"] for p in _runner_predict(
       _classifier_model_fn(True), str(tmp_path / "model"), features)])
   model = serving.BertServingModel(str(tmp_path / "export"))
   got = model.run(inputs["input_ids"], inputs["input_mask"],
@@ -332,7 +334,7 @@ def _squad_features(predict_file):
   return examples, features
 
 
-def test_squad_export_matches_estimator_predict_over_many_windows(squad,
+def test_squad_export_matches_runner_predict_over_many_windows(squad,
                                                                   tmp_path):
   model_dir, _, _, version = squad
   examples, features = _squad_features(_squad_subset(tmp_path))
@@ -341,7 +343,7 @@ def test_squad_export_matches_estimator_predict_over_many_windows(squad,
   assert min(windows) >= 3, windows  # Every context spans several windows.
   inputs = {name: np.array([getattr(f, name) for f in features], np.int32)
             for name in ("input_ids", "input_mask", "segment_ids")}
-  want = _estimator_predict(
+  want = _runner_predict(
       _squad_model_fn(), model_dir,
       dict(inputs, unique_ids=np.array([f.unique_id for f in features],
                                        np.int32)))

@@ -167,14 +167,13 @@ class _Session(object):
 
 def _progress_lines(monkeypatch, global_steps, total_steps, end_value=None):
   """ProgressHook's log lines for a run whose step reads `global_steps`."""
-  from bert_tf.train import estimator as estimator_utils  # pylint: disable=g-import-not-at-top
   lines = []
-  monkeypatch.setattr(estimator_utils.logging, "info",
+  monkeypatch.setattr(train_hooks.logging, "info",
                       lambda message, *args: lines.append(message % args))
   with tf.Graph().as_default():
     tf.train.get_or_create_global_step()
-    hook = estimator_utils.ProgressHook(4, total_steps=total_steps,
-                                        every_n_steps=100, every_n_secs=1e9)
+    hook = train_hooks.ProgressHook(4, total_steps=total_steps,
+                                    every_n_steps=100, every_n_secs=1e9)
     hook.begin()
     for value in global_steps:
       hook.after_run(None, _Values(value))

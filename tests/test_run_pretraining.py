@@ -9,7 +9,6 @@ import tensorflow.compat.v1 as tf
 
 from helpers import data_path
 from helpers import run_script
-from bert_tf.train import estimator as estimator_utils
 from bert_tf import io as io_utils
 import modeling
 import run_pretraining

@@ -15,11 +15,11 @@ from helpers import REPO_ROOT
 from helpers import script_env
 
 from bert_tf.cli import flags as cli_flags
-from bert_tf.cli import runner
+from bert_tf.cli import entry
 from bert_tf.cli import startup
 import modeling
 
-# The scripts at the repository root that run through `runner.run_main`.
+# The scripts at the repository root that run through `entry.run_main`.
 _SCRIPTS = ("run_pretraining", "run_classifier", "run_squad", "run_ner",
             "extract_features", "create_pretraining_data",
             "convert_checkpoint", "predict_saved_model")
@@ -71,10 +71,10 @@ def _run_script(tmp_path, body, args=(), env=None):
 @pytest.mark.slow
 def test_run_main_prints_bad_input_as_one_line(tmp_path):
   result = _run_script(tmp_path, """
-      from bert_tf.cli import runner
+      from bert_tf.cli import entry
       def main(_):
         raise ValueError("--input_file: 'x' matched\\nno files")
-      runner.run_main(main)
+      entry.run_main(main)
   """)
   assert result.returncode == 1
   assert result.stderr.splitlines()[-1] == (
@@ -101,9 +101,9 @@ def test_graph_execution_errors_are_cut_to_their_message():
       None, None, "Graph execution error:\n\nDetected at node 'x' defined at "
       "(most recent call last):\n  File \"a.py\", line 1\n    f()\n"
       "indices[1] = 1103 is not in [0, 1000)\n\t [[{{node x}}]]")
-  assert runner.one_line(error) == (
+  assert entry.one_line(error) == (
       "indices[1] = 1103 is not in [0, 1000)")
-  assert runner.one_line(ValueError("a\nb")) == "a b"
+  assert entry.one_line(ValueError("a\nb")) == "a b"
 
 
 def _save_checkpoint(path, global_step=None):
@@ -179,11 +179,11 @@ def test_flag_parsing_errors_are_one_line(tmp_path):
                      ([], "--need")):
     result = _run_script(tmp_path, """
         from absl import flags
-        from bert_tf.cli import runner
+        from bert_tf.cli import entry
         flags.DEFINE_enum("kind", "a", ["a", "b"], "a kind")
         flags.DEFINE_string("need", None, "needed")
         flags.mark_flag_as_required("need")
-        runner.run_main(lambda _: None)
+        entry.run_main(lambda _: None)
     """, args)
     assert result.returncode == 1
     last = result.stderr.strip().splitlines()[-1]
@@ -202,17 +202,16 @@ def test_use_xla_clusters_cpu_ops_in_main(tmp_path):
       from absl import flags
       import tensorflow.compat.v1 as tf
       from bert_tf.cli import flags as cli_flags
-      from bert_tf.cli import runner
+      from bert_tf.cli import entry
       from bert_tf.train import options as training_options
 
       def main(_):
-        run_config = training_options.configure_run_config(
-            tf.estimator.RunConfig(),
+        session_config, _ = training_options.session_settings(
             training_options.from_flags(flags.FLAGS).training)
         with tf.Graph().as_default():
           x = tf.random.normal([32, 32])
           y = tf.nn.relu(tf.matmul(x, x) + 1.0) * 2.0
-          with tf.Session(config=run_config.session_config) as sess:
+          with tf.Session(config=session_config) as sess:
             metadata = tf.RunMetadata()
             sess.run(y, options=tf.RunOptions(output_partition_graphs=True),
                      run_metadata=metadata)
@@ -220,7 +219,7 @@ def test_use_xla_clusters_cpu_ops_in_main(tmp_path):
                                for node in graph.node if "Xla" in node.op})))
 
       cli_flags.define_flags("use_xla")
-      runner.run_main(main)
+      entry.run_main(main)
   """, ["--use_xla"], env)
   assert result.returncode == 0, result.stderr[-3000:]
   assert {"_XlaCompile", "_XlaRun"} <= set(result.stdout.split())

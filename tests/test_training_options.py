@@ -16,11 +16,12 @@ import tensorflow.compat.v1 as tf
 
 from helpers import data_path
 from helpers import REPO_ROOT
+from helpers import needs_estimator
 
 from bert_tf import io as io_utils
 from bert_tf.cli import flags as cli_flags
 from bert_tf.train import distribute as distribute_utils
-from bert_tf.train import estimator as estimator_utils
+from bert_tf.runner import estimator as estimator_runner
 from bert_tf.train import options as training_options
 import optimization
 
@@ -176,25 +177,29 @@ def test_use_xla_without_xla_is_refused(monkeypatch):
     training_options.from_flags(_flag_values(use_xla=True))
 
 
-def test_configure_run_config_sets_jit_seed_and_determinism(monkeypatch):
+def test_session_settings_set_jit_seed_and_determinism(monkeypatch):
   calls = []
   monkeypatch.setattr(tf_v2.config.experimental, "enable_op_determinism",
                       lambda: calls.append("determinism"))
   monkeypatch.setenv("TF_XLA_FLAGS", "--tf_xla_auto_jit=1")
-  base = estimator_utils.make_run_config("/tmp/unused", 10, 1)
-  same = training_options.configure_run_config(
-      base, training_options.TrainingOptions())
-  assert same is base and not calls
-  configured = training_options.configure_run_config(
-      base, training_options.TrainingOptions(use_xla=True,
-                                             deterministic=True))
-  jit = configured.session_config.graph_options.optimizer_options
+  base = tf.ConfigProto(inter_op_parallelism_threads=3)
+  same = training_options.session_settings(
+      training_options.TrainingOptions(), base, 7)
+  assert same[0] is base and same[1] == 7 and not calls
+  session_config, seed = training_options.session_settings(
+      training_options.TrainingOptions(use_xla=True, deterministic=True),
+      base, 7)
+  jit = session_config.graph_options.optimizer_options
   assert jit.global_jit_level == tf.OptimizerOptions.ON_1
-  assert configured.session_config.allow_soft_placement
-  assert configured.tf_random_seed == training_options.DETERMINISTIC_SEED
-  assert configured.save_checkpoints_steps == 10  # The rest is kept.
+  assert session_config.inter_op_parallelism_threads == 3  # Kept.
+  assert base.graph_options.optimizer_options.global_jit_level == 0
+  assert seed == training_options.DETERMINISTIC_SEED
   assert calls == ["determinism"]
-  # The environment is runner.run_main's part (at flag parsing), not this.
+  # Without a base: the Estimator's soft placement.
+  alone, _ = training_options.session_settings(
+      training_options.TrainingOptions(use_xla=True))
+  assert alone.allow_soft_placement
+  # The environment is entry.run_main's part (at flag parsing), not this.
   assert os.environ["TF_XLA_FLAGS"] == "--tf_xla_auto_jit=1"
   training_options.enable_xla_cpu_clustering()
   assert os.environ["TF_XLA_FLAGS"] == (
@@ -203,12 +208,13 @@ def test_configure_run_config_sets_jit_seed_and_determinism(monkeypatch):
   assert os.environ["TF_XLA_FLAGS"].count("--tf_xla_cpu_global_jit") == 1
 
 
+@needs_estimator
 def test_run_config_from_options_reads_the_options_not_the_flags():
   run = training_options.RunOptions(
       tpu=training_options.TpuOptions(num_tpu_cores=2),
       distribute=training_options.DistributeOptions(random_seed=3),
       save_checkpoints_steps=7, iterations_per_loop=4)
-  config = estimator_utils.run_config_from_options(run, "/tmp/unused")
+  config = estimator_runner.run_config_from_options(run, "/tmp/unused")
   assert (config.save_checkpoints_steps, config.tf_random_seed,
           config.tpu_config.num_shards) == (7, 3, 2)
   assert config.train_distribute is None
@@ -218,13 +224,11 @@ _XLA_SCRIPT = textwrap.dedent("""
     import sys
     import tensorflow.compat.v1 as tf
     import modeling, optimization
-    from bert_tf.train import estimator as estimator_utils
     from bert_tf.train import options as training_options
     use_xla = sys.argv[1] == "xla"
-    if use_xla:  # As runner.run_main does at flag parsing.
+    if use_xla:  # As entry.run_main does at flag parsing.
       training_options.enable_xla_cpu_clustering()
-    run_config = training_options.configure_run_config(
-        estimator_utils.make_run_config("/tmp/unused", 10, 1),
+    session_config, _ = training_options.session_settings(
         training_options.TrainingOptions(use_xla=use_xla))
     with tf.Graph().as_default():
       config = modeling.BertConfig(vocab_size=99, hidden_size=32,
@@ -234,7 +238,7 @@ _XLA_SCRIPT = textwrap.dedent("""
                                  input_ids=tf.ones([2, 8], tf.int32))
       train_op = optimization.create_optimizer(
           tf.reduce_sum(model.get_pooled_output() ** 2), 1e-3, 10, 1, False)
-      session_config = run_config.session_config or tf.ConfigProto()
+      session_config = session_config or tf.ConfigProto()
       with tf.Session(config=session_config) as sess:
         sess.run(tf.global_variables_initializer())
         metadata = tf.RunMetadata()

@@ -51,7 +51,7 @@ def reading(paths):
 
   Wrap each estimator call (and the consuming of `predict`'s generator)
   that reads TFRecord files; the error goes on unchanged otherwise, for
-  `bert_tf.cli.runner.run_main` to report with `explain_data_loss`.
+  `bert_tf.cli.entry.run_main` to report with `explain_data_loss`.
 
   Args:
     paths: iterable of str, the TFRecord files being read.

@@ -1,6 +1,6 @@
 """The command line every script shares: flags, start-up checks, errors.
 
-`flags.py` holds the table of the shared flags, `runner.py` runs a script's
+`flags.py` holds the table of the shared flags, `entry.py` runs a script's
 `main` (one-line errors), `startup.py` the start-up checks of the model.
 
 Importing this package quiets TensorFlow's C++ start-up log

@@ -136,7 +136,13 @@ SHARED_FLAGS = types.MappingProxyType(collections.OrderedDict([
                     "in a new timestamped version sub-folder, after the other "
                     "steps. Alone (no --do_* step), it exports the latest "
                     "checkpoint of --output_dir, else --init_checkpoint.")),
-    # TPU.
+    # The runner, then the TPU.
+    ("runner", (
+        _enum(*training_options.RUNNERS), "auto",
+        "What runs the model: estimator, the TPUEstimator of TensorFlow "
+        "2.15 (needed on TPU); session, this project's runner on core "
+        "TensorFlow (any version from 2.15 on; same graph, same numbers); "
+        "auto, the Estimator where this TensorFlow has it, else session.")),
     ("use_tpu", (_B, False, "Run on a Cloud TPU (False: CPU or GPU).")),
     ("tpu_name", (_S, None,
                   "The Cloud TPU: its name, or a grpc://ip:port address.")),

@@ -17,21 +17,25 @@ the layout TensorFlow Serving's `--model_base_path` expects) holding:
   `max_seq_length`, label list, output names and the task's own settings),
   everything needed to turn raw text into the model's inputs.
 
-An existing version is never overwritten: each export is a new version.
+An existing version is never overwritten: each export is a new version
+(the next free number when two exports share a second), built in a hidden
+`.temp-<version>-<pid>/` folder beside it and renamed into place whole.
 
-The export runs through a plain `tf.estimator.Estimator` (not
-`TPUEstimator`, whose exports carry TPU tags), so the SavedModel loads with
-the default `serve` tag on CPU and GPU.
+The export builds the PREDICT graph itself and writes it with
+`SavedModelBuilder` (core TensorFlow, so it is the same on every stack and
+runner; a `TPUEstimator` export would carry TPU tags): the SavedModel loads
+with the default `serve` tag on CPU and GPU, on TensorFlow 2.15 and newer.
 """
 
 import json
 import os
-import shutil
-import tempfile
+import time
 import types
 
 from absl import logging
 import tensorflow.compat.v1 as tf
+
+from bert_tf.train import spec as spec_lib
 
 __all__ = [
     "CLASSIFIER", "REGRESSION", "SQUAD", "NER", "KINDS", "INPUT_NAMES",
@@ -84,9 +88,10 @@ def serving_input_fn_builder(max_seq_length, extra_features=None):
       send (e.g. `CLASSIFIER_FEATURES`), or None.
 
   Returns:
-    A function returning a `tf.estimator.export.ServingInputReceiver` whose
-    receiver tensors are int32 placeholders `input_ids`, `input_mask` and
-    `segment_ids` of shape [None, max_seq_length].
+    A function returning (features, receivers): `receivers` the int32
+    placeholders `input_ids`, `input_mask` and `segment_ids` of shape
+    [None, max_seq_length] (the signature's inputs), `features` those plus
+    the filled `extra_features` (what the model_fn reads).
   """
   extra_features = dict(extra_features or {})
 
@@ -99,7 +104,7 @@ def serving_input_fn_builder(max_seq_length, extra_features=None):
       features[name] = tf.fill(
           tf.concat([[batch_size], tf.constant(shape, tf.int32)], axis=0),
           tf.constant(value, dtype))
-    return tf.estimator.export.ServingInputReceiver(features, receivers)
+    return features, receivers
 
   return serving_input_fn
 
@@ -108,49 +113,62 @@ def _checkpoint_variables(checkpoint_path):
   return {name for name, _ in tf.train.list_variables(checkpoint_path)}
 
 
-def _serving_model_fn(model_fn, output_keys, checkpoint_path):
-  """Wraps a script's model_fn as a plain-Estimator PREDICT model_fn.
+def _serving_graph(model_fn, output_keys, checkpoint_path, inputs):
+  """Builds the PREDICT graph in the default graph; checks the checkpoint.
 
-  A `TPUEstimatorSpec` is turned into an `EstimatorSpec`; only
-  `output_keys` are kept, as the `serving_default` outputs. Every variable
-  except the global step must be in the checkpoint; a checkpoint without
-  a global step (a converted or pre-trained one) is still exported.
+  Every variable except the global step must be in the checkpoint; a
+  checkpoint without a global step (a converted or pre-trained one) is still
+  exported, its step 0.
+
+  Returns:
+    (outputs, saver): dict key -> Tensor of `output_keys`, and the `Saver`
+    that restores the model's variables from `checkpoint_path`.
+
+  Raises:
+    ValueError: a model_fn that does not predict `output_keys`, or a
+      checkpoint that lacks some of the model's variables.
   """
   in_checkpoint = _checkpoint_variables(checkpoint_path)
+  features, _ = inputs
+  global_step = tf.train.get_or_create_global_step()
+  spec = model_fn(features, None, spec_lib.ModeKeys.PREDICT, {})
+  missing_keys = [k for k in output_keys if k not in spec.predictions]
+  if missing_keys:
+    raise ValueError("export: the model_fn predicts %s, not %s" %
+                     (sorted(spec.predictions), missing_keys))
+  outputs = {key: spec.predictions[key] for key in output_keys}
+  variables = [v for v in tf.global_variables() if v is not global_step]
+  missing = [v.op.name for v in variables if v.op.name not in in_checkpoint]
+  if missing:
+    raise ValueError(
+        "export: checkpoint %s lacks %d of the model's %d variables (%s%s): "
+        "export a fine-tuned checkpoint (the --output_dir of a --do_train "
+        "run), not a pre-trained one" %
+        (checkpoint_path, len(missing), len(variables),
+         ", ".join(missing[:3]), ", ..." if len(missing) > 3 else ""))
+  if global_step.op.name in in_checkpoint:
+    variables.append(global_step)
+  return outputs, tf.train.Saver(var_list=variables, sharded=True)
 
-  def serving_model_fn(features, labels, mode, params):
-    spec = model_fn(features, labels, mode, params)
-    if hasattr(spec, "as_estimator_spec"):
-      spec = spec.as_estimator_spec()
-    missing_keys = [k for k in output_keys if k not in spec.predictions]
-    if missing_keys:
-      raise ValueError("export: the model_fn predicts %s, not %s" %
-                       (sorted(spec.predictions), missing_keys))
-    outputs = {key: spec.predictions[key] for key in output_keys}
-    global_step = tf.train.get_global_step()
-    variables = [v for v in tf.global_variables() if v is not global_step]
-    missing = [v.op.name for v in variables
-               if v.op.name not in in_checkpoint]
-    if missing:
-      raise ValueError(
-          "export: checkpoint %s lacks %d of the model's %d variables (%s%s):"
-          " export a fine-tuned checkpoint (the --output_dir of a --do_train "
-          "run), not a pre-trained one" %
-          (checkpoint_path, len(missing), len(variables),
-           ", ".join(missing[:3]), ", ..." if len(missing) > 3 else ""))
-    scaffold = None
-    if global_step is not None and global_step.op.name not in in_checkpoint:
-      # Restore everything else; the step is set to 0 when loading.
-      scaffold = tf.train.Scaffold(
-          saver=tf.train.Saver(var_list=variables, sharded=True),
-          local_init_op=tf.group(tf.train.Scaffold.default_local_init_op(),
-                                 global_step.initializer))
-    return tf.estimator.EstimatorSpec(
-        mode=mode, predictions=outputs, scaffold=scaffold,
-        export_outputs={"serving_default":
-                        tf.estimator.export.PredictOutput(outputs)})
 
-  return serving_model_fn
+def _claim_version(export_dir, work_dir):
+  """Renames `work_dir` to the first free version at or after now.
+
+  Returns:
+    str, the version folder.
+  """
+  version = int(time.time())
+  while True:
+    path = os.path.join(export_dir, str(version))
+    if not tf.io.gfile.exists(path):
+      try:
+        tf.io.gfile.rename(work_dir, path)
+        return path
+      except (tf.errors.AlreadyExistsError, tf.errors.FailedPreconditionError,
+              OSError):
+        if not tf.io.gfile.exists(path):
+          raise
+    version += 1
 
 
 def checkpoint_to_export(output_dir, init_checkpoint):
@@ -225,28 +243,37 @@ def export_saved_model(model_fn, checkpoint_path, export_dir, max_seq_length,
             "label_list": None if label_list is None else list(label_list),
             "output_keys": list(output_keys)}
   config.update(extra_config or {})
-  work_dir = tempfile.mkdtemp(prefix="bert_export_")
+  tf.io.gfile.makedirs(export_dir)
+  logging.info("Exporting %s (%s, outputs %s) to %s", checkpoint_path,
+               kind, ", ".join(output_keys), export_dir)
+  work_dir = os.path.join(export_dir, ".temp-%d-%d" % (int(time.time()),
+                                                       os.getpid()))
   try:
-    serving_config = os.path.join(work_dir, SERVING_ASSET)
-    with open(serving_config, "w", encoding="utf-8") as f:
-      json.dump(config, f, indent=2, sort_keys=True)
-      f.write("\n")
-    estimator = tf.estimator.Estimator(
-        model_fn=_serving_model_fn(model_fn, list(output_keys),
-                                   checkpoint_path),
-        model_dir=os.path.join(work_dir, "model"))
-    tf.io.gfile.makedirs(export_dir)
-    logging.info("Exporting %s (%s, outputs %s) to %s", checkpoint_path,
-                 kind, ", ".join(output_keys), export_dir)
-    path = estimator.export_saved_model(
-        export_dir,
-        serving_input_fn_builder(max_seq_length, extra_features),
-        assets_extra={VOCAB_ASSET: vocab_file,
-                      CONFIG_ASSET: bert_config_file,
-                      SERVING_ASSET: serving_config},
-        checkpoint_path=checkpoint_path)
+    with tf.Graph().as_default():
+      inputs = serving_input_fn_builder(max_seq_length, extra_features)()
+      outputs, saver = _serving_graph(model_fn, list(output_keys),
+                                      checkpoint_path, inputs)
+      with tf.Session() as session:
+        session.run(tf.train.get_global_step().initializer)
+        saver.restore(session, checkpoint_path)
+        builder = tf.saved_model.builder.SavedModelBuilder(work_dir)
+        builder.add_meta_graph_and_variables(
+            session, [tf.saved_model.tag_constants.SERVING],
+            signature_def_map={
+                "serving_default":
+                    tf.saved_model.signature_def_utils.predict_signature_def(
+                        inputs=inputs[1], outputs=outputs)},
+            strip_default_attrs=True)
+        builder.save()
+    assets = os.path.join(work_dir, ASSETS_DIR)
+    tf.io.gfile.makedirs(assets)
+    tf.io.gfile.copy(vocab_file, os.path.join(assets, VOCAB_ASSET))
+    tf.io.gfile.copy(bert_config_file, os.path.join(assets, CONFIG_ASSET))
+    with tf.io.gfile.GFile(os.path.join(assets, SERVING_ASSET), "w") as f:
+      f.write(json.dumps(config, indent=2, sort_keys=True) + "\n")
+    path = _claim_version(export_dir, work_dir)
   finally:
-    shutil.rmtree(work_dir, ignore_errors=True)
-  path = path.decode("utf-8") if isinstance(path, bytes) else path
+    if tf.io.gfile.exists(work_dir):
+      tf.io.gfile.rmtree(work_dir)
   logging.info("Exported SavedModel version %s", path)
   return path

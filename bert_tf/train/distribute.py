@@ -1,21 +1,19 @@
 """Data-parallel training on `tf.distribute`: one machine or several.
 
-The scripts train through a plain `tf.estimator.Estimator` whose
-`RunConfig(train_distribute=strategy)` holds a `MirroredStrategy` (several
-GPUs, or logical CPUs, of one machine) or a `MultiWorkerMirroredStrategy`
-(several machines, described by the `TF_CONFIG` environment variable). TPUs
-keep the `TPUEstimator`. A script's `main` checks its options
-(`check_options`, through `options.from_flags`), prepares the runtime
-(`setup`: logical CPU devices, graph mode for multi-worker), and
-`estimator_utils.run_config_from_options` makes the strategy (`make_strategy`).
+A `MirroredStrategy` (several GPUs, or logical CPUs, of one machine) or a
+`MultiWorkerMirroredStrategy` (several machines, described by the
+`TF_CONFIG` environment variable) trains the scripts' `model_fn` in either
+runner (`bert_tf/runner/`); TPUs keep the `TPUEstimator`. A script's `main`
+checks its options (`check_options`, through `options.from_flags`),
+prepares the runtime (`setup`: logical CPU devices, graph mode for
+multi-worker), and the runner makes the strategy (`make_strategy`).
 
 Batch sizes stay global, as on TPU: `--train_batch_size` examples per step
-over all replicas. An `Estimator` under a strategy gives every replica its
-own batch of `params["batch_size"]` examples, so that is set to the global
-size divided by the replica count.
+over all replicas. Under a strategy every replica reads its own batch of
+`params["batch_size"]` examples, so that is the global size divided by the
+replica count.
 """
 
-import inspect
 import json
 import os
 import socket
@@ -30,7 +28,7 @@ import tensorflow.compat.v1 as tf
 __all__ = ["STRATEGIES", "parse_tf_config", "is_chief", "peer_addresses",
            "check_global_batch", "check_options", "setup", "session_config",
            "make_strategy", "start_peer_watchdog", "input_shard",
-           "DistributedEstimator", "make_distributed_estimator"]
+           "tf_config", "own_address"]
 
 # --distribution_strategy's values.
 STRATEGIES = ("none", "mirrored", "multi_worker_mirrored")
@@ -107,7 +105,8 @@ def parse_tf_config(text):
   return config
 
 
-def _tf_config():
+def tf_config():
+  """The parsed `TF_CONFIG` (`parse_tf_config`), or None when unset."""
   text = os.environ.get("TF_CONFIG", "")
   return parse_tf_config(text) if text else None
 
@@ -119,7 +118,7 @@ def is_chief():
   worker 0 of a cluster with no `chief` job (as `MultiWorkerMirroredStrategy`
   decides).
   """
-  config = _tf_config()
+  config = tf_config()
   if config is None:
     return True
   task = config["task"]
@@ -209,7 +208,7 @@ def check_options(run, num_visible_gpus):
                        "mirrored; a multi-worker CPU task has one replica")
     parse_tf_config(os.environ.get("TF_CONFIG", ""))
   if run.do_train and run.train_batch_size is not None:
-    # Checked again, on the strategy itself, by DistributedEstimator.
+    # Checked again, on the strategy itself, by the runner.
     check_global_batch(run.train_batch_size, _replica_count(options),
                        "train_batch_size")
 
@@ -314,7 +313,7 @@ def start_peer_watchdog(timeout_secs):
   Returns:
     The thread (daemon), or None without `TF_CONFIG` or peers.
   """
-  config = _tf_config()
+  config = tf_config()
   if config is None or not peer_addresses(config):
     return None
   peers = peer_addresses(config)
@@ -356,144 +355,9 @@ def input_shard(input_context):
   return input_context.num_input_pipelines, input_context.input_pipeline_id
 
 
-# ----------------------------------------------------------------------------
-# Estimator
-# ----------------------------------------------------------------------------
-
-
-def _with_batch_size(input_fn, batch_size):
-  """`input_fn` called with `params["batch_size"] = batch_size`.
-
-  Passes `config` and `input_context` on where `input_fn` takes them.
-  """
-  names = inspect.signature(input_fn).parameters
-
-  def wrapped(params, config, input_context=None):
-    kwargs = {"params": dict(params, batch_size=batch_size)}
-    if "config" in names:
-      kwargs["config"] = config
-    if "input_context" in names:
-      kwargs["input_context"] = input_context
-    return input_fn(**kwargs)
-
-  return wrapped
-
-
-class DistributedEstimator(object):
-  """Runs a TPUEstimator-style model_fn in a `tf.estimator.Estimator`.
-
-  The `model_fn` may return a `TPUEstimatorSpec` (converted with
-  `as_estimator_spec()`). Every input_fn gets `params["batch_size"]`, as
-  TPUEstimator gives it: for training the global `train_batch_size` divided
-  by the replica count (each replica reads its own batch); for evaluation
-  and prediction, which run on one device, the global sizes. The training
-  loss that the Estimator logs and summarizes is the mean over replicas (as
-  on one device; the Estimator alone would sum them). Multi-worker
-  training goes through `tf.estimator.train_and_evaluate` (TensorFlow
-  refuses a plain `train` there), with `start_peer_watchdog` running.
-
-  `train`, `evaluate` and `predict` take the `tf.estimator.Estimator`
-  arguments; `estimator` is the wrapped `Estimator`.
-
-  Args:
-    model_fn: the script's `model_fn(features, labels, mode, params)`.
-    config: a `tf.estimator.RunConfig` with `train_distribute` set.
-    train_batch_size, eval_batch_size, predict_batch_size: int or None,
-      global batch sizes.
-    worker_timeout_secs: int, multi-worker: seconds to wait for the other
-      tasks (`start_peer_watchdog`).
-
-  Raises:
-    ValueError: a global batch that is not a multiple of the replica count.
-  """
-
-  def __init__(self, model_fn, config, train_batch_size=None,
-               eval_batch_size=None, predict_batch_size=None,
-               worker_timeout_secs=300):
-    self._worker_timeout_secs = worker_timeout_secs
-    strategy = config.train_distribute
-    replicas = strategy.num_replicas_in_sync
-    keys = tf.estimator.ModeKeys
-    self._batch_sizes = {
-        keys.TRAIN: (check_global_batch(train_batch_size, replicas,
-                                        "train_batch_size")
-                     if train_batch_size else None),
-        keys.EVAL: eval_batch_size,
-        keys.PREDICT: predict_batch_size,
-    }
-    logging.info("Training on %d replicas (%s), %s examples per replica "
-                 "per step", replicas, type(strategy).__name__,
-                 self._batch_sizes[keys.TRAIN])
-    batch_sizes = self._batch_sizes
-
-    def estimator_model_fn(features, labels, mode, params):
-      spec = model_fn(features=features, labels=labels, mode=mode,
-                      params=dict(params, batch_size=batch_sizes[mode]))
-      if hasattr(spec, "as_estimator_spec"):
-        spec = spec.as_estimator_spec()
-      if mode == keys.TRAIN:
-        # The Estimator logs and summarizes the sum of the replicas' losses;
-        # a share of each makes that the mean, the single-device loss. (The
-        # train op is built already: the gradients are unchanged.)
-        replicas_now = tf.distribute.get_replica_context().num_replicas_in_sync
-        spec = spec._replace(loss=spec.loss / replicas_now)
-      return spec
-
-    self.estimator = tf.estimator.Estimator(
-        model_fn=estimator_model_fn, config=config, params={})
-
-  @property
-  def config(self):
-    return self.estimator.config
-
-  @property
-  def model_dir(self):
-    return self.estimator.model_dir
-
-  def train(self, input_fn, hooks=None, steps=None, max_steps=None,
-            saving_listeners=None):
-    """`Estimator.train`; multi-worker: through `train_and_evaluate`."""
-    input_fn = _with_batch_size(input_fn,
-                                self._batch_sizes[tf.estimator.ModeKeys.TRAIN])
-    if not getattr(self.config, "_distribute_coordinator_mode", None):
-      self.estimator.train(input_fn, hooks=hooks, steps=steps,
-                           max_steps=max_steps,
-                           saving_listeners=saving_listeners)
-      return self
-    if steps is not None or saving_listeners:
-      raise ValueError("multi-worker training takes max_steps only")
-    start_peer_watchdog(self._worker_timeout_secs)
-    try:
-      tf.estimator.train_and_evaluate(
-          self.estimator,
-          tf.estimator.TrainSpec(input_fn, max_steps=max_steps, hooks=hooks),
-          # There is no evaluator task: the workers only train.
-          tf.estimator.EvalSpec(input_fn, steps=1))
-    except tf.errors.UnknownError as e:
-      if "Could not start gRPC server" not in str(e):
-        raise
-      config = _tf_config()
-      task = config["task"]
-      address = config["cluster"][task["type"]][task["index"]]
-      raise ValueError(
-          "--distribution_strategy=multi_worker_mirrored: could not listen on "
-          "%s (TF_CONFIG cluster.%s[%d], this task's own address): is the "
-          "port in use, or the host not this machine?" %
-          (address, task["type"], task["index"])) from None
-    return self
-
-  def evaluate(self, input_fn, **kwargs):
-    """`Estimator.evaluate` on one device, global `eval_batch_size`."""
-    return self.estimator.evaluate(_with_batch_size(
-        input_fn, self._batch_sizes[tf.estimator.ModeKeys.EVAL]), **kwargs)
-
-  def predict(self, input_fn, **kwargs):
-    """`Estimator.predict` on one device, global `predict_batch_size`."""
-    return self.estimator.predict(_with_batch_size(
-        input_fn, self._batch_sizes[tf.estimator.ModeKeys.PREDICT]),
-                                  **kwargs)
-
-
-def make_distributed_estimator(model_fn, run_config, **kwargs):
-  """A `DistributedEstimator` (see its docstring); kwargs: its arguments."""
-  return DistributedEstimator(model_fn, run_config, **kwargs)
+def own_address():
+  """(label, "host:port") of this task in `TF_CONFIG`, e.g. cluster.worker[0]."""
+  config = tf_config()
+  task = config["task"]
+  return ("cluster.%s[%d]" % (task["type"], task["index"]),
+          config["cluster"][task["type"]][task["index"]])

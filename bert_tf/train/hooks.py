@@ -1,6 +1,7 @@
-"""What every trainer does around `estimator.train`, to lose little.
+"""The hooks of every run, whichever runner runs it, to lose little.
 
-Before: `start_training` (the output-folder lock, then a check of the
+`ProgressHook` logs the step, examples/sec and the time left. Before
+training: `start_training` (the output-folder lock, then a check of the
 checkpoint training would resume from). During: `training_hooks` (SIGTERM
 saves a checkpoint at the current step; checkpoints by time as well as by
 steps; summaries at the final step and at a bounded interval). After:
@@ -19,7 +20,8 @@ from bert_tf.checks import checkpoint as checkpoint_checks
 from bert_tf.checks import lock as lock_checks
 from bert_tf.train import distribute as distribute_utils
 
-__all__ = ["PREEMPTED_EXIT_STATUS", "start_training", "PreemptionHook",
+__all__ = ["PREEMPTED_EXIT_STATUS", "start_training", "ProgressHook",
+           "PreemptionHook",
            "TimedCheckpointHook", "SummaryFlushHook", "training_hooks",
            "exit_if_preempted"]
 
@@ -50,7 +52,102 @@ def start_training(output_dir):
   return held
 
 
-class PreemptionHook(tf.estimator.SessionRunHook):
+class ProgressHook(tf.train.SessionRunHook):
+  """Logs the global step, examples/sec and the estimated time left.
+
+  A line at the first step of a run (a fresh start or a resume), every
+  `every_n_steps` steps or `every_n_secs` seconds, whichever comes first,
+  and at `total_steps`. In prediction, where the global step does not
+  advance, it counts batches.
+
+  Args:
+    batch_size: int, examples per step.
+    total_steps: int or None, the step at which the run ends (for the ETA).
+    every_n_steps: int, how often to log, in steps.
+    every_n_secs: float, how often to log at least, in seconds.
+  """
+
+  def __init__(self, batch_size, total_steps=None, every_n_steps=100,
+               every_n_secs=60.0):
+    self._batch_size = batch_size
+    self._total_steps = total_steps
+    self._every_n_steps = max(1, int(every_n_steps))
+    self._every_n_secs = every_n_secs
+    self._global_step = None
+    self._last_time = None
+    self._last_step = None
+    self._calls = 0
+    self._unit = None  # "step" (training) or "batch" (prediction).
+    self._first = None  # (global step before the first call, its time).
+
+  def begin(self):
+    self._global_step = tf.train.get_global_step()
+
+  def before_run(self, run_context):
+    del run_context
+    if self._global_step is None:
+      return None
+    return tf.train.SessionRunArgs(self._global_step)
+
+  def _first_line(self, step):
+    logging.info("%s %d: first %s of this run%s", self._unit, step,
+                 self._unit,
+                 " (resumed)" if self._unit == "step" and step > 1 else "")
+
+  def after_run(self, run_context, run_values):
+    del run_context
+    self._calls += 1
+    now = time.time()
+    raw = run_values.results if self._global_step is not None else None
+    if self._unit is None:
+      # Training advances the global step; prediction does not (then the
+      # hook counts batches). Which one shows at the second call (or at the
+      # end, for a run of one call).
+      if raw is None:
+        self._unit = "batch"
+        self._first_line(1)
+        self._last_time, self._last_step = now, 1
+        return
+      if self._first is None:
+        self._first = (raw, now)
+        return
+      self._unit = "step" if raw != self._first[0] else "batch"
+      first_step = self._first[0] + 1 if self._unit == "step" else 1
+      self._first_line(first_step)
+      self._last_time, self._last_step = self._first[1], first_step
+    # The global step read with the train op is the value before it.
+    step = raw + 1 if self._unit == "step" else self._calls
+    final = self._total_steps is not None and step >= self._total_steps
+    if (step - self._last_step < self._every_n_steps and not final
+        and now - self._last_time < self._every_n_secs):
+      return
+    if step == self._last_step:
+      return
+    elapsed = max(now - self._last_time, 1e-9)
+    steps_per_sec = (step - self._last_step) / elapsed
+    message = "%s %d: %.2f examples/sec" % (
+        self._unit, step, steps_per_sec * self._batch_size)
+    if self._total_steps and steps_per_sec > 0:
+      left = max(self._total_steps - step, 0) / steps_per_sec
+      message += ", ETA %s" % _format_seconds(left)
+    logging.info(message)
+    self._last_time, self._last_step = now, step
+
+  def end(self, session):
+    if self._unit is None and self._first is not None:
+      if session.run(self._global_step) != self._first[0]:
+        self._unit = "step"
+        self._first_line(self._first[0] + 1)
+
+
+def _format_seconds(seconds):
+  seconds = int(round(seconds))
+  hours, rest = divmod(seconds, 3600)
+  minutes, secs = divmod(rest, 60)
+  return "%d:%02d:%02d" % (hours, minutes, secs)
+
+
+class PreemptionHook(tf.train.SessionRunHook):
   """Turns SIGTERM into a checkpoint at the current step and a clean stop.
 
   The handler only sets a flag; after the running step the hook asks the
@@ -94,7 +191,7 @@ class PreemptionHook(tf.estimator.SessionRunHook):
       signal.signal(signal.SIGTERM, self._previous)
 
 
-class TimedCheckpointHook(tf.estimator.SessionRunHook):
+class TimedCheckpointHook(tf.train.SessionRunHook):
   """Writes a checkpoint every `save_secs` seconds, besides the step ones.
 
   Uses the Estimator's own saver (so `keep_checkpoint_max` counts these
@@ -134,11 +231,12 @@ class TimedCheckpointHook(tf.estimator.SessionRunHook):
     self._last_time, self._last_step = time.time(), step
 
 
-class SummaryFlushHook(tf.estimator.SessionRunHook):
+class SummaryFlushHook(tf.train.SessionRunHook):
   """Summaries at the final step and at least every `every_secs`, flushed.
 
-  The Estimator writes summaries every `save_summary_steps` (100) steps and
-  its event file is flushed every 2 minutes: a 200-step run never showed
+  Both runners write summaries every 100 steps (the summary hook of
+  `MonitoredTrainingSession`, which the Estimator uses too), and its event
+  file is flushed every 2 minutes: a 200-step run never showed
   its last step, and a killed run's events could be lost. This hook also
   writes them at the last step and after `every_secs`, and flushes the
   event file each time.
@@ -165,14 +263,14 @@ class SummaryFlushHook(tf.estimator.SessionRunHook):
     self._next_step = int(session.run(self._global_step)) + 1
     self._last_time = time.time()
 
-  def _estimator_writes(self, step):
+  def _runner_writes(self, step):
     return self._summary_steps and (step - 1) % self._summary_steps == 0
 
   def before_run(self, run_context):
     del run_context
     step = self._next_step
     self._requested = bool(
-        self._summary_op is not None and not self._estimator_writes(step)
+        self._summary_op is not None and not self._runner_writes(step)
         and (step == self._total_steps
              or time.time() - self._last_time >= self._every_secs))
     fetches = {"step": self._global_step}
@@ -186,7 +284,7 @@ class SummaryFlushHook(tf.estimator.SessionRunHook):
     writer = tf.summary.FileWriterCache.get(self._output_dir)
     if self._requested:
       writer.add_summary(run_values.results["summary"], step)
-    if self._requested or self._estimator_writes(step):
+    if self._requested or self._runner_writes(step):
       writer.flush()
       self._last_time = time.time()
     self._next_step = int(run_values.results["step"]) + 2
@@ -198,7 +296,7 @@ class SummaryFlushHook(tf.estimator.SessionRunHook):
 
 def training_hooks(output_dir, num_train_steps, save_checkpoints_steps,
                    save_checkpoints_secs, use_tpu=False):
-  """The hooks every trainer adds to `estimator.train`.
+  """The hooks every trainer adds to its runner's `train`.
 
   Warns when `num_train_steps` is below `save_checkpoints_steps` (the run
   would checkpoint only at its start and end by steps).
@@ -233,12 +331,12 @@ def training_hooks(output_dir, num_train_steps, save_checkpoints_steps,
 def exit_if_preempted(output_dir, hooks):
   """Exits (status 143) after a SIGTERM stopped training, in one log line.
 
-  Call right after `estimator.train`: a preempted run must not go on to
+  Call right after the runner's `train`: a preempted run must not go on to
   evaluate or predict with a half-trained model.
 
   Args:
     output_dir: str, the model directory (its latest checkpoint is named).
-    hooks: the hooks `estimator.train` ran (those of `training_hooks`
+    hooks: the hooks `train` ran (those of `training_hooks`
       among them); their `PreemptionHook` knows whether SIGTERM stopped it.
 
   Raises:

@@ -3,7 +3,7 @@
 Each script's `main` builds one `RunOptions` from its parsed flags and
 passes it (or its parts) down: the compute dtype to the model, the
 optimizer options to `train_spec`, the whole value to
-`estimator_utils.run_config_from_options` and the hooks.
+the runner (`bert_tf/runner/config.py`) and the hooks.
 
   run = options.from_flags(FLAGS)    # read, checked once, decisions logged
 
@@ -24,20 +24,26 @@ from typing import Optional
 from absl import logging
 import tensorflow as tf_v2  # enable_op_determinism has no compat.v1 name.
 import tensorflow.compat.v1 as tf
+from tensorflow.core.protobuf import rewriter_config_pb2
 
 from bert_tf.train import distribute as distribute_utils
 from bert_tf.train import optimizer_options
+from bert_tf.train import spec as spec_lib
 
-__all__ = ["PRECISION_DTYPES", "OPTIMIZERS", "DETERMINISTIC_SEED",
+__all__ = ["PRECISION_DTYPES", "OPTIMIZERS", "RUNNERS", "DETERMINISTIC_SEED",
            "TrainingOptions", "TpuOptions", "DistributeOptions", "RunOptions",
            "field_names", "read_flags", "check", "distribution_problems",
+           "runner_problems",
            "training_problems", "from_flags",
-           "configure_run_config", "enable_xla_cpu_clustering"]
+           "default_session_config", "session_settings",
+           "enable_xla_cpu_clustering"]
 
 # --precision -> the encoder's compute dtype (weights stay float32).
 PRECISION_DTYPES = types.MappingProxyType(
     {"fp32": tf.float32, "bf16": tf.bfloat16, "fp16": tf.float16})
 OPTIMIZERS = ("adamw", "lamb")
+# --runner: auto takes the Estimator where this TensorFlow has it.
+RUNNERS = ("auto", "estimator", "session")
 # The graph-level seed of --deterministic runs (any fixed value would do).
 DETERMINISTIC_SEED = 12345
 # Without this XLA flag TensorFlow's auto-clustering leaves CPU ops alone
@@ -78,7 +84,7 @@ class TrainingOptions:
 
   @property
   def optimizer_options(self):
-    """`optimizer_options.OptimizerOptions` for `estimator_utils.train_spec`."""
+    """`optimizer_options.OptimizerOptions` for `model_fn_utils.train_spec`."""
     return optimizer_options.OptimizerOptions(
         optimizer=self.optimizer, loss_scaling=self.loss_scaling,
         gradient_accumulation_steps=self.gradient_accumulation_steps,
@@ -87,14 +93,27 @@ class TrainingOptions:
 
 @dataclasses.dataclass(frozen=True)
 class TpuOptions:
-  """The TPU flags (`cli.flags.TPU_FLAGS`); see their help texts."""
+  """The runner and TPU flags (`cli.flags.TPU_FLAGS`); see their help texts.
 
+  Attributes:
+    runner: one of `RUNNERS`, the flag; `runner_name` is what runs.
+    use_tpu ... num_tpu_cores: the reference's TPU flags.
+  """
+
+  runner: str = "auto"
   use_tpu: bool = False
   tpu_name: Optional[str] = None
   tpu_zone: Optional[str] = None
   gcp_project: Optional[str] = None
   master: Optional[str] = None
   num_tpu_cores: int = 8
+
+  @property
+  def runner_name(self):
+    """"estimator" or "session": `runner` with auto resolved."""
+    if self.runner != "auto":
+      return self.runner
+    return "estimator" if spec_lib.estimator_available() else "session"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -227,13 +246,39 @@ def training_problems(training):
 def check(run):
   """Every problem of a `RunOptions`, each a one-line message.
 
-  The tf.distribute options first (`distribution_problems`), then each
-  training option (`training_problems`).
+  The runner (`runner_problems`) and tf.distribute options first
+  (`distribution_problems`), then each training option
+  (`training_problems`).
 
   Returns:
     list of str.
   """
-  return distribution_problems(run) + training_problems(run.training)
+  return (runner_problems(run) + distribution_problems(run) +
+          training_problems(run.training))
+
+
+def runner_problems(run):
+  """The runner flag's problem, as a list of at most one.
+
+  The Estimator needs `tf.estimator` (TensorFlow 2.15 and older), and TPUs
+  need the Estimator.
+  """
+  tpu = run.tpu
+  if tpu.runner not in RUNNERS:
+    return ["--runner=%s: expected one of %s" % (tpu.runner,
+                                                 ", ".join(RUNNERS))]
+  if tpu.runner_name == "estimator" and not spec_lib.estimator_available():
+    return ["--runner=estimator needs tf.estimator, which TensorFlow %s "
+            "lacks (removed in 2.16): use --runner=session (or auto), or "
+            "the TensorFlow 2.15 stack on Python 3.9-3.11" % tf_v2.__version__]
+  if tpu.use_tpu and tpu.runner_name == "session":
+    if not spec_lib.estimator_available():
+      return ["--use_tpu: TPU training needs the TPUEstimator, which "
+              "TensorFlow %s lacks: use the TensorFlow 2.15 stack (Python "
+              "3.9-3.11, see README)" % tf_v2.__version__]
+    return ["--use_tpu runs on the TPUEstimator: use --runner=estimator (or "
+            "auto), not --runner=session"]
+  return []
 
 
 def distribution_problems(run):
@@ -269,11 +314,11 @@ def from_flags(flag_values, problems=None):
     ValueError: every problem (`check`), joined by "; " on one line: an
       unknown --precision or --optimizer, --gradient_accumulation_steps
       below 1, --poly_power <= 0, --precision=fp16 without a GPU, --use_xla
-      where TensorFlow was built without XLA, or a distribution flag or
-      `TF_CONFIG` that does not fit (only that one with `problems`).
+      where TensorFlow was built without XLA, or a runner, distribution flag
+      or `TF_CONFIG` that does not fit (only that one with `problems`).
   """
   run = read_flags(flag_values)
-  found = distribution_problems(run)
+  found = runner_problems(run) or distribution_problems(run)
   if problems is None:
     found += training_problems(run.training)
   else:
@@ -289,14 +334,29 @@ def from_flags(flag_values, problems=None):
   return run
 
 
-def configure_run_config(run_config, training):
-  """Applies --use_xla and --deterministic to an estimator `RunConfig`.
+def default_session_config():
+  """The Estimator's default `ConfigProto`, which both runners start from.
+
+  Soft placement, and one pass of Grappler's meta optimizer (TensorFlow
+  estimator's `run_config.get_default_session_config` values): the same
+  graph under the same config gives the same numbers in either runner.
+  """
+  return tf.ConfigProto(
+      allow_soft_placement=True,
+      graph_options=tf.GraphOptions(
+          rewrite_options=rewriter_config_pb2.RewriterConfig(
+              meta_optimizer_iterations=(
+                  rewriter_config_pb2.RewriterConfig.ONE))))
+
+
+def session_settings(training, session_config=None, seed=None):
+  """The session config and graph seed of a run: --use_xla, --deterministic.
 
   XLA: the session's `global_jit_level` is set to ON_1 (auto-clustering).
   On CPU that clusters nothing without `--tf_xla_cpu_global_jit` in the
   TF_XLA_FLAGS environment variable, which TensorFlow reads once per
   process, when it first lists its devices (right after absl parses the
-  flags); `runner.run_main` sets it then (`enable_xla_cpu_clustering`), and
+  flags); `entry.run_main` sets it then (`enable_xla_cpu_clustering`), and
   a warning here says when it is missing.
 
   Determinism: `tf.config.experimental.enable_op_determinism()` (which also
@@ -305,38 +365,40 @@ def configure_run_config(run_config, training):
   then repeat from run to run).
 
   Args:
-    run_config: `tf.estimator.tpu.RunConfig` (or `tf.estimator.RunConfig`).
     training: `TrainingOptions`.
+    session_config: `tf.ConfigProto` or None (the runner's default), the
+      config before these options; not modified.
+    seed: int or None, the graph seed before these options.
 
   Returns:
-    The `RunConfig`, replaced with the new session config and seed where an
-    option asks for them (unchanged otherwise).
+    (session_config, seed): a new `ConfigProto` where XLA asks for one
+    (else `session_config` itself) and `DETERMINISTIC_SEED` where
+    determinism asks for it (else `seed`).
   """
-  changes = {}
   if training.use_xla:
     if _CPU_JIT_FLAG not in os.environ.get("TF_XLA_FLAGS", "").split():
       logging.warning("--use_xla: TF_XLA_FLAGS lacks %s, so only GPU ops are "
-                      "compiled (runner.run_main sets it)", _CPU_JIT_FLAG)
-    session_config = tf.ConfigProto()
-    if run_config.session_config is not None:
-      session_config.CopyFrom(run_config.session_config)
+                      "compiled (entry.run_main sets it)", _CPU_JIT_FLAG)
+    config = tf.ConfigProto()
+    if session_config is not None:
+      config.CopyFrom(session_config)
     else:
-      session_config.allow_soft_placement = True  # The Estimator's default.
-    session_config.graph_options.optimizer_options.global_jit_level = (
+      config.allow_soft_placement = True  # The Estimator's default.
+    config.graph_options.optimizer_options.global_jit_level = (
         tf.OptimizerOptions.ON_1)
-    changes["session_config"] = session_config
+    session_config = config
   if training.deterministic:
     tf_v2.config.experimental.enable_op_determinism()
-    changes["tf_random_seed"] = DETERMINISTIC_SEED
+    seed = DETERMINISTIC_SEED
     logging.info("Deterministic run: op determinism on, graph seed %d",
                  DETERMINISTIC_SEED)
-  return run_config.replace(**changes) if changes else run_config
+  return session_config, seed
 
 
 def enable_xla_cpu_clustering():
   """Adds `--tf_xla_cpu_global_jit` to TF_XLA_FLAGS (before TF lists devices).
 
-  Called by `runner.run_main` right after the flags are parsed, when
+  Called by `entry.run_main` right after the flags are parsed, when
   --use_xla is set: later the variable has no effect.
   """
   current = os.environ.get("TF_XLA_FLAGS", "")

@@ -45,7 +45,7 @@ def all_reduce_mean(grads, variables):
 
   Each replica's loss is the mean over its (equal) share of the global
   batch's examples, or for token-level means a share scaled to the global
-  batch (`estimator_utils.weighted_mean_loss`), so the mean over replicas is
+  batch (`model_fn_utils.weighted_mean_loss`), so the mean over replicas is
   the gradient of the global batch's mean loss. The
   reduced gradient of each variable lands on that variable's devices.
   (`ReplicaContext.all_reduce` is not used: in graph mode its gradient

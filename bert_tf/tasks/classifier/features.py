@@ -17,7 +17,7 @@ import tensorflow.compat.v1 as tf
 from bert_tf import io as io_utils
 from bert_tf.tasks import features as feature_utils
 from bert_tf.tasks.classifier.data import PaddingInputExample
-from bert_tf.train import estimator as estimator_utils
+from bert_tf.train import input_fn as input_utils
 import tokenization
 
 __all__ = [
@@ -204,7 +204,7 @@ def file_based_input_fn_builder(input_file, seq_length, is_training,
           [], tf.float32 if is_regression else tf.int64),
       "is_real_example": tf.io.FixedLenFeature([], tf.int64),
   }
-  return estimator_utils.tfrecord_input_fn_builder(
+  return input_utils.tfrecord_input_fn_builder(
       [input_file], name_to_features, is_training=is_training,
       drop_remainder=drop_remainder)
 

@@ -16,7 +16,8 @@ import tensorflow.compat.v1 as tf
 
 from bert_tf import io as io_utils
 from bert_tf.tasks.classifier import metrics as glue_metrics
-from bert_tf.train import estimator as estimator_utils
+from bert_tf.train import model_fn as model_fn_utils
+from bert_tf.train import spec as spec_lib
 import modeling
 
 __all__ = ["create_model", "model_fn_builder", "write_test_results"]
@@ -61,7 +62,7 @@ def create_model(bert_config, is_training, input_ids, input_mask, segment_ids,
       "output_bias", [num_labels], initializer=tf.zeros_initializer())
 
   # Holds no variables. Not named "loss" as in the reference: that name would
-  # push the Estimator's TensorBoard `loss` summary to `loss_1`.
+  # push the runner's TensorBoard `loss` summary to `loss_1`.
   with tf.variable_scope("classifier"):
     if is_training:
       output_layer = modeling.dropout(output_layer, 0.1)
@@ -120,36 +121,36 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate,
       is_real_example = tf.cast(features["is_real_example"], tf.float32)
     else:  # Inputs written for the reference may lack it.
       is_real_example = tf.ones(tf.shape(label_ids), dtype=tf.float32)
-    is_training = mode == tf.estimator.ModeKeys.TRAIN
+    is_training = mode == spec_lib.ModeKeys.TRAIN
 
     total_loss, per_example_loss, logits, outputs = create_model(
         bert_config, is_training, features["input_ids"],
         features["input_mask"], features["segment_ids"], label_ids,
         num_labels, use_one_hot_embeddings, is_regression=is_regression,
         compute_dtype=compute_dtype)
-    scaffold_fn = estimator_utils.init_from_checkpoint(init_checkpoint,
+    scaffold_fn = model_fn_utils.init_from_checkpoint(init_checkpoint,
                                                        use_tpu)
 
-    if mode == tf.estimator.ModeKeys.TRAIN:
-      return estimator_utils.train_spec(
+    if mode == spec_lib.ModeKeys.TRAIN:
+      return model_fn_utils.train_spec(
           total_loss, learning_rate, num_train_steps, num_warmup_steps,
           use_tpu, scaffold_fn, options=options)
-    if mode == tf.estimator.ModeKeys.EVAL:
+    if mode == spec_lib.ModeKeys.EVAL:
       if is_regression:
         eval_metrics = (glue_metrics.regression_metric_fn,
                         [per_example_loss, label_ids, outputs,
                          is_real_example])
       else:
-        # TPUEstimator matches the tensors to the metric_fn's arguments.
+        # The runner matches the tensors to the metric_fn's arguments.
         eval_metrics = (functools.partial(glue_metrics.classification_metric_fn,
                                           metric_names=metric_names),
                         [per_example_loss, label_ids, logits,
                          is_real_example])
-      return tf.estimator.tpu.TPUEstimatorSpec(
+      return spec_lib.model_spec(
           mode=mode, loss=total_loss, eval_metrics=eval_metrics,
           scaffold_fn=scaffold_fn)
     key = "predictions" if is_regression else "probabilities"
-    return tf.estimator.tpu.TPUEstimatorSpec(
+    return spec_lib.model_spec(
         mode=mode, predictions={key: outputs}, scaffold_fn=scaffold_fn)
 
   return model_fn

@@ -10,7 +10,9 @@ logits, trained on the mean of the start and end cross-entropies; its
 
 import tensorflow.compat.v1 as tf
 
-from bert_tf.train import estimator as estimator_utils
+from bert_tf.train import model_fn as model_fn_utils
+from bert_tf.train import spec as spec_lib
+from bert_tf.train import input_fn as input_utils
 import modeling
 
 __all__ = ["create_model", "span_loss", "model_fn_builder",
@@ -100,25 +102,25 @@ def model_fn_builder(bert_config, init_checkpoint, learning_rate,
     del labels, params
     start_logits, end_logits = create_model(
         bert_config=bert_config,
-        is_training=(mode == tf.estimator.ModeKeys.TRAIN),
+        is_training=(mode == spec_lib.ModeKeys.TRAIN),
         input_ids=features["input_ids"], input_mask=features["input_mask"],
         segment_ids=features["segment_ids"],
         use_one_hot_embeddings=use_one_hot_embeddings,
         compute_dtype=compute_dtype)
-    scaffold_fn = estimator_utils.init_from_checkpoint(init_checkpoint,
+    scaffold_fn = model_fn_utils.init_from_checkpoint(init_checkpoint,
                                                        use_tpu)
-    if mode == tf.estimator.ModeKeys.TRAIN:
+    if mode == spec_lib.ModeKeys.TRAIN:
       total_loss = span_loss(start_logits, end_logits,
                               features["start_positions"],
                               features["end_positions"])
-      return estimator_utils.train_spec(
+      return model_fn_utils.train_spec(
           total_loss, learning_rate, num_train_steps, num_warmup_steps,
           use_tpu, scaffold_fn, options=options)
-    if mode == tf.estimator.ModeKeys.PREDICT:
+    if mode == spec_lib.ModeKeys.PREDICT:
       predictions = {"unique_ids": features["unique_ids"],
                      "start_logits": start_logits,
                      "end_logits": end_logits}
-      return tf.estimator.tpu.TPUEstimatorSpec(
+      return spec_lib.model_spec(
           mode=mode, predictions=predictions, scaffold_fn=scaffold_fn)
     raise ValueError("run_squad supports only the TRAIN and PREDICT modes, "
                      "got %s" % mode)
@@ -137,5 +139,5 @@ def input_fn_builder(input_file, seq_length, is_training, drop_remainder):
   if is_training:
     name_to_features["start_positions"] = tf.io.FixedLenFeature([], tf.int64)
     name_to_features["end_positions"] = tf.io.FixedLenFeature([], tf.int64)
-  return estimator_utils.tfrecord_input_fn_builder(
+  return input_utils.tfrecord_input_fn_builder(
       [input_file], name_to_features, is_training, drop_remainder)

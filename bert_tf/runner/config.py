@@ -1,0 +1,69 @@
+"""The settings both runners share, from a run's `options.RunOptions`.
+
+One place decides the session config (the Estimator's default, the
+strategy's threads, XLA), the graph seed (`--random_seed`,
+`--deterministic`), the strategy and the checkpoint cadence, so that the
+Estimator and the session runner build the same graph under the same
+session: the same numbers.
+"""
+
+import dataclasses
+from typing import Any, Optional
+
+from bert_tf.train import distribute as distribute_utils
+from bert_tf.train import options as training_options
+
+__all__ = ["RunnerConfig", "runner_config_from_options"]
+
+
+@dataclasses.dataclass(frozen=True)
+class RunnerConfig:
+  """How a runner runs a `model_fn`.
+
+  Attributes:
+    model_dir: str, checkpoints and summaries.
+    save_checkpoints_steps: int or None, steps between checkpoints.
+    keep_checkpoint_max: int, recent checkpoints kept.
+    tf_random_seed: int or None, the graph seed (and the training input's
+      shuffle seed, through the input_fn's `config`).
+    session_config: `tf.ConfigProto` of every session.
+    strategy: a `tf.distribute` strategy for training, or None.
+    save_summary_steps, log_step_count_steps: int, the Estimator's 100.
+  """
+
+  model_dir: Optional[str]
+  save_checkpoints_steps: Optional[int] = None
+  keep_checkpoint_max: int = 5
+  tf_random_seed: Optional[int] = None
+  session_config: Any = None
+  strategy: Any = None
+  save_summary_steps: int = 100
+  log_step_count_steps: int = 100
+
+
+def runner_config_from_options(run, output_dir):
+  """The `RunnerConfig` of a run's options.
+
+  Under a strategy (`distribute_utils.make_strategy`) the session has the
+  strategy's threads and devices (`distribute_utils.session_config`); else
+  the Estimator's default (`training_options.default_session_config`).
+  Then `training_options.session_settings` applies --use_xla and
+  --deterministic.
+
+  Args:
+    run: `options.RunOptions`.
+    output_dir: str or None (a temporary directory), the model directory.
+  """
+  strategy = distribute_utils.make_strategy(run.distribute, run.tpu.use_tpu)
+  if strategy is not None:
+    base = distribute_utils.session_config(run.distribute.num_cpu_devices)
+  else:
+    base = None
+  session_config, seed = training_options.session_settings(
+      run.training, base, run.distribute.random_seed)
+  if session_config is None:
+    session_config = training_options.default_session_config()
+  return RunnerConfig(
+      model_dir=output_dir,
+      save_checkpoints_steps=run.save_checkpoints_steps,
+      tf_random_seed=seed, session_config=session_config, strategy=strategy)

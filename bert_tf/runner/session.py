@@ -1,0 +1,348 @@
+"""The session runner: a script's `model_fn` on core TensorFlow.
+
+For TensorFlow 2.16 on, which has no `tf.estimator`, and on 2.15 with
+`--runner=session`. It runs what the scripts use and nothing more:
+
+* `train`: the TRAIN graph in a `tf.train.MonitoredTrainingSession` with a
+  `Scaffold` (a sharded saver keeping `keep_checkpoint_max` checkpoints),
+  the checkpoint, summary and step-counter hooks, a stop at `max_steps`, a
+  NaN check and a `loss = ..., step = ...` line every 100 steps; under a
+  strategy each replica builds its own copy of the model
+  (`call_for_each_replica`) on its own share of the global batch, as the
+  Estimator's distributed training does.
+* `evaluate`: the EVAL graph restored from the latest checkpoint, the
+  `eval_metrics` and the mean loss accumulated over the input (or `steps`
+  batches), written to `<model_dir>/eval` for TensorBoard.
+* `predict`: the PREDICT graph restored from the latest checkpoint,
+  yielding one dict per example.
+
+Checkpoints, variable names, summaries and the order in which random ops
+are made are the Estimator's, so a `--deterministic` run gives the same
+checkpoint through either runner (tests/test_runners.py).
+"""
+
+import contextlib
+import os
+
+from absl import logging
+import numpy as np
+import tensorflow.compat.v1 as tf
+
+from bert_tf.train import distribute as distribute_utils
+from bert_tf.train import input_fn as input_utils
+from bert_tf.train import spec as spec_lib
+
+__all__ = ["SessionRunner"]
+
+_KEYS = spec_lib.ModeKeys
+
+
+class SessionRunner(object):
+  """Trains, evaluates and predicts with a TPUEstimator-style `model_fn`.
+
+  Every input_fn gets `params["batch_size"]`: for training the global
+  `train_batch_size` divided by the replica count, for evaluation and
+  prediction (on one device) the global sizes, as the Estimator runner.
+
+  Args:
+    model_fn: `model_fn(features, labels, mode, params)` returning a
+      `spec.model_spec` (a `TPUEstimatorSpec` or `ModelSpec`).
+    config: `config.RunnerConfig`.
+    train_batch_size, eval_batch_size, predict_batch_size: int or None,
+      global batch sizes.
+    worker_timeout_secs: int, multi-worker: seconds to wait for the other
+      tasks.
+
+  Raises:
+    ValueError: a global batch that is not a multiple of the replica count.
+  """
+
+  def __init__(self, model_fn, config, train_batch_size=None,
+               eval_batch_size=None, predict_batch_size=None,
+               worker_timeout_secs=300):
+    self._model_fn = model_fn
+    self._config = config
+    self._worker_timeout_secs = worker_timeout_secs
+    replicas = (config.strategy.num_replicas_in_sync
+                if config.strategy is not None else 1)
+    self._replicas = replicas
+    self._batch_sizes = {
+        _KEYS.TRAIN: (distribute_utils.check_global_batch(
+            train_batch_size, replicas, "train_batch_size")
+                      if train_batch_size else None),
+        _KEYS.EVAL: eval_batch_size,
+        _KEYS.PREDICT: predict_batch_size,
+    }
+    if config.strategy is not None:
+      logging.info("Training on %d replicas (%s), %s examples per replica "
+                   "per step", replicas, type(config.strategy).__name__,
+                   self._batch_sizes[_KEYS.TRAIN])
+
+  @property
+  def config(self):
+    return self._config
+
+  @property
+  def model_dir(self):
+    return self._config.model_dir
+
+  # --------------------------------------------------------------------------
+  # Graph pieces
+  # --------------------------------------------------------------------------
+
+  def _new_graph(self):
+    graph = tf.Graph()
+    if self._config.tf_random_seed is not None:
+      graph.seed = self._config.tf_random_seed
+    return graph
+
+  def _dataset(self, input_fn, mode, input_context=None):
+    call = input_utils.with_batch_size(input_fn, self._batch_sizes[mode])
+    return call(params={}, config=self._config, input_context=input_context)
+
+  def _batch(self, input_fn, mode):
+    """(features, labels, iterator initializer) of a one-device input."""
+    dataset = self._dataset(input_fn, mode)
+    iterator = tf.data.make_initializable_iterator(dataset)
+    features, labels = input_utils.features_and_labels(iterator.get_next())
+    return features, labels, iterator.initializer
+
+  def _call_model_fn(self, features, labels, mode):
+    return self._model_fn(
+        features=features, labels=labels, mode=mode,
+        params={"batch_size": self._batch_sizes[mode], "use_tpu": False})
+
+  def _scaffold(self, local_init):
+    """A `Scaffold` whose saver is the Estimator's and whose local init also
+    starts the input iterator."""
+    saver = tf.train.Saver(
+        sharded=True, max_to_keep=self._config.keep_checkpoint_max,
+        keep_checkpoint_every_n_hours=10000, defer_build=True,
+        save_relative_paths=True)
+    tf.add_to_collection(tf.GraphKeys.SAVERS, saver)
+    return tf.train.Scaffold(
+        saver=saver,
+        local_init_op=tf.group(tf.train.Scaffold.default_local_init_op(),
+                               local_init))
+
+  def _checkpoint(self, checkpoint_path, what):
+    """The checkpoint to restore, or None (the variables' initializers)."""
+    path = checkpoint_path or (
+        tf.train.latest_checkpoint(self.model_dir) if self.model_dir
+        else None)
+    if path is None:
+      logging.info("No checkpoint in %s: %s from the initial variables",
+                   self.model_dir, what)
+    return path
+
+  # --------------------------------------------------------------------------
+  # Train
+  # --------------------------------------------------------------------------
+
+  def _latest_step(self):
+    path = (tf.train.latest_checkpoint(self.model_dir) if self.model_dir
+            else None)
+    if path is None:
+      return 0
+    return int(tf.train.load_variable(path, tf.GraphKeys.GLOBAL_STEP))
+
+  def _train_graph(self, input_fn):
+    """(loss, train_op, the model_fn's training hooks, iterator init)."""
+    strategy = self._config.strategy
+    if strategy is None:
+      tf.train.get_or_create_global_step()
+      features, labels, init = self._batch(input_fn, _KEYS.TRAIN)
+      spec = self._call_model_fn(features, labels, _KEYS.TRAIN)
+      return (spec.loss, spec.train_op, list(spec.training_hooks or ()),
+              init)
+    # As the Estimator's distributed training: the input first, then the
+    # global step (a mirrored variable), then one model per replica.
+    iterator = strategy.make_input_fn_iterator(
+        lambda context: self._dataset(input_fn, _KEYS.TRAIN, context))
+    tf.train.get_or_create_global_step()
+    features, labels = input_utils.features_and_labels(iterator.get_next())
+    hooks = []
+
+    def replica_fn(features, labels):
+      spec = self._call_model_fn(features, labels, _KEYS.TRAIN)
+      if not hooks:
+        hooks.extend(spec.training_hooks or ())
+      context = tf.distribute.get_replica_context()
+      # The mean of the replicas' losses: the one-device loss.
+      return spec.loss / context.num_replicas_in_sync, spec.train_op
+
+    losses, train_ops = strategy.extended.call_for_each_replica(
+        replica_fn, args=(features, labels))
+    loss = strategy.reduce(tf.distribute.ReduceOp.SUM, losses, axis=None)
+    train_op = tf.group(*strategy.experimental_local_results(train_ops))
+    return loss, train_op, hooks, iterator.initializer
+
+  def train(self, input_fn, hooks=None, steps=None, max_steps=None,
+            saving_listeners=None):
+    """Trains until the global step reaches `max_steps`.
+
+    Args:
+      input_fn: `input_fn(params[, config][, input_context])` returning a
+        `tf.data.Dataset` of features (or (features, labels)).
+      hooks: list of `tf.train.SessionRunHook`, run with the runner's own.
+      steps: not supported (None): runs stop at a global step.
+      max_steps: int, the global step to stop at; a model_dir already
+        there trains no further.
+      saving_listeners: not supported (None).
+
+    Returns:
+      self.
+
+    Raises:
+      ValueError: `steps` or `saving_listeners` given, or no `max_steps`.
+    """
+    if steps is not None or saving_listeners or max_steps is None:
+      raise ValueError("the session runner trains to max_steps only")
+    start = self._latest_step()
+    if start >= max_steps:
+      logging.info("Skipping training: the checkpoint in %s is at step %d, "
+                   "max_steps is %d", self.model_dir, start, max_steps)
+      return self
+    strategy = self._config.strategy
+    with self._new_graph().as_default():
+      scope = strategy.scope() if strategy else contextlib.nullcontext()
+      with scope:
+        loss, train_op, model_hooks, init = self._train_graph(input_fn)
+      global_step = tf.train.get_global_step()
+      tf.summary.scalar("loss", loss)
+      scaffold = self._scaffold(init)
+      all_hooks = [
+          tf.train.StopAtStepHook(last_step=max_steps),
+          tf.train.NanTensorHook(loss),
+          tf.train.LoggingTensorHook(
+              {"loss": loss, "step": global_step},
+              every_n_iter=self._config.log_step_count_steps),
+      ] + model_hooks + list(hooks or ())
+      with tf.train.MonitoredTrainingSession(
+          checkpoint_dir=self.model_dir, scaffold=scaffold, hooks=all_hooks,
+          save_checkpoint_steps=self._config.save_checkpoints_steps,
+          # The Estimator's default when no step interval is given.
+          save_checkpoint_secs=(
+              None if self._config.save_checkpoints_steps else 600),
+          save_summaries_steps=self._config.save_summary_steps,
+          log_step_count_steps=self._config.log_step_count_steps,
+          config=self._config.session_config) as session:
+        while not session.should_stop():
+          session.run([train_op, loss])
+    return self
+
+  # --------------------------------------------------------------------------
+  # Evaluate
+  # --------------------------------------------------------------------------
+
+  def evaluate(self, input_fn, steps=None, checkpoint_path=None, name=None,
+               hooks=None):
+    """Evaluates the latest checkpoint (or `checkpoint_path`).
+
+    Args:
+      input_fn: as for `train`; read until exhausted, or `steps` batches.
+      steps: int or None.
+      checkpoint_path: str or None, a checkpoint prefix.
+      name: str or None; results go to `<model_dir>/eval[_<name>]`.
+      hooks: list of `tf.train.SessionRunHook`, or None.
+
+    Returns:
+      dict name -> numpy value: the `eval_metrics`, `loss` (the mean of the
+      batches' losses) and `global_step`, as `Estimator.evaluate`.
+    """
+    path = self._checkpoint(checkpoint_path, "evaluating")
+    with self._new_graph().as_default():
+      global_step = tf.train.get_or_create_global_step()
+      features, labels, init = self._batch(input_fn, _KEYS.EVAL)
+      spec = self._call_model_fn(features, labels, _KEYS.EVAL)
+      metrics = {}
+      if spec.eval_metrics is not None:
+        metric_fn, tensors = spec.eval_metrics
+        metrics = dict(metric_fn(**tensors) if isinstance(tensors, dict)
+                       else metric_fn(*tensors))
+      metrics["loss"] = tf.metrics.mean(spec.loss)
+      update_op = tf.group(*[update for _, update in metrics.values()])
+      values = {name_: value for name_, (value, _) in metrics.items()}
+      values["global_step"] = global_step
+      final = tf.train.FinalOpsHook(values)
+      batches = [0]
+
+      class _StopAfter(tf.train.SessionRunHook):
+
+        def after_run(self, run_context, run_values):
+          del run_values
+          batches[0] += 1
+          if steps is not None and batches[0] >= steps:
+            run_context.request_stop()
+
+      creator = tf.train.ChiefSessionCreator(
+          scaffold=self._scaffold(init), checkpoint_filename_with_path=path,
+          config=self._config.session_config)
+      with tf.train.MonitoredSession(
+          session_creator=creator,
+          hooks=[_StopAfter()] + list(hooks or ()) + [final]) as session:
+        while not session.should_stop():
+          session.run(update_op)
+    results = dict(final.final_ops_values)
+    logging.info("Evaluation of %s over %d batches: %s", path, batches[0],
+                 ", ".join("%s = %s" % item for item in sorted(results.items())))
+    self._write_eval_summary(results, name)
+    return results
+
+  def _write_eval_summary(self, results, name):
+    if not self.model_dir:
+      return
+    folder = os.path.join(self.model_dir,
+                          "eval" if not name else "eval_" + name)
+    summary = tf.Summary()
+    for key, value in sorted(results.items()):
+      if key == "global_step":
+        continue
+      array = np.asarray(value)
+      if array.shape == () and np.issubdtype(array.dtype, np.number):
+        summary.value.add(tag=key, simple_value=float(array))
+    with tf.Graph().as_default():  # FileWriter needs graph mode.
+      writer = tf.summary.FileWriter(folder)
+      writer.add_summary(summary, int(results["global_step"]))
+      writer.close()
+
+  # --------------------------------------------------------------------------
+  # Predict
+  # --------------------------------------------------------------------------
+
+  def predict(self, input_fn, predict_keys=None, hooks=None,
+              checkpoint_path=None, yield_single_examples=True):
+    """Yields the predictions of the latest checkpoint (or
+    `checkpoint_path`), one dict name -> numpy value per example (or per
+    batch without `yield_single_examples`), as `Estimator.predict`.
+
+    Args:
+      input_fn: as for `train`; read until exhausted.
+      predict_keys: list of str or None (all), the predictions to fetch.
+      hooks: list of `tf.train.SessionRunHook`, or None.
+      checkpoint_path: str or None, a checkpoint prefix.
+      yield_single_examples: bool.
+    """
+    path = self._checkpoint(checkpoint_path, "predicting")
+    with self._new_graph().as_default():
+      tf.train.get_or_create_global_step()
+      features, labels, init = self._batch(input_fn, _KEYS.PREDICT)
+      spec = self._call_model_fn(features, labels, _KEYS.PREDICT)
+      predictions = spec.predictions
+      if not isinstance(predictions, dict):
+        predictions = {"predictions": predictions}
+      if predict_keys is not None:
+        predictions = {k: predictions[k] for k in predict_keys}
+      creator = tf.train.ChiefSessionCreator(
+          scaffold=self._scaffold(init), checkpoint_filename_with_path=path,
+          config=self._config.session_config)
+      with tf.train.MonitoredSession(session_creator=creator,
+                                     hooks=list(hooks or ())) as session:
+        while not session.should_stop():
+          batch = session.run(predictions)
+          if not yield_single_examples:
+            yield batch
+            continue
+          size = len(next(iter(batch.values())))
+          for i in range(size):
+            yield {key: value[i] for key, value in batch.items()}

@@ -1,0 +1,129 @@
+"""The TFRecord input pipeline of the scripts' `input_fn`s.
+
+An `input_fn(params, config=None, input_context=None)` returns a
+`tf.data.Dataset` of batched feature dicts, `params["batch_size"]` per
+batch, as the reference's do; both runners call it the same way.
+"""
+
+import inspect
+
+import tensorflow.compat.v1 as tf
+
+from bert_tf.train import distribute as distribute_utils
+
+__all__ = ["decode_record", "tfrecord_input_fn_builder", "with_batch_size",
+           "features_and_labels"]
+
+
+def with_batch_size(input_fn, batch_size):
+  """`input_fn` called with `params["batch_size"] = batch_size`.
+
+  The result takes `(params, config, input_context=None)`, as the Estimator
+  calls an input_fn, and passes `config` and `input_context` on where
+  `input_fn` takes them.
+  """
+  names = inspect.signature(input_fn).parameters
+
+  def wrapped(params, config, input_context=None):
+    kwargs = {"params": dict(params, batch_size=batch_size)}
+    if "config" in names:
+      kwargs["config"] = config
+    if "input_context" in names:
+      kwargs["input_context"] = input_context
+    return input_fn(**kwargs)
+
+  return wrapped
+
+
+def features_and_labels(element):
+  """(features, labels) of a dataset element: a (features, labels) pair, or
+  the features alone (labels None), as the Estimator reads them."""
+  if isinstance(element, (tuple, list)) and len(element) == 2:
+    return element[0], element[1]
+  return element, None
+
+
+def decode_record(record, name_to_features):
+  """Parses one serialized `tf.train.Example`, casting int64 to int32.
+
+  TPUs support only int32 integers, so every int64 feature is cast; float
+  features are left as they are.
+
+  Args:
+    record: scalar string Tensor, one serialized Example.
+    name_to_features: dict name -> `tf.io.FixedLenFeature`.
+
+  Returns:
+    dict name -> Tensor.
+  """
+  example = tf.parse_single_example(record, name_to_features)
+  for name in list(example.keys()):
+    if example[name].dtype == tf.int64:
+      example[name] = tf.cast(example[name], tf.int32)
+  return example
+
+
+def tfrecord_input_fn_builder(input_files, name_to_features, is_training,
+                              drop_remainder, num_cpu_threads=4,
+                              shuffle_buffer=100):
+  """Builds an `input_fn(params)` over TFRecord files of Examples.
+
+  Training reads the files in parallel in shuffled order, repeats forever and
+  shuffles records with a buffer of `shuffle_buffer`. Evaluation and
+  prediction read the files in the given order, once.
+
+  Args:
+    input_files: list of str paths.
+    name_to_features: dict name -> `tf.io.FixedLenFeature`.
+    is_training: bool.
+    drop_remainder: bool; True gives fixed batch shapes (needed on TPU).
+    num_cpu_threads: int, parallel readers and parsers when training.
+    shuffle_buffer: int, records in the shuffle buffer when training.
+
+  Under a multi-worker `tf.distribute` strategy (an `input_context` with
+  several input pipelines), each worker trains on its own share: whole files
+  when there are at least as many files as workers, else every N-th record;
+  so no example is read twice per epoch across workers. A
+  `config.tf_random_seed` seeds the shuffles (plus the worker's index).
+
+  Returns:
+    A function `input_fn(params, config=None, input_context=None)` ->
+    `tf.data.Dataset` of batched feature dicts; the batch size is
+    `params["batch_size"]`.
+  """
+  input_files = list(input_files)
+
+  def input_fn(params, config=None, input_context=None):
+    batch_size = params["batch_size"]
+    # One worker of several (tf.distribute): its own share, its own seed.
+    num_shards, index = distribute_utils.input_shard(input_context)
+    seed = getattr(config, "tf_random_seed", None)
+    if seed is not None:
+      seed += index
+    if is_training:
+      if num_shards > 1 and len(input_files) < num_shards:
+        # Fewer files than workers: every worker reads all files in order
+        # and keeps every num_shards-th record.
+        d = tf.data.TFRecordDataset(input_files).shard(num_shards, index)
+        d = d.repeat()
+      else:
+        files = tf.data.Dataset.from_tensor_slices(tf.constant(input_files))
+        if num_shards > 1:
+          files = files.shard(num_shards, index)
+        num_files = len(input_files[index::num_shards])
+        files = files.repeat().shuffle(buffer_size=num_files, seed=seed)
+        cycle_length = min(num_cpu_threads, num_files)
+        d = files.interleave(
+            tf.data.TFRecordDataset,
+            cycle_length=cycle_length,
+            num_parallel_calls=cycle_length,
+            deterministic=seed is not None)
+      d = d.shuffle(buffer_size=shuffle_buffer, seed=seed)
+    else:
+      d = tf.data.TFRecordDataset(input_files)
+    d = d.map(lambda record: decode_record(record, name_to_features),
+              num_parallel_calls=num_cpu_threads if is_training else None)
+    d = d.batch(batch_size, drop_remainder=drop_remainder)
+    return d.prefetch(1)
+
+  return input_fn

@@ -1,0 +1,157 @@
+"""The pieces every script's `model_fn` shares.
+
+The reference release repeats these in each `run_*.py`; here they live
+once: the steps of a number of epochs, the checkpoint initialization (with
+the reference's `*INIT_FROM_CKPT*` log), a weighted mean loss that holds
+under a strategy, and the training step's spec. Runner-neutral: the specs
+are `spec.model_spec`s, which both runners (`bert_tf/runner/`) read.
+"""
+
+from absl import logging
+import tensorflow.compat.v1 as tf
+
+from bert_tf.train import spec as spec_lib
+import modeling
+import optimization
+
+__all__ = ["fine_tuning_steps", "init_from_checkpoint", "weighted_mean_loss",
+           "train_spec"]
+
+
+def fine_tuning_steps(num_examples, train_batch_size, num_train_epochs,
+                      warmup_proportion):
+  """Training and warmup steps for a number of epochs, as the reference.
+
+  Args:
+    num_examples: int, training examples (one epoch).
+    train_batch_size: int, examples per step.
+    num_train_epochs: float, epochs.
+    warmup_proportion: float, fraction of the steps spent warming up.
+
+  Returns:
+    (num_train_steps, num_warmup_steps); at least one training step, where
+    the reference failed on a training set smaller than a batch.
+  """
+  num_train_steps = int(num_examples / train_batch_size * num_train_epochs)
+  if num_train_steps < 1:
+    logging.warning("%d examples / batch size %d * %s epochs is under one "
+                    "step; training 1 step", num_examples, train_batch_size,
+                    num_train_epochs)
+    num_train_steps = 1
+  return num_train_steps, int(num_train_steps * warmup_proportion)
+
+
+def init_from_checkpoint(init_checkpoint, use_tpu):
+  """Initializes the graph's trainable variables from `init_checkpoint`.
+
+  Call inside a `model_fn`, after the model is built. Variables whose names
+  (and shapes) appear in the checkpoint are mapped through
+  `modeling.get_assignment_map_from_checkpoint`; every trainable variable is
+  logged with its shape, the initialized ones marked `*INIT_FROM_CKPT*`, as
+  the reference does.
+
+  Args:
+    init_checkpoint: str or None, a checkpoint prefix (`.../bert_model.ckpt`).
+    use_tpu: bool; on TPU the initialization runs inside a `Scaffold`.
+
+  Returns:
+    A `scaffold_fn` for `TPUEstimatorSpec` on TPU, else None.
+  """
+  tvars = tf.trainable_variables()
+  initialized = {}
+  scaffold_fn = None
+  if init_checkpoint:
+    assignment_map, initialized = modeling.get_assignment_map_from_checkpoint(
+        tvars, init_checkpoint)
+    if not assignment_map:
+      raise ValueError(
+          "--init_checkpoint: none of the model's %d variables is in %s; "
+          "expected a BERT checkpoint (variables named bert/...)" %
+          (len(tvars), init_checkpoint))
+    if use_tpu:
+
+      def tpu_scaffold():
+        tf.train.init_from_checkpoint(init_checkpoint, assignment_map)
+        return tf.train.Scaffold()
+
+      scaffold_fn = tpu_scaffold
+    else:
+      tf.train.init_from_checkpoint(init_checkpoint, assignment_map)
+  logging.info("**** Trainable Variables ****")
+  for var in tvars:
+    note = ", *INIT_FROM_CKPT*" if var.name in initialized else ""
+    logging.info("  name = %s, shape = %s%s", var.name, var.shape, note)
+  if init_checkpoint:
+    logging.info("%d of %d trainable variables initialized from %s",
+                 sum(1 for v in tvars if v.name in initialized), len(tvars),
+                 init_checkpoint)
+  return scaffold_fn
+
+
+def weighted_mean_loss(values, weights):
+  """sum(weights * values) / (sum(weights) + 1e-5), over the global batch.
+
+  On one device (or TPU, per core) this is the plain weighted mean of the
+  batch. In the replica context of a `tf.distribute` strategy, each replica
+  sees only its share of the batch, and the optimizer averages the replicas'
+  gradients (`optimization.create_optimizer`): a per-replica weighted mean
+  would weigh every replica's share alike, whatever its total weight (with
+  token weights: its number of labelled tokens). So the denominator is the
+  sum of the weights over all replicas (one scalar all-reduce, no gradient)
+  and the numerator is scaled by the number of replicas: the mean of the
+  replicas' losses and gradients is that of the global batch's weighted
+  mean, as on one device.
+
+  Args:
+    values: float32 Tensor, e.g. per-token losses [batch_size, seq_length].
+    weights: float32 Tensor of the same shape (0 leaves a value out).
+
+  Returns:
+    A float32 scalar Tensor; 0 when every weight is 0.
+  """
+  numerator = tf.reduce_sum(values * weights)
+  denominator = tf.reduce_sum(weights)
+  if (tf.distribute.has_strategy() and
+      not tf.distribute.in_cross_replica_context()):
+    context = tf.distribute.get_replica_context()
+    total = context.merge_call(
+        lambda strategy, value: strategy.reduce(
+            tf.distribute.ReduceOp.SUM, value, axis=None),
+        args=(tf.stop_gradient(denominator),))
+    return numerator * float(context.num_replicas_in_sync) / (total + 1e-5)
+  return numerator / (denominator + 1e-5)
+
+
+def train_spec(total_loss, learning_rate, num_train_steps, num_warmup_steps,
+               use_tpu, scaffold_fn=None, options=None):
+  """The `TPUEstimatorSpec` of a training step, as every script builds it.
+
+  Args:
+    total_loss: float32 scalar Tensor to minimize.
+    learning_rate: float, peak learning rate.
+    num_train_steps: int, steps (updates) of the learning-rate decay.
+    num_warmup_steps: int, steps (updates) of linear warmup.
+    use_tpu: bool; on TPU gradients are averaged across shards.
+    scaffold_fn: from `init_from_checkpoint`, or None.
+    options: (optional) `optimization.OptimizerOptions` (optimizer,
+      accumulation, fp16 loss scaling); default the reference's training.
+
+  Returns:
+    A `spec.model_spec` in TRAIN mode whose train op
+    applies `optimization.create_optimizer` (and increments the global step).
+    With fp16 loss scaling off TPU, a hook logs the loss scale and the
+    skipped updates every 100 steps.
+  """
+  train_op = optimization.create_optimizer(
+      total_loss, learning_rate, num_train_steps, num_warmup_steps, use_tpu,
+      options=options)
+  hooks = []
+  if options is not None and options.loss_scaling and not use_tpu:
+    hooks.append(tf.train.LoggingTensorHook(
+        {"loss_scale": tf.get_collection(optimization.LOSS_SCALE_COLLECTION)[0],
+         "skipped_updates": tf.get_collection(
+             optimization.SKIPPED_UPDATES_COLLECTION)[0]},
+        every_n_iter=100))
+  return spec_lib.model_spec(
+      mode=spec_lib.ModeKeys.TRAIN, loss=total_loss, train_op=train_op,
+      scaffold_fn=scaffold_fn, training_hooks=hooks or None)
