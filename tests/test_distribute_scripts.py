@@ -18,6 +18,7 @@ import pytest
 import tensorflow.compat.v1 as tf
 
 from helpers import read_lines
+from helpers import RUNNERS
 from helpers import shared_path
 from helpers import tiny_model_flags
 from helpers import write_tsv
@@ -61,13 +62,15 @@ def _test_results(output_dir):
 
 
 @pytest.mark.slow
-def test_classifier_on_two_cpu_replicas_matches_one_device(tmp_path):
+@pytest.mark.parametrize("runner", RUNNERS)
+def test_classifier_on_two_cpu_replicas_matches_one_device(tmp_path, runner):
   data_dir = _mrpc(tmp_path)
   export_dir = str(tmp_path / "export")
 
   def args_for(output_dir, strategy):
     extra = dict(export_dir=export_dir) if strategy else {}
-    return _classifier_args(data_dir, output_dir, **extra, **strategy)
+    return _classifier_args(data_dir, output_dir, runner=runner, **extra,
+                            **strategy)
 
   single, mirrored = helpers.run_one_and_two_replicas(
       tmp_path, "run_classifier.py", args_for)
@@ -91,7 +94,8 @@ def test_classifier_on_two_cpu_replicas_matches_one_device(tmp_path):
 
 
 @pytest.mark.slow
-def test_squad_on_two_cpu_replicas_matches_one_device(tmp_path):
+@pytest.mark.parametrize("runner", RUNNERS)
+def test_squad_on_two_cpu_replicas_matches_one_device(tmp_path, runner):
   train_file, predict_file = _real_squad_subset(tmp_path)
 
   def args_for(output_dir, strategy):
@@ -101,7 +105,7 @@ def test_squad_on_two_cpu_replicas_matches_one_device(tmp_path):
         version_2_with_negative=True, max_seq_length=64, doc_stride=32,
         max_query_length=16, train_batch_size=2, num_train_epochs=1,
         predict_batch_size=16, learning_rate=1e-3, random_seed=1,
-        **strategy))
+        runner=runner, **strategy))
 
   single, mirrored = helpers.run_one_and_two_replicas(
       tmp_path, "run_squad.py", args_for)
@@ -136,7 +140,8 @@ def _squad_outputs(output_dir):
 
 
 @pytest.mark.slow
-def test_ner_on_two_cpu_replicas_matches_one_device(tmp_path):
+@pytest.mark.parametrize("runner", RUNNERS)
+def test_ner_on_two_cpu_replicas_matches_one_device(tmp_path, runner):
   data = tmp_path / "data"
   _head_of_conll(_conll("eng.train"), data / "eng.train", 8)
   _head_of_conll(_conll("eng.testa"), data / "eng.testa", 8)
@@ -145,7 +150,8 @@ def test_ner_on_two_cpu_replicas_matches_one_device(tmp_path):
     return tiny_model_flags() + helpers.flag_args(dict(
         data_dir=data, output_dir=output_dir, max_seq_length=32,
         doc_stride=16, do_train=True, do_eval=True, train_batch_size=4,
-        num_train_epochs=1, learning_rate=1e-3, random_seed=1, **strategy))
+        num_train_epochs=1, learning_rate=1e-3, random_seed=1, runner=runner,
+        **strategy))
 
   single, mirrored = helpers.run_one_and_two_replicas(
       tmp_path, "run_ner.py", args_for)
@@ -169,10 +175,11 @@ def test_ner_on_two_cpu_replicas_matches_one_device(tmp_path):
 
 
 @pytest.mark.slow
-def test_classifier_on_two_workers_only_the_chief_writes_results(tmp_path):
+@pytest.mark.parametrize("runner", RUNNERS)
+def test_classifier_on_two_workers_only_the_chief_writes_results(tmp_path, runner):
   data_dir = _mrpc(tmp_path, train=8, dev=6, test=5)
   out = str(tmp_path / "out")
-  args = _classifier_args(data_dir, out, train_batch_size=2,
+  args = _classifier_args(data_dir, out, train_batch_size=2, runner=runner,
                           distribution_strategy="multi_worker_mirrored",
                           num_gpus=0, worker_timeout_secs=120)
   codes = helpers.run_workers(tmp_path, "run", "run_classifier.py", args,
@@ -183,7 +190,7 @@ def test_classifier_on_two_workers_only_the_chief_writes_results(tmp_path):
   results = helpers.read_eval_results(out)
   assert results["global_step"] == 4
   assert len(read_lines(os.path.join(out, "test_results.tsv"))) == 5
-  assert "Saving dict for global step 4" in logs[0]
+  assert _EVALUATED_AT % 4 in logs[0]
   for name in ("do_eval", "do_predict"):
     assert "Not the chief: --%s is left to the chief" % name in logs[1]
   assert "Running evaluation" not in logs[1]
@@ -200,12 +207,16 @@ def _run_two_workers(tmp_path, script, args):
   return logs
 
 
+# The log line of an evaluation, in either runner.
+_EVALUATED_AT = "for global step %d:"
+
 _MULTI_WORKER = dict(distribution_strategy="multi_worker_mirrored",
                      num_gpus=0, worker_timeout_secs=120)
 
 
 @pytest.mark.slow
-def test_squad_on_two_workers_only_the_chief_writes_predictions(tmp_path):
+@pytest.mark.parametrize("runner", RUNNERS)
+def test_squad_on_two_workers_only_the_chief_writes_predictions(tmp_path, runner):
   train_file, predict_file = _real_squad_subset(tmp_path)
   out = str(tmp_path / "out")
   args = tiny_model_flags() + helpers.flag_args(dict(
@@ -213,7 +224,7 @@ def test_squad_on_two_workers_only_the_chief_writes_predictions(tmp_path):
       predict_file=predict_file, version_2_with_negative=True,
       max_seq_length=64, doc_stride=32, max_query_length=16,
       train_batch_size=2, num_train_epochs=1, predict_batch_size=16,
-      learning_rate=1e-3, random_seed=1, **_MULTI_WORKER))
+      learning_rate=1e-3, random_seed=1, runner=runner, **_MULTI_WORKER))
   logs = _run_two_workers(tmp_path, "run_squad.py", args)
   # 8 questions, global batch 2: 4 steps of one question per worker.
   _, compared = helpers.assert_workers_match_the_chiefs_checkpoint(
@@ -236,7 +247,8 @@ def test_squad_on_two_workers_only_the_chief_writes_predictions(tmp_path):
 
 
 @pytest.mark.slow
-def test_ner_on_two_workers_only_the_chief_writes_results(tmp_path):
+@pytest.mark.parametrize("runner", RUNNERS)
+def test_ner_on_two_workers_only_the_chief_writes_results(tmp_path, runner):
   data = tmp_path / "data"
   _head_of_conll(_conll("eng.train"), data / "eng.train", 8)
   _head_of_conll(_conll("eng.testa"), data / "eng.testa", 4)
@@ -245,7 +257,7 @@ def test_ner_on_two_workers_only_the_chief_writes_results(tmp_path):
   args = tiny_model_flags() + helpers.flag_args(dict(
       data_dir=data, output_dir=out, max_seq_length=32, doc_stride=16,
       do_train=True, do_eval=True, do_predict=True, train_batch_size=8,
-      num_train_epochs=1, learning_rate=1e-3, random_seed=1,
+      num_train_epochs=1, learning_rate=1e-3, random_seed=1, runner=runner,
       **_MULTI_WORKER))
   logs = _run_two_workers(tmp_path, "run_ner.py", args)
   # 7 sentences -> 24 windows, global batch 8: 3 steps of 4 per worker.
@@ -263,7 +275,7 @@ def test_ner_on_two_workers_only_the_chief_writes_results(tmp_path):
     predicted = [line for line in read_lines(os.path.join(out, name))
                  if line.strip()]
     assert len(predicted) == len(words), name
-  assert "Saving dict for global step 3" in logs[0]
+  assert _EVALUATED_AT % 3 in logs[0]
   for name in ("do_eval", "do_predict"):
     assert "Not the chief: --%s is left to the chief" % name in logs[1]
   for line in ("Running evaluation", "Running prediction",

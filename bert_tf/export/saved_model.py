@@ -249,7 +249,10 @@ def export_saved_model(model_fn, checkpoint_path, export_dir, max_seq_length,
   work_dir = os.path.join(export_dir, ".temp-%d-%d" % (int(time.time()),
                                                        os.getpid()))
   try:
-    with tf.Graph().as_default():
+    with tf.Graph().as_default() as graph:
+      # Every variable is restored; a seed only lets the initializers be
+      # built under --deterministic's op determinism.
+      graph.seed = 0
       inputs = serving_input_fn_builder(max_seq_length, extra_features)()
       outputs, saver = _serving_graph(model_fn, list(output_keys),
                                       checkpoint_path, inputs)

@@ -27,6 +27,9 @@ import os
 from absl import logging
 import numpy as np
 import tensorflow.compat.v1 as tf
+# The coordinator that ran the Estimator's multi-worker training; TensorFlow
+# keeps it (not in the public API) up to 2.21 at least.
+from tensorflow.python.distribute import distribute_coordinator
 
 from bert_tf.train import distribute as distribute_utils
 from bert_tf.train import input_fn as input_utils
@@ -146,9 +149,8 @@ class SessionRunner(object):
       return 0
     return int(tf.train.load_variable(path, tf.GraphKeys.GLOBAL_STEP))
 
-  def _train_graph(self, input_fn):
+  def _train_graph(self, input_fn, strategy):
     """(loss, train_op, the model_fn's training hooks, iterator init)."""
-    strategy = self._config.strategy
     if strategy is None:
       tf.train.get_or_create_global_step()
       features, labels, init = self._batch(input_fn, _KEYS.TRAIN)
@@ -204,32 +206,62 @@ class SessionRunner(object):
                    "max_steps is %d", self.model_dir, start, max_steps)
       return self
     strategy = self._config.strategy
+    if strategy is None or not strategy.extended._in_multi_worker_mode():  # pylint: disable=protected-access
+      self._train_here(input_fn, hooks, max_steps, strategy)
+      return self
+    # Several workers: as the Estimator, through TensorFlow's distribute
+    # coordinator, which starts this task's server and calls worker_fn with
+    # the strategy configured for the cluster; MonitoredTrainingSession then
+    # reads the worker context (the chief alone checkpoints and summarizes).
+    distribute_utils.start_peer_watchdog(self._worker_timeout_secs)
+    try:
+      distribute_coordinator.run_distribute_coordinator(
+          lambda worker_strategy: self._train_here(
+              input_fn, hooks, max_steps, worker_strategy),
+          strategy, mode=distribute_coordinator.CoordinatorMode.
+          INDEPENDENT_WORKER, session_config=self._config.session_config)
+    except tf.errors.UnknownError as e:
+      if "Could not start gRPC server" not in str(e):
+        raise
+      label, address = distribute_utils.own_address()
+      raise ValueError(
+          "--distribution_strategy=multi_worker_mirrored: could not listen on "
+          "%s (TF_CONFIG %s, this task's own address): is the port in use, "
+          "or the host not this machine?" % (address, label)) from None
+    return self
+
+  def _train_here(self, input_fn, hooks, max_steps, strategy):
+    """Builds the TRAIN graph and runs it to `max_steps` in this process."""
     with self._new_graph().as_default():
       scope = strategy.scope() if strategy else contextlib.nullcontext()
       with scope:
-        loss, train_op, model_hooks, init = self._train_graph(input_fn)
-      global_step = tf.train.get_global_step()
-      tf.summary.scalar("loss", loss)
-      scaffold = self._scaffold(init)
-      all_hooks = [
-          tf.train.StopAtStepHook(last_step=max_steps),
-          tf.train.NanTensorHook(loss),
-          tf.train.LoggingTensorHook(
-              {"loss": loss, "step": global_step},
-              every_n_iter=self._config.log_step_count_steps),
-      ] + model_hooks + list(hooks or ())
-      with tf.train.MonitoredTrainingSession(
-          checkpoint_dir=self.model_dir, scaffold=scaffold, hooks=all_hooks,
-          save_checkpoint_steps=self._config.save_checkpoints_steps,
-          # The Estimator's default when no step interval is given.
-          save_checkpoint_secs=(
-              None if self._config.save_checkpoints_steps else 600),
-          save_summaries_steps=self._config.save_summary_steps,
-          log_step_count_steps=self._config.log_step_count_steps,
-          config=self._config.session_config) as session:
-        while not session.should_stop():
-          session.run([train_op, loss])
-    return self
+        loss, train_op, model_hooks, init = self._train_graph(input_fn,
+                                                              strategy)
+        global_step = tf.train.get_global_step()
+        tf.summary.scalar("loss", loss)
+        scaffold = self._scaffold(init)
+        all_hooks = [
+            tf.train.StopAtStepHook(last_step=max_steps),
+            tf.train.NanTensorHook(loss),
+            tf.train.LoggingTensorHook(
+                {"loss": loss, "step": global_step},
+                every_n_iter=self._config.log_step_count_steps),
+        ] + model_hooks + list(hooks or ())
+        with tf.train.MonitoredTrainingSession(
+            checkpoint_dir=self.model_dir, scaffold=scaffold,
+            hooks=all_hooks,
+            save_checkpoint_steps=self._config.save_checkpoints_steps,
+            # The Estimator's default when no step interval is given.
+            save_checkpoint_secs=(
+                None if self._config.save_checkpoints_steps else 600),
+            save_summaries_steps=self._config.save_summary_steps,
+            log_step_count_steps=self._config.log_step_count_steps,
+            config=self._config.session_config) as session:
+          loss_value = None
+          while not session.should_stop():
+            _, loss_value = session.run([train_op, loss])
+        # The Estimator's last line of training, which log readers look for.
+        logging.info("Loss for final step: %s.", loss_value)
 
   # --------------------------------------------------------------------------
   # Evaluate
@@ -284,7 +316,8 @@ class SessionRunner(object):
         while not session.should_stop():
           session.run(update_op)
     results = dict(final.final_ops_values)
-    logging.info("Evaluation of %s over %d batches: %s", path, batches[0],
+    logging.info("Evaluated %s over %d batches, for global step %d: %s",
+                 path, batches[0], results["global_step"],
                  ", ".join("%s = %s" % item for item in sorted(results.items())))
     self._write_eval_summary(results, name)
     return results
