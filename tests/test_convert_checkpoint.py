@@ -215,6 +215,7 @@ def _log_softmax(x):
   return x - np.log(np.exp(x).sum(axis=-1, keepdims=True))
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 def test_fine_tuned_classifier_converts_for_sequence_classification(
     hf, tmp_path):

@@ -333,6 +333,7 @@ def _assert_one_line_error(proc, *fragments):
     assert fragment in errors[0], errors[0]
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 def test_cli_two_workers_one_output_path(cli):
   proc, out_dir = cli["two_workers"]

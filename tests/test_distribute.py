@@ -18,6 +18,7 @@ import tensorflow.compat.v1 as tf
 
 from helpers import data_path
 import distribute_helpers as helpers
+from helpers import RUNNERS
 from bert_tf.cli import flags as cli_flags
 from bert_tf.train import distribute as distribute_utils
 from bert_tf.train import options as training_options
@@ -109,13 +110,16 @@ def test_two_cpu_replicas_with_xla_keep_identical_copies(
 # ---------------------------------------------------------------------------
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
-def test_two_workers_over_loopback_train_identically_and_resume(tmp_path):
+@pytest.mark.parametrize("runner", RUNNERS)
+def test_two_workers_over_loopback_train_identically_and_resume(tmp_path,
+                                                                runner):
   data, config = _setup(tmp_path)
   out = str(tmp_path / "out")
   args = _args(data, config, out, num_train_steps=6,
                distribution_strategy="multi_worker_mirrored", num_gpus=0,
-               worker_timeout_secs=120)
+               worker_timeout_secs=120, runner=runner)
   # First run: killed (SIGKILL, both workers) once checkpoint 2 exists.
   codes = helpers.run_workers(
       tmp_path, "first", "run_pretraining.py", args, helpers.cluster(),

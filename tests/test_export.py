@@ -476,6 +476,7 @@ def _model_flags():
           "--bert_config_file=%s" % _model_file("bert_config.json")]
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 def test_classifier_end_to_end_predictions_equal_run_classifier(tmp_path):
   model_dir = str(tmp_path / "model")
@@ -500,6 +501,7 @@ def test_classifier_end_to_end_predictions_equal_run_classifier(tmp_path):
                    proc.stderr)
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 def test_squad_end_to_end_predictions_equal_run_squad(tmp_path):
   model_dir = str(tmp_path / "model")

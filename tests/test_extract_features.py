@@ -84,6 +84,7 @@ def test_layer_indexes_inside_model_are_accepted():
   assert extract_features.parse_layer_indexes("-1,-2,0,1", 2) == [-1, -2, 0, 1]
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 def test_output_equals_conformance_and_keeps_every_line(tmp_path):
   # 5 conformance lines + 6 more = 11 lines: not a multiple of batch_size 4.

@@ -13,6 +13,7 @@ import pytest
 import tensorflow.compat.v1 as tf
 
 import fault_helpers as fh
+from helpers import RUNNERS
 from bert_tf.checks import lock as lock_checks
 from bert_tf.train import hooks as train_hooks
 
@@ -36,11 +37,15 @@ def data(tmp_path):
   return fh.write_records(str(tmp_path / "data.tfrecord"), 16)
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
-def test_sigterm_saves_the_current_step_and_rerun_resumes(tmp_path, data):
+@pytest.mark.parametrize("runner", RUNNERS)
+def test_sigterm_saves_the_current_step_and_rerun_resumes(tmp_path, data,
+                                                          runner):
   output_dir = str(tmp_path / "out")
   proc = fh.start("run_pretraining.py", fh.pretraining_flags(
-      data, output_dir, num_train_steps=1000000, do_eval=True))
+      data, output_dir, num_train_steps=1000000, do_eval=True,
+      runner=runner))
   lines = fh.Lines(proc)
   lines.wait_for(r"step 1: first step of this run")
   time.sleep(2.0)
@@ -64,7 +69,7 @@ def test_sigterm_saves_the_current_step_and_rerun_resumes(tmp_path, data):
   assert took < 30, took
 
   again = fh.run("run_pretraining.py", fh.pretraining_flags(
-      data, output_dir, num_train_steps=step + 3))
+      data, output_dir, num_train_steps=step + 3, runner=runner))
   assert again.returncode == 0, again.stderr[-3000:]
   assert "step %d: first step of this run (resumed)" % (step + 1) in (
       again.stderr)
@@ -72,6 +77,7 @@ def test_sigterm_saves_the_current_step_and_rerun_resumes(tmp_path, data):
       "model.ckpt-%d" % (step + 3))
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 def test_second_run_in_a_live_runs_folder_is_refused(tmp_path, data):
   output_dir = str(tmp_path / "out")
@@ -118,6 +124,7 @@ def test_lock_is_released_when_its_process_dies(tmp_path):
   lock_checks.lock_output_dir(folder).release()  # Released: free again.
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 def test_timed_checkpoints_progress_and_summaries(tmp_path, data):
   output_dir = str(tmp_path / "out")

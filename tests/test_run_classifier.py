@@ -292,6 +292,7 @@ def test_cli_refuses_vocab_larger_than_the_model(tmp_path):
 # ----------------------------------------------------------------------------
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 def test_mrpc_train_eval_predict_end_to_end(tmp_path):
   data_dir = str(tmp_path / "data")

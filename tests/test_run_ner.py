@@ -539,6 +539,7 @@ def _eval_results(path):
   return results
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 def test_end_to_end_train_eval_predict_writes_every_output(tmp_path):
   data = tmp_path / "data"

@@ -247,6 +247,7 @@ def _variable(checkpoint, name):
   return tf.train.load_variable(checkpoint, name)
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 def test_train_eval_then_resume(tmp_path):
   data = _write_records(str(tmp_path / "a.tfrecord"), 12, seed=1)

@@ -160,6 +160,7 @@ def _real_squad_subset(tmp_path):
           write_json(tmp_path, predict, "dev.json"))
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 def test_train_and_predict_squad_v2_end_to_end(tmp_path):
   train_file, predict_file = _real_squad_subset(tmp_path)

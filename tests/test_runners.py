@@ -301,7 +301,6 @@ def _session_run(tmp_path, script, args_for, outputs, timeout=400):
 
 
 @pytest.mark.slow
-@pytest.mark.e2e
 def test_squad_through_the_session_runner(tmp_path):
   train_file, predict_file = _real_squad_subset(tmp_path)
 
@@ -321,7 +320,6 @@ def test_squad_through_the_session_runner(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.e2e
 def test_ner_through_the_session_runner(tmp_path):
   data = tmp_path / "data"
   _head_of_conll(_conll("eng.train"), data / "eng.train", 16)
@@ -342,7 +340,6 @@ def test_ner_through_the_session_runner(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.e2e
 def test_extract_features_through_the_session_runner(tmp_path):
   model = data_path("conformance", "extract_features")
   input_file = os.path.join(model, "input.txt")
