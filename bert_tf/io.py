@@ -20,6 +20,7 @@ import socket
 import uuid
 
 from absl import logging
+import numpy as np
 
 __all__ = [
     "iter_raw_lines",
@@ -29,6 +30,7 @@ __all__ = [
     "atomic_path",
     "atomic_write",
     "write_eval_results",
+    "number_str",
     "expand_file_patterns",
     "check_output_file",
     "int64_feature",
@@ -374,8 +376,34 @@ def write_eval_results(path, results):
   logging.info("***** Eval results *****")
   with atomic_write(path) as f:
     for key in sorted(results.keys()):
-      logging.info("  %s = %s", key, str(results[key]))
-      f.write("%s = %s\n" % (key, str(results[key])))
+      logging.info("  %s = %s", key, number_str(results[key]))
+      f.write("%s = %s\n" % (key, number_str(results[key])))
+
+
+def number_str(value):
+  """`str(value)` as numpy 1 prints it (the reference's output files).
+
+  numpy 2 prints float32 scalars of magnitude 1e6 and more (float16: 1e3)
+  in scientific notation (`1.2345678e+06`) where numpy 1 prints
+  `1234567.8`; this keeps numpy 1's form on every numpy: positional for
+  1e-4 <= |x| < 1e16 (and 0), scientific otherwise, each with the fewest
+  digits that read back as the same number. Other values (Python numbers,
+  float64, ints, nan, inf) print with `str()`, the same on both.
+
+  Args:
+    value: a number (Python or numpy scalar).
+
+  Returns:
+    str.
+  """
+  if (isinstance(value, np.floating) and value.dtype.itemsize < 8 and
+      np.isfinite(value)):
+    magnitude = abs(float(value))
+    if magnitude == 0 or 1e-4 <= magnitude < 1e16:
+      return np.format_float_positional(value, unique=True, trim="0")
+    return np.format_float_scientific(value, unique=True, trim="-",
+                                      exp_digits=2)
+  return str(value)
 
 
 # ----------------------------------------------------------------------------
