@@ -27,7 +27,7 @@ __all__ = ["REPO_ROOT", "DATA_DIR", "READ_FROM_SHARED", "in_ci",
            "skip_or_fail", "import_or_skip", "data_path", "shared_dir",
            "shared_path", "write_tsv", "write_json", "read_lines",
            "script_env", "script_command", "run_script", "tiny_model_flags",
-           "write_corpus", "example_feature_names"]
+           "write_corpus"]
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if REPO_ROOT not in sys.path:
@@ -185,34 +185,3 @@ def write_corpus(tmp_path):
     path.write_text(text, encoding="utf-8")
     files.append(str(path))
   return files
-
-
-def example_feature_names(serialized):
-  """The feature names of a serialized Example, in the order of the bytes."""
-  names = []
-  position = 0
-
-  def varint():
-    nonlocal position
-    value, shift = 0, 0
-    while True:
-      byte = serialized[position]
-      position += 1
-      value |= (byte & 0x7f) << shift
-      shift += 7
-      if byte < 0x80:
-        return value
-
-  assert serialized[0] == 0x0a
-  position = 1
-  end = varint() + position
-  while position < end:
-    assert serialized[position] == 0x0a
-    position += 1
-    entry_end = varint() + position
-    assert serialized[position] == 0x0a
-    position += 1
-    length = varint()
-    names.append(serialized[position:position + length].decode("utf-8"))
-    position = entry_end
-  return names

@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
-from helpers import example_feature_names
 from helpers import REPO_ROOT
 
 from bert_tf import io as io_utils
@@ -212,24 +211,6 @@ def test_pad_to():
   assert io_utils.pad_to([1.0], 2, 0.5) == [1.0, 0.5]
   with pytest.raises(ValueError, match="3 values do not fit in length 2"):
     io_utils.pad_to([1, 2, 3], 2)
-
-
-def test_serialize_example_writes_the_given_order_and_parses_back():
-  assert io_utils.serialize_example(
-      {"a": io_utils.int64_feature([1])}, ["a"]) == (
-          b"\n\x0c\n\n\n\x01a\x12\x05\x1a\x03\n\x01\x01")
-  features = {"ids": io_utils.int64_feature(range(300)),
-              "weights": io_utils.float_feature([0.5, 1.0]),
-              "empty": io_utils.int64_feature([]),
-              "big": io_utils.int64_feature([2 ** 40, -1])}
-  built = tf.train.Example(features=tf.train.Features(feature=features))
-  for order in (["ids", "weights", "empty", "big"],
-                ["big", "empty", "weights", "ids"]):
-    serialized = io_utils.serialize_example(features, order)
-    assert example_feature_names(serialized) == order
-    assert tf.train.Example.FromString(serialized) == built
-  with pytest.raises(ValueError, match="does not match the features"):
-    io_utils.serialize_example(features, ["ids", "weights"])
 
 
 def test_number_str_prints_numpy_floats_as_numpy_1_on_every_numpy(tmp_path):
