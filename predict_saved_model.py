@@ -131,7 +131,8 @@ def predict_classifier(model, examples, output_file, batch_size):
       ids, mask, segments = (np.array(x) for x in zip(*batch))
       outputs = model.run(ids, mask, segments)[key]
       for row in outputs:
-        writer.write("\t".join(str(v) for v in np.reshape(row, [-1])) + "\n")
+        writer.write("\t".join(io_utils.number_str(v)
+                                for v in np.reshape(row, [-1])) + "\n")
       written += len(batch)
       if (first // batch_size + 1) % 100 == 0:
         logging.info("Predicted %d of %d examples (%.1f examples/sec)",

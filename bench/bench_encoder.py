@@ -25,6 +25,8 @@ Run from the repo root (about 2.5 minutes on 2 CPU cores with the defaults):
   python bench/bench_encoder.py --num_hidden_layers=2 --repetitions=3
 """
 
+import importlib
+import importlib.util
 import os
 import statistics
 import sys
@@ -40,6 +42,10 @@ if _REPO not in sys.path:
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
+# triton (imported by the CUDA builds of torch) crashes when it loads after
+# TensorFlow >= 2.20, which loads with RTLD_GLOBAL: it is loaded first.
+if importlib.util.find_spec("triton") is not None:
+  importlib.import_module("triton")
 import tensorflow.compat.v1 as tf
 
 import modeling

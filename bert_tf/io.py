@@ -20,6 +20,7 @@ import socket
 import uuid
 
 from absl import logging
+import numpy as np
 
 __all__ = [
     "iter_raw_lines",
@@ -29,10 +30,12 @@ __all__ = [
     "atomic_path",
     "atomic_write",
     "write_eval_results",
+    "number_str",
     "expand_file_patterns",
     "check_output_file",
     "int64_feature",
     "float_feature",
+    "serialize_example",
     "pad_to",
     "gc_paused",
 ]
@@ -373,8 +376,34 @@ def write_eval_results(path, results):
   logging.info("***** Eval results *****")
   with atomic_write(path) as f:
     for key in sorted(results.keys()):
-      logging.info("  %s = %s", key, str(results[key]))
-      f.write("%s = %s\n" % (key, str(results[key])))
+      logging.info("  %s = %s", key, number_str(results[key]))
+      f.write("%s = %s\n" % (key, number_str(results[key])))
+
+
+def number_str(value):
+  """`str(value)` as numpy 1 prints it (the reference's output files).
+
+  numpy 2 prints float32 scalars of magnitude 1e6 and more (float16: 1e3)
+  in scientific notation (`1.2345678e+06`) where numpy 1 prints
+  `1234567.8`; this keeps numpy 1's form on every numpy: positional for
+  1e-4 <= |x| < 1e16 (and 0), scientific otherwise, each with the fewest
+  digits that read back as the same number. Other values (Python numbers,
+  float64, ints, nan, inf) print with `str()`, the same on both.
+
+  Args:
+    value: a number (Python or numpy scalar).
+
+  Returns:
+    str.
+  """
+  if (isinstance(value, np.floating) and value.dtype.itemsize < 8 and
+      np.isfinite(value)):
+    magnitude = abs(float(value))
+    if magnitude == 0 or 1e-4 <= magnitude < 1e16:
+      return np.format_float_positional(value, unique=True, trim="0")
+    return np.format_float_scientific(value, unique=True, trim="-",
+                                      exp_digits=2)
+  return str(value)
 
 
 # ----------------------------------------------------------------------------
@@ -447,6 +476,56 @@ def int64_feature(values):
 def float_feature(values):
   """A `_tf_train().Feature` holding a list of floats (a `float_list`)."""
   return _tf_train().Feature(float_list=_tf_train().FloatList(value=list(values)))
+
+
+def _varint(value):
+  """Protobuf base-128 varint of a non-negative int."""
+  out = bytearray()
+  while value > 0x7f:
+    out.append((value & 0x7f) | 0x80)
+    value >>= 7
+  out.append(value)
+  return bytes(out)
+
+
+def _length_delimited(payload):
+  """Field 1 (wire type 2, tag byte 0x0a) holding `payload`."""
+  return b"\n" + _varint(len(payload)) + payload
+
+
+def serialize_example(features, wire_order):
+  """`tf.train.Example` wire bytes with the features in `wire_order`.
+
+  protobuf writes a map's entries (the Example's `feature` map) in an order
+  of its own that changed between its releases: protobuf 4 (TensorFlow 2.15)
+  writes the reference's order, protobuf 7 (TensorFlow 2.21) another. Writing
+  the entries in a fixed order keeps every stack's TFRecord files
+  byte-identical to the reference's; any order parses to the same Example.
+
+  Wire format: Example{1: Features{1: repeated entry {1: key, 2: Feature}}};
+  each `Feature` (no map inside) is serialized by protobuf.
+
+  Args:
+    features: dict, feature name (str) -> `tf.train.Feature`.
+    wire_order: sequence of the same names, in the order to write them.
+
+  Returns:
+    bytes, parsing to the Example of `features`.
+
+  Raises:
+    ValueError: when `wire_order` does not hold exactly the names of
+      `features`.
+  """
+  if sorted(wire_order) != sorted(features):
+    raise ValueError("wire order %s does not match the features %s" %
+                     (sorted(wire_order), sorted(features)))
+  entries = []
+  for name in wire_order:
+    value = features[name].SerializeToString()
+    entries.append(_length_delimited(
+        _length_delimited(name.encode("utf-8")) +
+        b"\x12" + _varint(len(value)) + value))
+  return _length_delimited(b"".join(entries))
 
 
 def pad_to(values, length, pad_value=0):

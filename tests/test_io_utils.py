@@ -6,6 +6,7 @@ import socket
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
@@ -210,3 +211,26 @@ def test_pad_to():
   assert io_utils.pad_to([1.0], 2, 0.5) == [1.0, 0.5]
   with pytest.raises(ValueError, match="3 values do not fit in length 2"):
     io_utils.pad_to([1, 2, 3], 2)
+
+
+def test_number_str_prints_numpy_floats_as_numpy_1_on_every_numpy(tmp_path):
+  """numpy 1's str() of float32/float16 scalars (the reference's outputs);
+  numpy 2 prints the large ones as 1.2345678e+06, 1e+07, 5.002e+04."""
+  f32, f16 = np.float32, np.float16
+  cases = [
+      (f32(1234567.8), "1234567.8"), (f32(1e7), "10000000.0"),
+      (f32(9999999.0), "9999999.0"), (f32(1e15), "1000000000000000.0"),
+      (f32(1e16), "1e+16"), (f32(6.867041), "6.867041"), (f32(0.1), "0.1"),
+      (f32(1e-5), "1e-05"), (f32(0.00012345), "0.00012345"),
+      (f32(-19427998.0), "-19427998.0"), (f32(0.0), "0.0"),
+      (f32(-0.0), "-0.0"), (f32(3.0), "3.0"), (f16(50016.0), "50020.0"),
+      (f16(1000.0), "1000.0"), (f16(0.5), "0.5"), (f32(np.nan), "nan"),
+      (f32(-np.inf), "-inf"), (np.float64(1234567.8), "1234567.8"),
+      (np.int64(300), "300"), (0.25, "0.25"), (7, "7"),
+  ]
+  for value, want in cases:
+    assert io_utils.number_str(value) == want, (value, want)
+  path = str(tmp_path / "eval_results.txt")
+  io_utils.write_eval_results(path, {"loss": f32(12345678.0),
+                                     "global_step": np.int64(300)})
+  assert open(path).read() == "global_step = 300\nloss = 12345678.0\n"

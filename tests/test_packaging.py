@@ -36,8 +36,8 @@ _COMMANDS = {
     "bert-predict-saved-model": ("predict_saved_model", ["--model_dir"]),
 }
 # Kept out of the copy that is installed: environments, caches, outputs.
-_NOT_COPIED = shutil.ignore_patterns(".git", ".venv", "__pycache__", "*.pyc",
-                                     ".pytest_cache", "build", "dist",
+_NOT_COPIED = shutil.ignore_patterns(".git", ".venv", ".venv-*", "__pycache__",
+                                     "*.pyc", ".pytest_cache", "build", "dist",
                                      "*.egg-info", "runs", "out", "tmp")
 
 
@@ -100,7 +100,8 @@ def test_dependencies_are_the_requirements_files_and_artefacts_are_ignored():
   project = _pyproject()
   assert "dependencies" in project["project"]["dynamic"]
   dynamic = project["tool"]["setuptools"]["dynamic"]
-  assert dynamic["dependencies"] == {"file": ["requirements.txt"]}
+  assert dynamic["dependencies"] == {
+      "file": ["requirements-tf2.15.txt", "requirements-tf2.21.txt"]}
   assert dynamic["optional-dependencies"]["test"] == {
       "file": ["requirements-test.txt"]}
   ignored = read_lines(os.path.join(REPO_ROOT, ".gitignore"))

@@ -144,13 +144,19 @@ def convert_examples_to_features(examples, label_list, max_seq_length,
   return features
 
 
-def _feature_to_tf_example(feature):
-  """Serializable `tf.train.Example` of an `InputFeatures`."""
+# The order in which the reference's records hold the features (protobuf's
+# map order for the insertion order below); see io_utils.serialize_example.
+_WIRE_ORDER = ("is_real_example", "input_mask", "input_ids", "segment_ids",
+               "label_ids")
+
+
+def _feature_record(feature):
+  """The features of an `InputFeatures`, by name (`tf.train.Feature`s)."""
   if isinstance(feature.label_id, float):
     label_feature = io_utils.float_feature([feature.label_id])
   else:
     label_feature = io_utils.int64_feature([feature.label_id])
-  # Insertion order fixes the serialized bytes (same as the reference).
+  # The reference's insertion order (the wire order follows from it).
   record = collections.OrderedDict()
   record["input_ids"] = io_utils.int64_feature(feature.input_ids)
   record["input_mask"] = io_utils.int64_feature(feature.input_mask)
@@ -158,7 +164,7 @@ def _feature_to_tf_example(feature):
   record["label_ids"] = label_feature
   record["is_real_example"] = io_utils.int64_feature(
       [int(feature.is_real_example)])
-  return tf.train.Example(features=tf.train.Features(feature=record))
+  return record
 
 
 def file_based_convert_examples_to_features(examples, label_list,
@@ -177,7 +183,8 @@ def file_based_convert_examples_to_features(examples, label_list,
         logging.info("Writing example %d of %d", ex_index, len(examples))
       feature = convert_single_example(ex_index, example, label_list,
                                        max_seq_length, tokenizer)
-      writer.write(_feature_to_tf_example(feature).SerializeToString())
+      writer.write(io_utils.serialize_example(_feature_record(feature),
+                                              _WIRE_ORDER))
 
 
 def file_based_input_fn_builder(input_file, seq_length, is_training,

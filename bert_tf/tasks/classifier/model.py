@@ -182,7 +182,8 @@ def write_test_results(output_file, predictions, num_examples):
         values = np.reshape(prediction["probabilities"], [-1])
       else:
         values = np.reshape(prediction["predictions"], [-1])
-      writer.write("\t".join(str(value) for value in values) + "\n")
+      writer.write("\t".join(io_utils.number_str(value) for value in values) +
+                   "\n")
       written += 1
     if written != num_examples:
       raise ValueError("%s: got %d predictions for %d test examples" %

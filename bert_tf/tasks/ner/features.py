@@ -215,6 +215,12 @@ def name_to_features(seq_length):
   }
 
 
+# protobuf 4's map order for write_features' insertion order, written on
+# every stack (see io_utils.serialize_example).
+_WIRE_ORDER = ("input_ids", "unique_ids", "is_real_example", "input_mask",
+               "label_weights", "segment_ids", "label_ids")
+
+
 def write_features(features, path):
   """Writes features to a TFRecord file (see `name_to_features`)."""
   with io_utils.atomic_path(path) as temp, \
@@ -228,5 +234,4 @@ def write_features(features, path):
         record[name] = io_utils.int64_feature(getattr(feature, name))
       record["is_real_example"] = io_utils.int64_feature(
           [int(feature.is_real_example)])
-      writer.write(tf.train.Example(features=tf.train.Features(
-          feature=record)).SerializeToString())
+      writer.write(io_utils.serialize_example(record, _WIRE_ORDER))

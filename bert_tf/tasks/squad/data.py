@@ -484,6 +484,15 @@ def _positions_in_span(answer_span, span, doc_offset):
   return start - span.start + doc_offset, end - span.start + doc_offset
 
 
+# The order in which the reference's records hold the features (protobuf's
+# map order for FeatureWriter's insertion order); see
+# io_utils.serialize_example.
+_TRAIN_WIRE_ORDER = ("is_impossible", "input_ids", "end_positions",
+                     "unique_ids", "start_positions", "input_mask",
+                     "segment_ids")
+_EVAL_WIRE_ORDER = ("unique_ids", "input_mask", "input_ids", "segment_ids")
+
+
 class FeatureWriter(object):
   """Writes `InputFeatures` to a TFRecord file, atomically.
 
@@ -515,8 +524,8 @@ class FeatureWriter(object):
       features["start_positions"] = int64([feature.start_position])
       features["end_positions"] = int64([feature.end_position])
       features["is_impossible"] = int64([1 if feature.is_impossible else 0])
-    example = tf.train.Example(features=tf.train.Features(feature=features))
-    self._writer.write(example.SerializeToString())
+    self._writer.write(io_utils.serialize_example(
+        features, _TRAIN_WIRE_ORDER if self.is_training else _EVAL_WIRE_ORDER))
 
   def close(self):
     """Finishes the file and moves it to `filename`."""

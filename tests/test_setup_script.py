@@ -1,0 +1,183 @@
+"""Tests for setup.sh's choice of stack and for the pinned requirements files.
+
+`setup.sh --print-stack` runs every check that picks the stack (the Python,
+its version, the virtual environment) and installs nothing; the Pythons here
+are stand-ins that only print a version, so no interpreter of each version
+is needed.
+"""
+
+import os
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from helpers import read_lines
+from helpers import REPO_ROOT
+
+SETUP = os.path.join(REPO_ROOT, "setup.sh")
+# Stack file -> (marker every line carries, Python versions it serves).
+STACKS = {
+    "requirements-tf2.15.txt": ('python_version < "3.12"',
+                                ("3.9", "3.10", "3.11")),
+    "requirements-tf2.21.txt": ('python_version >= "3.12"', ("3.12", "3.13")),
+}
+_PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([0-9][0-9A-Za-z.+!]*)")
+
+
+def _fake_python(folder, name, version):
+  """An executable `folder/name` that prints `version` whatever it is asked."""
+  os.makedirs(str(folder), exist_ok=True)
+  path = os.path.join(str(folder), name)
+  with open(path, "w", encoding="utf-8") as f:
+    f.write("#!/bin/sh\necho %s\n" % version)
+  os.chmod(path, 0o755)
+  return path
+
+
+def _setup(tmp_path, path=None, **env):
+  """Runs `setup.sh --print-stack` with `env`; PATH `path` (default the
+  caller's). Returns (exit status, stdout, stderr)."""
+  full_env = dict(os.environ, VENV=str(tmp_path / "venv"))
+  full_env.pop("PYTHON", None)
+  if path is not None:
+    full_env["PATH"] = path
+  full_env.update(env)
+  result = subprocess.run([shutil.which("bash"), SETUP, "--print-stack"],
+                          capture_output=True, text=True, env=full_env,
+                          timeout=60)
+  return result.returncode, result.stdout, result.stderr
+
+
+def _printed(stdout):
+  return dict(field.split("=", 1) if "==" not in field else ("pin", field)
+              for field in stdout.split())
+
+
+def _tensorflow_pin(requirements):
+  for line in read_lines(os.path.join(REPO_ROOT, requirements)):
+    match = _PIN.match(line)
+    if match and match.group(1) == "tensorflow":
+      return match.group(0)
+  raise AssertionError("no tensorflow pin in " + requirements)
+
+
+@pytest.mark.parametrize("requirements", sorted(STACKS))
+def test_each_python_version_gets_its_stack_and_nothing_is_installed(
+    tmp_path, requirements):
+  for version in STACKS[requirements][1]:
+    python = _fake_python(tmp_path / "bin", "python" + version, version)
+    status, stdout, stderr = _setup(tmp_path, PYTHON=python)
+    assert status == 0, stderr
+    assert _printed(stdout) == {
+        "python": python, "version": version, "requirements": requirements,
+        "pin": _tensorflow_pin(requirements), "venv": str(tmp_path / "venv")}
+  assert not os.path.exists(str(tmp_path / "venv"))
+
+
+@pytest.mark.parametrize("version", ["2.7", "3.8", "3.14"])
+def test_a_python_outside_3_9_to_3_13_is_one_line(tmp_path, version):
+  python = _fake_python(tmp_path / "bin", "python", version)
+  status, stdout, stderr = _setup(tmp_path, PYTHON=python)
+  assert status == 1 and stdout == ""
+  assert stderr == ("error: PYTHON=%s: expected Python 3.9-3.11 (TensorFlow "
+                    "2.15) or 3.12-3.13 (TensorFlow 2.21), got %s\n" %
+                    (python, version))
+
+
+def test_a_python_that_does_not_run_is_one_line(tmp_path):
+  status, _, stderr = _setup(tmp_path, PYTHON=str(tmp_path / "no_python"))
+  assert status == 1
+  assert stderr.startswith("error: PYTHON=%s: " % (tmp_path / "no_python"))
+  assert stderr.count("\n") == 1
+
+
+def test_default_is_python3_11_then_python3(tmp_path):
+  """Without PYTHON: python3.11 where there is one, else python3 (so a
+  machine with only Python 3.12 gets the TensorFlow 2.21 stack)."""
+  bin_dir = tmp_path / "bin"
+  bin_dir.mkdir()
+  for tool in ("dirname", "grep"):  # What setup.sh runs besides Python.
+    os.symlink(shutil.which(tool), str(bin_dir / tool))
+  _fake_python(bin_dir, "python3", "3.12")
+  status, stdout, stderr = _setup(tmp_path, path=str(bin_dir))
+  assert status == 0, stderr
+  assert _printed(stdout)["python"] == "python3"
+  assert _printed(stdout)["requirements"] == "requirements-tf2.21.txt"
+  _fake_python(bin_dir, "python3.11", "3.11")
+  status, stdout, stderr = _setup(tmp_path, path=str(bin_dir))
+  assert status == 0, stderr
+  assert _printed(stdout)["python"] == "python3.11"
+  assert _printed(stdout)["requirements"] == "requirements-tf2.15.txt"
+
+
+def test_an_existing_venv_of_another_python_is_one_line(tmp_path):
+  venv = tmp_path / "venv"
+  _fake_python(venv / "bin", "python", "3.11")
+  python = _fake_python(tmp_path / "bin", "python3.12", "3.12")
+  status, stdout, stderr = _setup(tmp_path, PYTHON=python)
+  assert status == 1 and stdout == ""
+  assert stderr == ("error: %s: holds Python 3.11, expected 3.12 (%s) "
+                    "(remove %s, or set VENV to another folder)\n" %
+                    (venv, python, venv))
+  # The venv of the chosen Python is kept (a second run only checks).
+  python = _fake_python(tmp_path / "bin", "python3.11", "3.11")
+  status, stdout, stderr = _setup(tmp_path, PYTHON=python)
+  assert status == 0, stderr
+  assert _printed(stdout)["venv"] == str(venv)
+
+
+def test_a_venv_name_with_spaces_is_one_line(tmp_path):
+  python = _fake_python(tmp_path / "bin", "python3.12", "3.12")
+  status, _, stderr = _setup(tmp_path, PYTHON=python,
+                             VENV=str(tmp_path / "my venv"))
+  assert status == 1
+  assert stderr == "error: VENV=%s: expected a folder name without spaces\n" % (
+      tmp_path / "my venv")
+
+
+@pytest.mark.parametrize("requirements", sorted(STACKS))
+def test_each_stack_file_pins_every_package_for_its_pythons_only(
+    requirements):
+  marker = STACKS[requirements][0]
+  names = []
+  for line in read_lines(os.path.join(REPO_ROOT, requirements)):
+    if not line.strip() or line.startswith("#"):
+      continue
+    match = _PIN.match(line)
+    assert match, line
+    assert line == "%s; %s" % (match.group(0), marker), line
+    names.append(match.group(1).lower())
+  assert len(names) == len(set(names))
+  assert {"tensorflow", "numpy", "absl-py", "safetensors", "seqeval"} <= set(
+      names)
+  # The Estimator ships with TensorFlow 2.15 only.
+  assert ("tensorflow-estimator" in names) == (requirements ==
+                                                "requirements-tf2.15.txt")
+
+
+def test_requirements_txt_is_both_stacks_and_test_pins_are_exact():
+  lines = [line for line in read_lines(os.path.join(REPO_ROOT,
+                                                    "requirements.txt"))
+           if line.strip() and not line.startswith("#")]
+  assert lines == ["-r " + name for name in sorted(STACKS)]
+  for line in read_lines(os.path.join(REPO_ROOT, "requirements-test.txt")):
+    if line.strip() and not line.startswith("#"):
+      assert _PIN.match(line) and _PIN.match(line).group(0) == line, line
+
+
+def test_ci_runs_the_readme_command_on_2_15_and_quick_plus_e2e_on_2_21():
+  with open(os.path.join(REPO_ROOT, ".ci", "run"), encoding="utf-8") as f:
+    ci = f.read()
+  with open(os.path.join(REPO_ROOT, "README.md"), encoding="utf-8") as f:
+    readme = f.read()
+  command = "./setup.sh --test && .venv/bin/python -m pytest tests -q"
+  assert command in readme
+  assert 'PYTHON="${PYTHON_TF215:-python3.11}" ' + command in ci
+  assert ('PYTHON="${PYTHON_TF221:-python3.12}" VENV=.venv-tf2.21 '
+          "./setup.sh --test &&\n        .venv-tf2.21/bin/python -m pytest "
+          'tests -q -m "not slow or e2e"') in ci
+  with open(os.path.join(REPO_ROOT, "pyproject.toml"), encoding="utf-8") as f:
+    pyproject = f.read()
+  assert '"e2e: ' in pyproject  # Registered (pytest runs --strict-markers).
