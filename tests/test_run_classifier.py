@@ -23,6 +23,7 @@ from glue_samples import stsb_lines
 from glue_samples import write_glue
 
 from bert_tf.tasks.classifier import data as classifier_data
+from bert_tf.train import spec as spec_lib
 import modeling
 import run_classifier
 import tokenization
@@ -174,7 +175,7 @@ def test_model_fn_initializes_bert_from_checkpoint_and_adds_head():
         "label_ids": tf.constant([0, 2], tf.int32),
         "is_real_example": tf.constant([1, 1], tf.int32),
     }
-    spec = model_fn(features, None, tf.estimator.ModeKeys.PREDICT, {})
+    spec = model_fn(features, None, spec_lib.ModeKeys.PREDICT, {})
     shapes = {v.name: v.shape.as_list() for v in tf.trainable_variables()}
     assert shapes["output_weights:0"] == [3, 32]
     assert shapes["output_bias:0"] == [3]
