@@ -1,18 +1,33 @@
-"""Importing Apache Beam and reading `--pipeline_options`.
+"""Importing Apache Beam, reading `--pipeline_options`, atomic shard files.
 
 Beam is an optional extra (`pip install .[beam]`, `./setup.sh --beam`): the
 scripts import it through `import_beam` only when a Beam flag is given, so a
 missing install is one line naming the flag and the install command, and
 runs without Beam flags pay nothing for it.
+
+Shard files written by workers appear under their final names only when the
+whole pipeline succeeded: the launching process holds a temporary name per
+output (`atomic_outputs`, through `bert_tf.io.atomic_path`); a worker writes
+`<temporary name>.attempt-<random>` and renames it to the temporary name when
+its shard is complete (`attempt_paths`); the launcher renames the temporary
+names into place after the pipeline, and removes them (and any attempt
+leftovers) otherwise.
 """
 
+import contextlib
 import importlib
 import os
 import re
 import sys
+import uuid
+
+import tensorflow.compat.v1 as tf
+
+from bert_tf import io as io_utils
 
 __all__ = ["INSTALL_HINT", "import_module", "import_beam",
-           "split_pipeline_options", "pipeline_options", "worker_pythonpath"]
+           "split_pipeline_options", "pipeline_options", "worker_pythonpath",
+           "atomic_outputs", "attempt_paths"]
 
 INSTALL_HINT = "pip install .[beam] (or ./setup.sh --beam)"
 
@@ -127,3 +142,50 @@ def worker_pythonpath(*modules):
   for folder in folders:
     if folder not in sys.path:
       sys.path.append(folder)
+
+
+@contextlib.contextmanager
+def atomic_outputs(part_outputs):
+  """Yields temporary names for `part_outputs`; they become final on success.
+
+  Args:
+    part_outputs: list of lists of str, each shard's final paths.
+
+  Yields:
+    list of lists of str, the temporary names (same shape). A name that no
+    worker wrote (a shard with nothing in it) becomes an empty file.
+  """
+  with contextlib.ExitStack() as outputs:
+    temps = [[outputs.enter_context(io_utils.atomic_path(path))
+              for path in paths] for paths in part_outputs]
+    try:
+      yield temps
+      for paths in temps:
+        for path in paths:
+          if not tf.io.gfile.exists(path):
+            with tf.io.gfile.GFile(path, "wb"):
+              pass
+    finally:
+      for paths in temps:
+        for path in paths:
+          for attempt in tf.io.gfile.glob(path + ".attempt-*"):
+            tf.io.gfile.remove(attempt)
+
+
+@contextlib.contextmanager
+def attempt_paths(temps):
+  """Yields fresh attempt names for `temps`, renamed onto them on success.
+
+  For a worker: write the attempt names; when the block succeeds each is
+  renamed onto its temporary name, and on any error they are removed.
+  """
+  attempt = uuid.uuid4().hex[:8]
+  attempts = ["%s.attempt-%s" % (path, attempt) for path in temps]
+  try:
+    yield attempts
+    for path, temp in zip(attempts, temps):
+      tf.io.gfile.rename(path, temp, overwrite=True)
+  finally:
+    for path in attempts:
+      if tf.io.gfile.exists(path):
+        tf.io.gfile.remove(path)

@@ -7,30 +7,23 @@ element of a Beam pipeline whose step runs the script's own part function
 worker. Shard k is therefore byte-identical to part k of `--num_workers=N`,
 and a worker holds one part at a time, never the corpus.
 
-Outputs appear under their final names only when every shard is written: a
-worker writes `<temporary name>.attempt-<random>` and renames it to the
-run's temporary name (`bert_tf.io.atomic_path`) when its part is complete;
-the launching process renames the temporary names into place after the
-pipeline succeeded, and removes them otherwise. A killed run leaves
-temporary names only, which the next run removes; the shards are a function
-of the input, flags and seed, so a rerun writes the same bytes.
+Outputs appear under their final names only when every shard is written
+(`beam_support.atomic_outputs`). A killed run leaves temporary names only,
+which the next run removes; the shards are a function of the input, flags
+and seed, so a rerun writes the same bytes.
 """
 
-import contextlib
 import importlib
 import logging as std_logging
 import os
 import re
 import sys
 import time
-import uuid
 
 from absl import flags
 from absl import logging
-import tensorflow.compat.v1 as tf
 
 import bert_tf
-from bert_tf import io as io_utils
 from bert_tf.corpus import beam_support
 from bert_tf.tasks.pretraining import processes
 
@@ -117,16 +110,9 @@ def run_shards(input_files, output_files, run_part, flag_values, *args):
                                              "num_shards")
   target = (_module_name(run_part), run_part.__name__)
   beam_support.worker_pythonpath(sys.modules[run_part.__module__], bert_tf)
-  with contextlib.ExitStack() as outputs:
-    temps = [[outputs.enter_context(io_utils.atomic_path(path))
-              for path in paths] for paths in part_outputs]
+  with beam_support.atomic_outputs(part_outputs) as temps:
     elements = [(k, num_shards, parts[k], temps[k]) for k in range(num_shards)]
-    try:
-      metrics = _run_pipeline(beam, options, elements, target, args)
-    finally:
-      for paths in temps:
-        for path in paths:
-          _remove_attempts(path)
+    metrics = _run_pipeline(beam, options, elements, target, args)
   return _log_parts(metrics, num_shards, part_outputs)
 
 
@@ -169,9 +155,9 @@ def _run_pipeline(beam, options, elements, target, args):
 def _run_one_part(element, target, args):
   """Beam step: makes and writes one part's records (in a worker).
 
-  Writes each output to a fresh `.attempt-` name first and renames it to the
-  run's temporary name when the part is complete, so a retried or
-  concurrent attempt never exposes a partial file.
+  Writes each output under a fresh attempt name first
+  (`beam_support.attempt_paths`), so a retried or concurrent attempt never
+  exposes a partial file.
 
   Returns:
     int, the part index.
@@ -180,16 +166,8 @@ def _run_one_part(element, target, args):
   from apache_beam.metrics import Metrics  # pylint: disable=g-import-not-at-top
   part_index, num_parts, ranges, temps = element
   run_part = getattr(importlib.import_module(target[0]), target[1])
-  attempt = uuid.uuid4().hex[:8]
-  attempts = ["%s.attempt-%s" % (path, attempt) for path in temps]
-  try:
+  with beam_support.attempt_paths(temps) as attempts:
     summary = run_part(part_index, num_parts, ranges, attempts, *args)
-    for path, temp in zip(attempts, temps):
-      tf.io.gfile.rename(path, temp, overwrite=True)
-  finally:
-    for path in attempts:
-      if tf.io.gfile.exists(path):
-        tf.io.gfile.remove(path)
   cpu_s, peak_rss_mb = processes.process_usage()
   counts = {"documents": summary["documents"],
             "instances": summary["instances"],
@@ -198,12 +176,6 @@ def _run_one_part(element, target, args):
   for name, value in counts.items():
     Metrics.counter(_NAMESPACE, "%s-%05d" % (name, part_index)).inc(value)
   return part_index
-
-
-def _remove_attempts(temp):
-  """Removes the `.attempt-` files of `temp` that failed attempts left."""
-  for path in tf.io.gfile.glob(temp + ".attempt-*"):
-    tf.io.gfile.remove(path)
 
 
 def _log_parts(metrics, num_shards, part_outputs):
