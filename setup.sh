@@ -6,14 +6,17 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 # Options, in any order: --test (test requirements), --gpu (NVIDIA GPU
-# support: TensorFlow's CUDA 12.2 / cuDNN 8.9 libraries as pip wheels).
+# support: TensorFlow's CUDA 12.2 / cuDNN 8.9 libraries as pip wheels),
+# --beam (Apache Beam and the corpus libraries: requirements-beam.txt).
 WITH_TEST=0
 WITH_GPU=0
+WITH_BEAM=0
 for arg in "$@"; do
   case "$arg" in
     --test) WITH_TEST=1 ;;
     --gpu) WITH_GPU=1 ;;
-    *) echo "setup.sh: unknown option $arg (expected --test and/or --gpu)" >&2
+    --beam) WITH_BEAM=1 ;;
+    *) echo "setup.sh: unknown option $arg (expected --test, --gpu, --beam)" >&2
        exit 2 ;;
   esac
 done
@@ -26,6 +29,9 @@ PIP=".venv/bin/python -m pip"
 $PIP install -q --disable-pip-version-check --use-pep517 -r requirements.txt
 if [ "$WITH_TEST" = 1 ]; then
   $PIP install -q --disable-pip-version-check -r requirements-test.txt
+fi
+if [ "$WITH_BEAM" = 1 ]; then
+  $PIP install -q --disable-pip-version-check -r requirements-beam.txt
 fi
 if [ "$WITH_GPU" = 1 ]; then
   # The same tensorflow wheel plus its and-cuda extra (nvidia-* packages).

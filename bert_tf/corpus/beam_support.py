@@ -16,6 +16,7 @@ leftovers) otherwise.
 
 import contextlib
 import importlib
+import logging as std_logging
 import os
 import re
 import sys
@@ -27,9 +28,13 @@ from bert_tf import io as io_utils
 
 __all__ = ["INSTALL_HINT", "import_module", "import_beam",
            "split_pipeline_options", "pipeline_options", "worker_pythonpath",
-           "atomic_outputs", "attempt_paths"]
+           "run_pipeline", "counters", "atomic_outputs", "attempt_paths"]
 
 INSTALL_HINT = "pip install .[beam] (or ./setup.sh --beam)"
+
+# A user error raised in a worker, as Beam's wrapped message quotes it.
+_QUOTED_ERROR = re.compile(r"^(?:\w+\.)*(ValueError|OSError): (.+)$",
+                           re.MULTILINE)
 
 # An option starts at a comma followed by "-": "--experiments=a,b" stays one.
 _OPTION_START = re.compile(r",(?=\s*-)")
@@ -142,6 +147,40 @@ def worker_pythonpath(*modules):
   for folder in folders:
     if folder not in sys.path:
       sys.path.append(folder)
+
+
+def run_pipeline(pipeline, flag_name):
+  """Runs `pipeline` to the end; a worker's user error as one ValueError.
+
+  Beam relays every worker's log lines at INFO: only its warnings are kept.
+  A `ValueError` or `OSError` raised in a worker reaches here inside Beam's
+  own error (with the worker's traceback); its message is raised again as
+  `ValueError("--<flag_name>: <message>")`.
+
+  Returns:
+    the pipeline's result.
+  """
+  std_logging.getLogger("apache_beam").setLevel(std_logging.WARNING)
+  try:
+    result = pipeline.run()
+    result.wait_until_finish()
+  except Exception as e:  # pylint: disable=broad-except
+    quoted = _QUOTED_ERROR.findall(str(e))
+    if quoted:
+      message = quoted[-1][1].strip()
+      if not message.startswith("--"):
+        message = "--%s: %s" % (flag_name, message)
+      raise ValueError(message) from None
+    raise
+  return result
+
+
+def counters(beam, result, namespace):
+  """{name: committed value} of the pipeline's counters in `namespace`."""
+  query = result.metrics().query(
+      beam.metrics.metric.MetricsFilter().with_namespace(namespace))
+  return {counter.key.metric.name: counter.committed
+          for counter in query["counters"]}
 
 
 @contextlib.contextmanager

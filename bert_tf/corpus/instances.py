@@ -14,40 +14,26 @@ and seed, so a rerun writes the same bytes.
 """
 
 import importlib
-import logging as std_logging
 import os
 import re
 import sys
 import time
 
-from absl import flags
 from absl import logging
 
 import bert_tf
+from bert_tf.cli import flags as cli_flags
 from bert_tf.corpus import beam_support
 from bert_tf.tasks.pretraining import processes
 
 __all__ = ["define_flags", "parts_from_flags", "run_shards"]
 
 _NAMESPACE = "create_pretraining_data"
-# A user error raised in a worker, as Beam's wrapped message quotes it.
-_QUOTED_ERROR = re.compile(r"^(?:\w+\.)*(ValueError|OSError): (.+)$",
-                           re.MULTILINE)
 
 
 def define_flags():
-  """Defines `--num_shards` and `--pipeline_options`."""
-  flags.DEFINE_integer(
-      "num_shards", 0,
-      "0 (default): no Beam. N > 0: run as an Apache Beam pipeline with N "
-      "shards; the corpus is cut as --num_workers=N cuts it and shard k is "
-      "byte-identical to part k of --num_workers=N (needs the beam extra).")
-  flags.DEFINE_string(
-      "pipeline_options", "",
-      "With --num_shards: comma-separated Beam pipeline options, e.g. "
-      "--runner=DirectRunner,--direct_num_workers=2,"
-      "--direct_running_mode=multi_processing (default: the DirectRunner "
-      "with one process a shard).")
+  """Defines `--num_shards` and `--pipeline_options` (the shared table's)."""
+  cli_flags.define_flags("num_shards", "pipeline_options")
 
 
 def parts_from_flags(flag_values):
@@ -128,28 +114,14 @@ def _module_name(function):
 
 def _run_pipeline(beam, options, elements, target, args):
   """Runs the shards' pipeline; returns its committed counter values."""
-  # Beam relays every worker's log lines at INFO; keep its warnings only.
-  std_logging.getLogger("apache_beam").setLevel(std_logging.WARNING)
   pipeline = beam.Pipeline(options=options)
   _ = (pipeline
        | "Parts" >> beam.Create(elements)
        # Breaks fusion: each part may go to another worker.
        | "Spread" >> beam.Reshuffle()
        | "RunPart" >> beam.Map(_run_one_part, target, args))
-  try:
-    result = pipeline.run()
-    result.wait_until_finish()
-  except Exception as e:  # pylint: disable=broad-except
-    quoted = _QUOTED_ERROR.findall(str(e))
-    if quoted:
-      raise ValueError("--num_shards: " + quoted[-1][1].strip()) from None
-    raise
-  values = {}
-  query = result.metrics().query(
-      beam.metrics.metric.MetricsFilter().with_namespace(_NAMESPACE))
-  for counter in query["counters"]:
-    values[counter.key.metric.name] = counter.committed
-  return values
+  result = beam_support.run_pipeline(pipeline, "num_shards")
+  return beam_support.counters(beam, result, _NAMESPACE)
 
 
 def _run_one_part(element, target, args):

@@ -53,12 +53,12 @@ def _open_dump(path):
   return bz2.BZ2File(raw) if path.lower().endswith(".bz2") else raw
 
 
-def read_pages(path, namespaces=(0,)):
+def read_pages(path, namespaces=(0,), on_skip=None):
   """Yields `(page_id, title, wikitext)` of each article of a dump.
 
   Redirect pages (a `<redirect>` element or text starting `#REDIRECT`) and
   pages outside `namespaces` (0: articles) are skipped; the page's last
-  revision is used.
+  revision is used. `on_skip()` is called for each page skipped.
 
   Raises:
     ValueError: when the file is not a MediaWiki XML export.
@@ -76,6 +76,8 @@ def read_pages(path, namespaces=(0,)):
         text = revision.text
       if (page.redirect or page.namespace not in namespaces or not text or
           _REDIRECT.match(text)):
+        if on_skip:
+          on_skip()
         continue
       yield page.id, page.title, text
 
