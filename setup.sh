@@ -7,7 +7,8 @@ set -euo pipefail
 cd "$(dirname "$0")"
 # Options, in any order: --test (test requirements), --gpu (NVIDIA GPU
 # support: TensorFlow's CUDA 12.2 / cuDNN 8.9 libraries as pip wheels),
-# --beam (Apache Beam and the corpus libraries: requirements-beam.txt).
+# --beam (Apache Beam and the corpus libraries: requirements-beam.txt; --test
+# adds them too).
 WITH_TEST=0
 WITH_GPU=0
 WITH_BEAM=0
@@ -30,7 +31,9 @@ $PIP install -q --disable-pip-version-check --use-pep517 -r requirements.txt
 if [ "$WITH_TEST" = 1 ]; then
   $PIP install -q --disable-pip-version-check -r requirements-test.txt
 fi
-if [ "$WITH_BEAM" = 1 ]; then
+# --test installs it too: the suite tests the Beam pipelines (under CI a
+# skipped test fails).
+if [ "$WITH_BEAM" = 1 ] || [ "$WITH_TEST" = 1 ]; then
   $PIP install -q --disable-pip-version-check -r requirements-beam.txt
 fi
 if [ "$WITH_GPU" = 1 ]; then

@@ -187,7 +187,8 @@ SHARED_FLAGS = types.MappingProxyType(collections.OrderedDict([
                           "Comma-separated Apache Beam pipeline options, e.g. "
                           "--runner=DirectRunner,--direct_num_workers=2,"
                           "--direct_running_mode=multi_processing (default: "
-                          "the DirectRunner, one process a shard).")),
+                          "the DirectRunner, one process a shard, at most "
+                          "one a CPU core).")),
 ]))
 
 # The groups of the options' dataclasses: their fields, by name.

@@ -82,7 +82,8 @@ def pipeline_options(text, num_workers, flag_name="pipeline_options"):
   """Beam `PipelineOptions` from `--pipeline_options`, with local defaults.
 
   With no options given, the pipeline runs on the DirectRunner in
-  `num_workers` processes (`--direct_running_mode=multi_processing`).
+  `num_workers` processes, at most one a CPU core
+  (`--direct_running_mode=multi_processing`).
   Options that Beam does not know are refused (a typo would otherwise run
   with defaults).
 
@@ -101,7 +102,8 @@ def pipeline_options(text, num_workers, flag_name="pipeline_options"):
   argv = split_pipeline_options(text)
   if not argv:
     argv = ["--runner=DirectRunner", "--direct_running_mode=multi_processing",
-            "--direct_num_workers=%d" % num_workers]
+            "--direct_num_workers=%d" % max(1, min(num_workers,
+                                                   os.cpu_count() or 1))]
   options = module.PipelineOptions(argv)
   unknown = _unknown_options(module, argv)
   if unknown:
