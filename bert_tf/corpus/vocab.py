@@ -61,7 +61,8 @@ def learn(input_files, vocab_size, do_lower_case, num_unused=99,
       `[UNK]`).
 
   Returns:
-    list of str, the vocabulary in id order.
+    list of str, the vocabulary in id order: `vocab_size` tokens, or fewer
+    when the text holds no more pieces seen `min_frequency` times.
 
   Raises:
     ValueError: when `vocab_size` leaves no room for pieces, the text holds
@@ -95,6 +96,10 @@ def learn(input_files, vocab_size, do_lower_case, num_unused=99,
                      "tokens first")
   logging.info("Learned %d tokens (%d pieces) from %d lines", len(vocab),
                len(vocab) - len(specials), counts["lines"])
+  if len(vocab) < vocab_size:
+    logging.warning("Only %d of --vocab_size=%d tokens: the text holds no "
+                    "more pieces seen --min_frequency=%d times", len(vocab),
+                    vocab_size, min_frequency)
   return vocab
 
 
