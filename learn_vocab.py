@@ -6,7 +6,8 @@ exactly as `FullTokenizer` splits them; needs `pip install .[beam]`):
 
   python learn_vocab.py --input_file=corpus/wiki.txt-* \
       --output_file=my_vocab.txt --vocab_size=30522 --do_lower_case=true \
-      --eval_file=held_out.txt --compare_vocab_file=uncased_L-12_H-768_A-12/vocab.txt
+      --eval_file=held_out.txt \
+      --compare_vocab_file=uncased_L-12_H-768_A-12/vocab.txt
 
 The vocabulary has the released layout: `[PAD]`, `--num_unused` slots
 `[unused0]`... (99 by default, so `[UNK]`, `[CLS]`, `[SEP]`, `[MASK]` get

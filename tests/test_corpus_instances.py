@@ -9,10 +9,12 @@ The Beam tests skip when the `beam` extra is not installed (fail under CI).
 """
 
 import os
+import random
 import subprocess
 import types
 
 import pytest
+import tensorflow.compat.v1 as tf
 
 from helpers import data_path
 from helpers import import_or_skip
@@ -83,7 +85,6 @@ def test_shard_k_is_byte_identical_to_part_k_of_num_workers(tmp_path,
 
 
 def _read_reference(files, out):
-  import random  # pylint: disable=g-import-not-at-top  # Only here.
   tokenizer = _tokenizer()
   instances = cpd.create_training_instances(
       files, tokenizer, 16, 3, 0.1, 0.15, 3, random.Random(7))
@@ -92,7 +93,6 @@ def _read_reference(files, out):
 
 
 def _count(path):
-  import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top  # Only here.
   return sum(1 for _ in tf.io.tf_record_iterator(str(path)))
 
 
@@ -171,7 +171,8 @@ def test_pipeline_options_split_at_commas_before_dashes():
 
 def test_unknown_pipeline_options_are_refused():
   _beam()
-  with pytest.raises(ValueError, match="unknown Beam option.*--direct_nm_workers"):
+  with pytest.raises(ValueError,
+                     match="unknown Beam option.*--direct_nm_workers"):
     beam_support.pipeline_options("--direct_nm_workers=2", 2)
   options = beam_support.pipeline_options("", 3).get_all_options()
   assert options["direct_num_workers"] == min(3, os.cpu_count())

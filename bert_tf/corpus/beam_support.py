@@ -113,10 +113,15 @@ def pipeline_options(text, num_workers, flag_name="pipeline_options"):
 
 
 def _unknown_options(module, argv):
-  """Options in `argv` that no registered Beam options class defines."""
-  parser = module._BeamArgumentParser(allow_abbrev=False)  # pylint: disable=protected-access
+  """Options in `argv` that no registered Beam options class defines (none
+  known when this Beam version lacks the parser used here)."""
+  # pylint: disable=protected-access
+  if not hasattr(module, "_BeamArgumentParser"):
+    return []
+  parser = module._BeamArgumentParser(allow_abbrev=False)
   for cls in module.PipelineOptions.__subclasses__():
-    cls._add_argparse_args(parser)  # pylint: disable=protected-access
+    cls._add_argparse_args(parser)
+  # pylint: enable=protected-access
   _, unknown = parser.parse_known_args(argv)
   return [arg for arg in unknown if arg.startswith("-")]
 

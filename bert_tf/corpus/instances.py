@@ -143,7 +143,8 @@ def _run_one_part(element, target, args):
   cpu_s, peak_rss_mb = processes.process_usage()
   counts = {"documents": summary["documents"],
             "instances": summary["instances"],
-            "cpu_ms": int(cpu_s * 1000), "peak_rss_kib": int(peak_rss_mb * 1024),
+            "cpu_ms": int(cpu_s * 1000),
+            "peak_rss_kib": int(peak_rss_mb * 1024),
             "pid": os.getpid()}
   for name, value in counts.items():
     Metrics.counter(_NAMESPACE, "%s-%05d" % (name, part_index)).inc(value)
