@@ -184,6 +184,9 @@ def test_missing_beam_is_one_error_naming_the_install():
     beam_support.import_module("bert_tf_not_a_module", "num_shards")
   assert str(e.value).startswith("--num_shards: needs bert_tf_not_a_module")
   assert _HINT in str(e.value)
+  with pytest.raises(ValueError, match="^prepare_corpus.py: needs "
+                     "bert_tf_not_a_module"):
+    beam_support.import_module("bert_tf_not_a_module", "prepare_corpus.py")
 
 
 def _run_cli(args, env=None):

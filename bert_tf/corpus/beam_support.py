@@ -43,6 +43,11 @@ _OPTION_START = re.compile(r",(?=\s*-)")
 def import_module(name, flag_name):
   """Imports module `name` of the `beam` extra.
 
+  Args:
+    name: str, the module.
+    flag_name: str, the flag that needs it, or a script name (`x.py`) for
+      the message.
+
   Raises:
     ValueError: `--<flag_name>: needs <name>; install it with ...` when it is
       not installed.
@@ -50,8 +55,9 @@ def import_module(name, flag_name):
   try:
     return importlib.import_module(name)
   except ImportError as e:
-    raise ValueError("--%s: needs %s, which is not installed (%s); install "
-                     "the extra with %s" % (flag_name, name, e,
+    where = flag_name if flag_name.endswith(".py") else "--" + flag_name
+    raise ValueError("%s: needs %s, which is not installed (%s); install "
+                     "the extra with %s" % (where, name, e,
                                             INSTALL_HINT)) from None
 
 

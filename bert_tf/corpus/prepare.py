@@ -45,11 +45,10 @@ def run(input_files, output_files, num_shards, pipeline_options_text,
     ValueError: for a bad flag, a file that is not a dump, or a user error
       in a worker (one line).
   """
-  beam = beam_support.import_beam("input_file")
+  beam = beam_support.import_beam("prepare_corpus.py")
   options = beam_support.pipeline_options(pipeline_options_text, num_shards)
-  beam_support.import_module("mwxml", "input_file")
-  beam_support.import_module("mwparserfromhell", "input_file")
-  beam_support.import_module("sentencex", "language")
+  for name in ("mwxml", "mwparserfromhell", "sentencex"):
+    beam_support.import_module(name, "prepare_corpus.py")
   if num_shards == 1 and len(output_files) != 1:
     raise ValueError("--output_file: got %d paths; with --num_shards=1 give "
                      "one" % len(output_files))

@@ -72,7 +72,7 @@ def learn(input_files, vocab_size, do_lower_case, num_unused=99,
   if vocab_size <= len(specials):
     raise ValueError("--vocab_size is %d; expected more than the %d special "
                      "and [unused*] tokens" % (vocab_size, len(specials)))
-  hf = beam_support.import_module("tokenizers", "input_file")
+  hf = beam_support.import_module("tokenizers", "learn_vocab.py")
   tokenizer = hf.Tokenizer(hf.models.WordPiece(unk_token="[UNK]"))
   tokenizer.pre_tokenizer = hf.pre_tokenizers.WhitespaceSplit()
   trainer = hf.trainers.WordPieceTrainer(
