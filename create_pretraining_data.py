@@ -568,7 +568,7 @@ def _run_workers(input_files, tokenizer, options, random_seed, num_workers,
   Part k of the corpus (cut at document boundaries) runs in its own process
   with `random.Random(random_seed + k)` and writes its own output file(s)
   (see `pretraining_processes.run_parts`). `options` holds the keyword
-  values of `_instances_from_documents` by flag name.
+  values of `_instances_from_documents` by flag name (+ `parts_flag`).
 
   Returns:
     int, the total number of instances written.
@@ -593,8 +593,8 @@ def _run_part(part_index, num_parts, ranges, output_files, tokenizer, options,
   with io_utils.gc_paused():
     documents = _read_documents(ranges, tokenizer, prefix)
     _check_num_documents(
-        documents, "--num_workers=%d: part %d of the corpus (%s)" % (
-            num_parts, part_index,
+        documents, "--%s=%d: part %d of the corpus (%s)" % (
+            options.get("parts_flag", "num_workers"), num_parts, part_index,
             pretraining_processes.describe_ranges(ranges)))
     instances = _instances_from_documents(
         documents, tokenizer, options["max_seq_length"],
@@ -666,8 +666,8 @@ def main(_):
       "max_predictions_per_seq", "do_whole_word_mask")}
   if FLAGS.num_shards:
     num_written = beam_instances.run_shards(
-        input_files, output_files, _run_part, FLAGS, tokenizer, options,
-        FLAGS.random_seed)
+        input_files, output_files, _run_part, FLAGS, tokenizer,
+        dict(options, parts_flag="num_shards"), FLAGS.random_seed)
   elif FLAGS.num_workers == 1:
     rng = random.Random(FLAGS.random_seed)
     instances = create_training_instances(

@@ -103,11 +103,11 @@ def test_failing_shard_leaves_no_outputs(tmp_path):
   path = tmp_path / "corpus.txt"
   path.write_text("alpha one\n\nbeta two\n\ngamma three\n\n\x07\n",
                   encoding="utf-8")
-  with pytest.raises(ValueError, match="part 1 of the corpus .* holds only 1 "
-                     "document"):
+  with pytest.raises(ValueError, match=r"^--num_shards=2: part 1 of the "
+                     r"corpus .* holds only 1 document.*per line\)$"):
     beam_instances.run_shards([str(path)], [str(tmp_path / "out")],
                               cpd._run_part, _flags(2), _tokenizer(),
-                              _OPTIONS, 1)
+                              dict(_OPTIONS, parts_flag="num_shards"), 1)
   assert os.listdir(tmp_path) == ["corpus.txt"]
 
 

@@ -36,6 +36,9 @@ INSTALL_HINT = "pip install .[beam] (or ./setup.sh --beam)"
 _QUOTED_ERROR = re.compile(r"^(?:\w+\.)*(ValueError|OSError): (.+)$",
                            re.MULTILINE)
 
+# What Beam appends to a worker's message.
+_BEAM_STEP = re.compile(r"\s*\[while running '[^']*'\]")
+
 # An option starts at a comma followed by "-": "--experiments=a,b" stays one.
 _OPTION_START = re.compile(r",(?=\s*-)")
 
@@ -179,12 +182,16 @@ def run_pipeline(pipeline, flag_name):
     result.wait_until_finish()
   except Exception as e:  # pylint: disable=broad-except
     quoted = _QUOTED_ERROR.findall(str(e))
-    if quoted:
-      message = quoted[-1][1].strip()
-      if not message.startswith("--"):
-        message = "--%s: %s" % (flag_name, message)
-      raise ValueError(message) from None
-    raise
+    if quoted:  # From a worker process.
+      message = quoted[-1][1]
+    elif isinstance(e, (ValueError, OSError)):  # From this process.
+      message = str(e)
+    else:
+      raise
+    message = " ".join(_BEAM_STEP.sub("", message).split())
+    if not message.startswith("--"):
+      message = "--%s: %s" % (flag_name, message)
+    raise ValueError(message) from None
   return result
 
 
