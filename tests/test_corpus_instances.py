@@ -3,14 +3,16 @@
 
 Shard k is byte-identical to part k of `--num_workers` (in-process DirectRunner
 and, slow, the command line on the multi-process DirectRunner); a failing
-shard leaves no output; a rerun after a killed run removes its leftovers and
-writes the same bytes; the flags' one-line errors, with and without Beam.
+shard leaves no output; a rerun after a killed run (leftovers made by hand,
+and, slow, a real SIGKILL) removes its leftovers and writes the same bytes; the flags' one-line errors, with and without Beam.
 The Beam tests skip when the `beam` extra is not installed (fail under CI).
 """
 
 import os
 import random
+import signal
 import subprocess
+import time
 import types
 
 import pytest
@@ -243,3 +245,51 @@ def test_cli_shards_on_two_processes_match_two_workers(tmp_path):
   assert sorted(os.listdir(tmp_path)) == sorted(
       ["corpus.txt", "b-00000-of-00002", "b-00001-of-00002", "w-00000-of-00002",
        "w-00001-of-00002"])
+
+
+@pytest.mark.slow
+def test_cli_killed_run_leaves_no_shard_and_rerun_writes_the_same(tmp_path):
+  """SIGKILL to the whole process tree once a worker has begun writing:
+  nothing under a final name; the rerun removes the leftovers and writes
+  the bytes of --num_workers=2."""
+  _beam()
+  corpus = tmp_path / "corpus.txt"
+  text = _read(_conf("sample_text.txt")).decode("utf-8").strip()
+  corpus.write_text((text + "\n\n") * 40, encoding="utf-8")
+  out_dir = tmp_path / "out"
+  out_dir.mkdir()
+  common = ["--input_file=" + str(corpus),
+            "--vocab_file=" + _conf("vocab.txt"), "--dupe_factor=10",
+            "--max_seq_length=64", "--max_predictions_per_seq=10"]
+  shards = common + [
+      "--num_shards=2", "--output_file=" + str(out_dir / "b"),
+      "--pipeline_options=--runner=DirectRunner,--direct_num_workers=2,"
+      "--direct_running_mode=multi_processing"]
+  proc = subprocess.Popen(script_command("create_pretraining_data.py",
+                                         shards),
+                          cwd=REPO_ROOT, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL,
+                          env=script_env(TF_CPP_MIN_LOG_LEVEL="3"),
+                          start_new_session=True)
+  try:
+    deadline = time.time() + 300
+    while (time.time() < deadline and proc.poll() is None and
+           not any(".attempt-" in n for n in os.listdir(out_dir))):
+      time.sleep(0.05)
+    assert proc.poll() is None, "the run ended before it could be killed"
+    os.killpg(proc.pid, signal.SIGKILL)
+  finally:
+    proc.wait(timeout=60)
+  left = os.listdir(out_dir)
+  assert left and all(name.startswith(".") for name in left), left
+  rerun = _run_cli(shards)
+  assert rerun.returncode == 0, rerun.stderr[-3000:]
+  assert sorted(os.listdir(out_dir)) == ["b-00000-of-00002",
+                                         "b-00001-of-00002"]
+  workers = _run_cli(common + ["--num_workers=2",
+                               "--output_file=" + str(tmp_path / "w")])
+  assert workers.returncode == 0, workers.stderr[-3000:]
+  for k in range(2):
+    suffix = "-%05d-of-00002" % k
+    assert _read(str(out_dir / ("b" + suffix))) == _read(
+        str(tmp_path / ("w" + suffix)))
