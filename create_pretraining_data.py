@@ -18,6 +18,7 @@ of about equal size; part k runs the same algorithm in its own process with
 seed `random_seed + k`. That gives different (equally valid) instances than
 N = 1: random-next segments are drawn from the worker's own part and the final
 shuffle is per part. Memory then grows with the largest part, not the corpus.
+`--num_shards N` runs the same N parts as an Apache Beam pipeline instead.
 
 Differences from the reference (see README): a corpus (or, with
 `--num_workers`, a part) with fewer than two documents is refused, because
@@ -39,6 +40,7 @@ from absl import logging
 import tensorflow.compat.v1 as tf
 
 from bert_tf import io as io_utils
+from bert_tf.corpus import instances as beam_instances
 from bert_tf.tasks.pretraining import processes as pretraining_processes
 from bert_tf.tasks.pretraining import records as pretraining_records
 from bert_tf.tasks.pretraining import shuffle as pretraining_shuffle
@@ -99,6 +101,7 @@ def define_flags():
       "the corpus at document boundaries into N parts of about equal size and "
       "runs part k with seed random_seed + k: different (equally valid) "
       "instances than N = 1, and memory bounded by the largest part.")
+  beam_instances.define_flags()
 
 
 @dataclasses.dataclass(eq=False)
@@ -463,7 +466,6 @@ def _choose_whole_words(tokens, num_to_predict, rng):
   return chosen
 
 
-
 def truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng):
   """Truncates a pair in place to at most `max_num_tokens` tokens in total.
 
@@ -566,7 +568,7 @@ def _run_workers(input_files, tokenizer, options, random_seed, num_workers,
   Part k of the corpus (cut at document boundaries) runs in its own process
   with `random.Random(random_seed + k)` and writes its own output file(s)
   (see `pretraining_processes.run_parts`). `options` holds the keyword
-  values of `_instances_from_documents` by flag name.
+  values of `_instances_from_documents` by flag name (+ `parts_flag`).
 
   Returns:
     int, the total number of instances written.
@@ -591,8 +593,8 @@ def _run_part(part_index, num_parts, ranges, output_files, tokenizer, options,
   with io_utils.gc_paused():
     documents = _read_documents(ranges, tokenizer, prefix)
     _check_num_documents(
-        documents, "--num_workers=%d: part %d of the corpus (%s)" % (
-            num_parts, part_index,
+        documents, "--%s=%d: part %d of the corpus (%s)" % (
+            options.get("parts_flag", "num_workers"), num_parts, part_index,
             pretraining_processes.describe_ranges(ranges)))
     instances = _instances_from_documents(
         documents, tokenizer, options["max_seq_length"],
@@ -652,8 +654,9 @@ def main(_):
   input_files = io_utils.expand_file_patterns(FLAGS.input_file,
                                               "input_file")
   output_files = _split_paths(FLAGS.output_file)
+  num_parts, parts_flag = beam_instances.parts_from_flags(FLAGS)
   pretraining_processes.check_output_paths(input_files, output_files,
-                                           FLAGS.num_workers)
+                                           num_parts, parts_flag)
   logging.info("*** Reading from %d input file(s) ***", len(input_files))
   for path in input_files:
     logging.info("  %s", path)
@@ -661,7 +664,11 @@ def main(_):
   options = {name: FLAGS[name].value for name in (
       "max_seq_length", "dupe_factor", "short_seq_prob", "masked_lm_prob",
       "max_predictions_per_seq", "do_whole_word_mask")}
-  if FLAGS.num_workers == 1:
+  if FLAGS.num_shards:
+    num_written = beam_instances.run_shards(
+        input_files, output_files, _run_part, FLAGS, tokenizer,
+        dict(options, parts_flag="num_shards"), FLAGS.random_seed)
+  elif FLAGS.num_workers == 1:
     rng = random.Random(FLAGS.random_seed)
     instances = create_training_instances(
         input_files, tokenizer, FLAGS.max_seq_length, FLAGS.dupe_factor,

@@ -12,17 +12,21 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 # Options, in any order: --test (test requirements), --gpu (NVIDIA GPU
-# support: TensorFlow's CUDA libraries as pip wheels), --print-stack (print
-# the Python, its stack and the venv, check them, and install nothing).
+# support: TensorFlow's CUDA libraries as pip wheels), --beam (Apache Beam
+# and the corpus libraries: requirements-beam.txt; --test adds them too),
+# --print-stack (print the Python, its stack and the venv, check them, and
+# install nothing).
 WITH_TEST=0
 WITH_GPU=0
+WITH_BEAM=0
 PRINT_STACK=0
 for arg in "$@"; do
   case "$arg" in
     --test) WITH_TEST=1 ;;
     --gpu) WITH_GPU=1 ;;
+    --beam) WITH_BEAM=1 ;;
     --print-stack) PRINT_STACK=1 ;;
-    *) echo "setup.sh: unknown option $arg (expected --test, --gpu and/or --print-stack)" >&2
+    *) echo "setup.sh: unknown option $arg (expected --test, --gpu, --beam and/or --print-stack)" >&2
        exit 2 ;;
   esac
 done
@@ -80,6 +84,11 @@ PIP="$VENV/bin/python -m pip"
 $PIP install -q --disable-pip-version-check --use-pep517 -r "$REQUIREMENTS"
 if [ "$WITH_TEST" = 1 ]; then
   $PIP install -q --disable-pip-version-check -r requirements-test.txt
+fi
+# --test installs it too: the suite tests the Beam pipelines (under CI a
+# skipped test fails).
+if [ "$WITH_BEAM" = 1 ] || [ "$WITH_TEST" = 1 ]; then
+  $PIP install -q --disable-pip-version-check -r requirements-beam.txt
 fi
 if [ "$WITH_GPU" = 1 ]; then
   # The same tensorflow wheel plus its and-cuda extra (nvidia-* packages).

@@ -34,6 +34,8 @@ _COMMANDS = {
     "bert-convert-checkpoint": ("convert_checkpoint", ["--direction"]),
     "bert-run-ner": ("run_ner", ["--tag_scheme", "--doc_stride"]),
     "bert-predict-saved-model": ("predict_saved_model", ["--model_dir"]),
+    "bert-prepare-corpus": ("prepare_corpus", ["--input_file", "--num_shards"]),
+    "bert-learn-vocab": ("learn_vocab", ["--vocab_size", "--extra_tokens"]),
 }
 # Kept out of the copy that is installed: environments, caches, outputs.
 _NOT_COPIED = shutil.ignore_patterns(".git", ".venv", ".venv-*", "__pycache__",
@@ -104,6 +106,8 @@ def test_dependencies_are_the_requirements_files_and_artefacts_are_ignored():
       "file": ["requirements-tf2.15.txt", "requirements-tf2.21.txt"]}
   assert dynamic["optional-dependencies"]["test"] == {
       "file": ["requirements-test.txt"]}
+  assert dynamic["optional-dependencies"]["beam"] == {
+      "file": ["requirements-beam.txt"]}
   ignored = read_lines(os.path.join(REPO_ROOT, ".gitignore"))
   assert {"/build/", "*.egg-info/", "/dist/"} <= set(ignored)
   assert "slow" in project["tool"]["pytest"]["ini_options"]["markers"][0]

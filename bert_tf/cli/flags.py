@@ -182,6 +182,19 @@ SHARED_FLAGS = types.MappingProxyType(collections.OrderedDict([
                      "Seed of the graph's random operations and of the "
                      "training input's shuffling (each worker adds its "
                      "index); default unseeded, a new order every run.")),
+    # Apache Beam pipelines (the beam extra).
+    ("num_shards", (_I, 0,
+                    "Output shards, written by an Apache Beam pipeline "
+                    "(needs pip install .[beam]). create_pretraining_data.py: "
+                    "0 (default) runs without Beam; N cuts the corpus as "
+                    "--num_workers=N does, and shard k is byte-identical to "
+                    "part k of --num_workers=N.")),
+    ("pipeline_options", (_S, "",
+                          "Comma-separated Apache Beam pipeline options, e.g. "
+                          "--runner=DirectRunner,--direct_num_workers=2,"
+                          "--direct_running_mode=multi_processing (default: "
+                          "the DirectRunner, one process a shard, at most "
+                          "one a CPU core).")),
 ]))
 
 # The groups of the options' dataclasses: their fields, by name.

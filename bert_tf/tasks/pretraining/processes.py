@@ -128,29 +128,31 @@ def describe_ranges(ranges):
                    for path, start, end in ranges) or "no text left to cut"
 
 
-def check_parts(parts, num_documents):
+def check_parts(parts, num_documents, flag_name="num_workers"):
   """Refuses parts that cannot hold two documents, before any work starts.
 
   Raises:
-    ValueError: naming `--num_workers`, the part and its byte ranges.
+    ValueError: naming `--<flag_name>`, the part and its byte ranges.
   """
   for k, count in enumerate(num_documents):
     if count < 2:
       raise ValueError(
-          "--num_workers=%d: part %d of the corpus (%s) holds %d document(s); "
+          "--%s=%d: part %d of the corpus (%s) holds %d document(s); "
           "next-sentence prediction needs at least two documents per part "
-          "(documents are separated by blank lines): use fewer workers or "
-          "more text" % (len(parts), k, describe_ranges(parts[k]), count))
+          "(documents are separated by blank lines): use fewer parts or "
+          "more text" % (flag_name, len(parts), k, describe_ranges(parts[k]),
+                         count))
 
 
-def part_output_files(output_files, num_workers):
+def part_output_files(output_files, num_workers, flag_name="num_workers"):
   """Output path(s) of each part: a list of `num_workers` lists of str.
 
   One worker writes all `output_files`; N workers take one path each, or
   part k writes `<path>-0000k-of-0000N` when one path is given.
+  (`--num_shards` names its shards the same way.)
 
   Raises:
-    ValueError: for another number of paths.
+    ValueError: for another number of paths, naming `--<flag_name>`.
   """
   if num_workers == 1:
     return [output_files]
@@ -160,12 +162,13 @@ def part_output_files(output_files, num_workers):
     return [["%s-%05d-of-%05d" % (output_files[0], k, num_workers)]
             for k in range(num_workers)]
   raise ValueError(
-      "--output_file: got %d paths; with --num_workers=%d give one path (part "
+      "--output_file: got %d paths; with --%s=%d give one path (part "
       "k writes <path>-0000k-of-%05d) or %d paths" %
-      (len(output_files), num_workers, num_workers, num_workers))
+      (len(output_files), flag_name, num_workers, num_workers, num_workers))
 
 
-def check_output_paths(input_files, output_files, num_workers):
+def check_output_paths(input_files, output_files, num_workers,
+                       flag_name="num_workers"):
   """Refuses output paths that are directories, repeated, or inputs.
 
   To be called before any work: a repeated path would lose the instances
@@ -175,13 +178,14 @@ def check_output_paths(input_files, output_files, num_workers):
     input_files: list of str, the corpus.
     output_files: list of str, as given to `--output_file`.
     num_workers: int, see `part_output_files`.
+    flag_name: str, the flag that set `num_workers` (for messages).
 
   Raises:
     ValueError: naming `--output_file` and the path.
   """
   seen = {}
   inputs = {os.path.abspath(os.path.normpath(path)) for path in input_files}
-  for paths in part_output_files(output_files, num_workers):
+  for paths in part_output_files(output_files, num_workers, flag_name):
     for path in paths:
       io_utils.check_output_file(path, "output_file")
       key = os.path.abspath(os.path.normpath(path))

@@ -1,0 +1,250 @@
+"""Importing Apache Beam, reading `--pipeline_options`, atomic shard files.
+
+Beam is an optional extra (`pip install .[beam]`, `./setup.sh --beam`): the
+scripts import it through `import_beam` only when a Beam flag is given, so a
+missing install is one line naming the flag and the install command, and
+runs without Beam flags pay nothing for it.
+
+Shard files written by workers appear under their final names only when the
+whole pipeline succeeded: the launching process holds a temporary name per
+output (`atomic_outputs`, through `bert_tf.io.atomic_path`); a worker writes
+`<temporary name>.attempt-<random>` and renames it to the temporary name when
+its shard is complete (`attempt_paths`); the launcher renames the temporary
+names into place after the pipeline, and removes them (and any attempt
+leftovers) otherwise.
+"""
+
+import contextlib
+import importlib
+import logging as std_logging
+import os
+import re
+import sys
+import uuid
+
+import tensorflow.compat.v1 as tf
+
+from bert_tf import io as io_utils
+
+__all__ = ["INSTALL_HINT", "import_module", "import_beam",
+           "split_pipeline_options", "pipeline_options", "worker_pythonpath",
+           "run_pipeline", "counters", "atomic_outputs", "attempt_paths"]
+
+INSTALL_HINT = "pip install .[beam] (or ./setup.sh --beam)"
+
+# A user error raised in a worker, as Beam's wrapped message quotes it.
+_QUOTED_ERROR = re.compile(r"^(?:\w+\.)*(ValueError|OSError): (.+)$",
+                           re.MULTILINE)
+
+# What Beam appends to a worker's message.
+_BEAM_STEP = re.compile(r"\s*\[while running '[^']*'\]")
+
+# An option starts at a comma followed by "-": "--experiments=a,b" stays one.
+_OPTION_START = re.compile(r",(?=\s*-)")
+
+
+def import_module(name, flag_name):
+  """Imports module `name` of the `beam` extra.
+
+  Args:
+    name: str, the module.
+    flag_name: str, the flag that needs it, or a script name (`x.py`) for
+      the message.
+
+  Raises:
+    ValueError: `--<flag_name>: needs <name>; install it with ...` when it is
+      not installed.
+  """
+  try:
+    return importlib.import_module(name)
+  except ImportError as e:
+    where = flag_name if flag_name.endswith(".py") else "--" + flag_name
+    raise ValueError("%s: needs %s, which is not installed (%s); install "
+                     "the extra with %s" % (where, name, e,
+                                            INSTALL_HINT)) from None
+
+
+def import_beam(flag_name):
+  """`apache_beam`, or a one-line ValueError naming `--<flag_name>`."""
+  return import_module("apache_beam", flag_name)
+
+
+def split_pipeline_options(text):
+  """Splits `--a=1,--b=x,y` into `["--a=1", "--b=x,y"]`.
+
+  A comma starts a new option only when a `-` follows it, so option values
+  may hold commas (`--experiments=a,b`).
+
+  Raises:
+    ValueError: when a piece does not start with `-`.
+  """
+  pieces = [p.strip() for p in _OPTION_START.split(text or "") if p.strip()]
+  for piece in pieces:
+    if not piece.startswith("-"):
+      raise ValueError("--pipeline_options: %r is not an option; expected "
+                       "comma-separated Beam options such as "
+                       "--runner=DirectRunner,--direct_num_workers=2" % piece)
+  return pieces
+
+
+def pipeline_options(text, num_workers, flag_name="pipeline_options"):
+  """Beam `PipelineOptions` from `--pipeline_options`, with local defaults.
+
+  With no options given, the pipeline runs on the DirectRunner in
+  `num_workers` processes, at most one a CPU core
+  (`--direct_running_mode=multi_processing`).
+  Options that Beam does not know are refused (a typo would otherwise run
+  with defaults).
+
+  Args:
+    text: str, the flag's value.
+    num_workers: int, DirectRunner processes when no options are given.
+    flag_name: str, for messages.
+
+  Returns:
+    `apache_beam.options.pipeline_options.PipelineOptions`.
+
+  Raises:
+    ValueError: for a malformed or unknown option, or without Beam.
+  """
+  module = import_module("apache_beam.options.pipeline_options", flag_name)
+  argv = split_pipeline_options(text)
+  if not argv:
+    argv = ["--runner=DirectRunner", "--direct_running_mode=multi_processing",
+            "--direct_num_workers=%d" % max(1, min(num_workers,
+                                                   os.cpu_count() or 1))]
+  options = module.PipelineOptions(argv)
+  unknown = _unknown_options(module, argv)
+  if unknown:
+    raise ValueError("--%s: unknown Beam option(s) %s" %
+                     (flag_name, " ".join(unknown)))
+  return options
+
+
+def _unknown_options(module, argv):
+  """Options in `argv` that no registered Beam options class defines (none
+  known when this Beam version lacks the parser used here)."""
+  # pylint: disable=protected-access
+  if not hasattr(module, "_BeamArgumentParser"):
+    return []
+  parser = module._BeamArgumentParser(allow_abbrev=False)
+  for cls in module.PipelineOptions.__subclasses__():
+    cls._add_argparse_args(parser)
+  # pylint: enable=protected-access
+  _, unknown = parser.parse_known_args(argv)
+  return [arg for arg in unknown if arg.startswith("-")]
+
+
+def worker_pythonpath(*modules):
+  """Adds the folders that hold `modules` to `PYTHONPATH` (this process's
+  environment), so that DirectRunner worker processes import them by name
+  as this process does (a script run as `python script.py` is `__main__`
+  here and importable only from its folder).
+
+  Args:
+    modules: module objects.
+  """
+  folders = []
+  for module in modules:
+    path = getattr(module, "__file__", None)
+    if path:
+      folder = os.path.dirname(os.path.abspath(path))
+      for _ in range(module.__name__.count(".") +
+                     (os.path.basename(path) == "__init__.py")):
+        folder = os.path.dirname(folder)
+      folders.append(folder)
+  current = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
+             if p]
+  merged = []
+  for folder in folders + current:
+    if folder not in merged:
+      merged.append(folder)
+  os.environ["PYTHONPATH"] = os.pathsep.join(merged)
+  for folder in folders:
+    if folder not in sys.path:
+      sys.path.append(folder)
+
+
+def run_pipeline(pipeline, flag_name):
+  """Runs `pipeline` to the end; a worker's user error as one ValueError.
+
+  Beam relays every worker's log lines at INFO: only its warnings are kept.
+  A `ValueError` or `OSError` raised in a worker reaches here inside Beam's
+  own error (with the worker's traceback); its message is raised again as
+  `ValueError("--<flag_name>: <message>")`.
+
+  Returns:
+    the pipeline's result.
+  """
+  std_logging.getLogger("apache_beam").setLevel(std_logging.WARNING)
+  try:
+    result = pipeline.run()
+    result.wait_until_finish()
+  except Exception as e:  # pylint: disable=broad-except
+    quoted = _QUOTED_ERROR.findall(str(e))
+    if quoted:  # From a worker process.
+      message = quoted[-1][1]
+    elif isinstance(e, (ValueError, OSError)):  # From this process.
+      message = str(e)
+    else:
+      raise
+    message = " ".join(_BEAM_STEP.sub("", message).split())
+    if not message.startswith("--"):
+      message = "--%s: %s" % (flag_name, message)
+    raise ValueError(message) from None
+  return result
+
+
+def counters(beam, result, namespace):
+  """{name: committed value} of the pipeline's counters in `namespace`."""
+  query = result.metrics().query(
+      beam.metrics.metric.MetricsFilter().with_namespace(namespace))
+  return {counter.key.metric.name: counter.committed
+          for counter in query["counters"]}
+
+
+@contextlib.contextmanager
+def atomic_outputs(part_outputs):
+  """Yields temporary names for `part_outputs`; they become final on success.
+
+  Args:
+    part_outputs: list of lists of str, each shard's final paths.
+
+  Yields:
+    list of lists of str, the temporary names (same shape). A name that no
+    worker wrote (a shard with nothing in it) becomes an empty file.
+  """
+  with contextlib.ExitStack() as outputs:
+    temps = [[outputs.enter_context(io_utils.atomic_path(path))
+              for path in paths] for paths in part_outputs]
+    try:
+      yield temps
+      for paths in temps:
+        for path in paths:
+          if not tf.io.gfile.exists(path):
+            with tf.io.gfile.GFile(path, "wb"):
+              pass
+    finally:
+      for paths in temps:
+        for path in paths:
+          for attempt in tf.io.gfile.glob(path + ".attempt-*"):
+            tf.io.gfile.remove(attempt)
+
+
+@contextlib.contextmanager
+def attempt_paths(temps):
+  """Yields fresh attempt names for `temps`, renamed onto them on success.
+
+  For a worker: write the attempt names; when the block succeeds each is
+  renamed onto its temporary name, and on any error they are removed.
+  """
+  attempt = uuid.uuid4().hex[:8]
+  attempts = ["%s.attempt-%s" % (path, attempt) for path in temps]
+  try:
+    yield attempts
+    for path, temp in zip(attempts, temps):
+      tf.io.gfile.rename(path, temp, overwrite=True)
+  finally:
+    for path in attempts:
+      if tf.io.gfile.exists(path):
+        tf.io.gfile.remove(path)

@@ -1,0 +1,178 @@
+"""WordPiece vocabularies of one's own: learning, extending, measuring.
+
+`learn` pre-tokenizes text exactly as `FullTokenizer` does (this project's
+`tokenization.BasicTokenizer`: cleaning, lower-casing and accent stripping
+when uncased, punctuation splits, CJK characters alone) and hands the words
+to Hugging Face `tokenizers`' WordPiece trainer, then lays the vocabulary out
+as the released ones: `[PAD]`, `[unused0]`... , `[UNK]`, `[CLS]`, `[SEP]`,
+`[MASK]`, then the pieces (with 99 `[unused*]` slots, the default, the
+special tokens have the released ids 0 and 100-103).
+
+`add_extra_tokens` puts words into the `[unused*]` slots of an existing
+vocabulary, keeping every other id (the reference FAQ's advice for domain
+words). `measure` gives WordPiece pieces per word and the `[UNK]` rate of a
+vocabulary on held-out text.
+"""
+
+import re
+
+from absl import logging
+
+from bert_tf import io as io_utils
+from bert_tf.corpus import beam_support
+import tokenization
+
+__all__ = ["SPECIAL_TOKENS", "special_layout", "iter_words", "learn",
+           "add_extra_tokens", "measure", "write_vocab"]
+
+SPECIAL_TOKENS = ("[UNK]", "[CLS]", "[SEP]", "[MASK]")
+_UNUSED = re.compile(r"^\[unused\d+\]$")
+
+
+def special_layout(num_unused):
+  """`[PAD]`, `num_unused` `[unused*]` slots, `[UNK]`, `[CLS]`, `[SEP]`,
+  `[MASK]`: the released vocabularies' first tokens."""
+  return (["[PAD]"] + ["[unused%d]" % k for k in range(num_unused)] +
+          list(SPECIAL_TOKENS))
+
+
+def iter_words(input_files, do_lower_case):
+  """Yields each non-blank line's words, as FullTokenizer's first step
+  splits them (list of str), reading as `create_pretraining_data.py` does."""
+  basic = tokenization.BasicTokenizer(do_lower_case=do_lower_case)
+  for path in input_files:
+    for _, line in io_utils.read_lines(path):
+      words = basic.tokenize(line)
+      if words:
+        yield words
+
+
+def learn(input_files, vocab_size, do_lower_case, num_unused=99,
+          min_frequency=2, limit_alphabet=1000):
+  """Learns a WordPiece vocabulary from text files.
+
+  Args:
+    input_files: list of str, plain text (one sentence or paragraph a line).
+    vocab_size: int, tokens in the vocabulary, special ones included.
+    do_lower_case: bool, as `FullTokenizer`'s.
+    num_unused: int, `[unused*]` slots after `[PAD]`.
+    min_frequency: int, a merge must occur this often to become a piece.
+    limit_alphabet: int, most single characters kept (the rarest become
+      `[UNK]`).
+
+  Returns:
+    list of str, the vocabulary in id order: `vocab_size` tokens, or fewer
+    when the text holds no more pieces seen `min_frequency` times.
+
+  Raises:
+    ValueError: when `vocab_size` leaves no room for pieces, the text holds
+      no words, or `tokenizers` is not installed.
+  """
+  specials = special_layout(num_unused)
+  if vocab_size <= len(specials):
+    raise ValueError("--vocab_size is %d; expected more than the %d special "
+                     "and [unused*] tokens" % (vocab_size, len(specials)))
+  hf = beam_support.import_module("tokenizers", "learn_vocab.py")
+  tokenizer = hf.Tokenizer(hf.models.WordPiece(unk_token="[UNK]"))
+  tokenizer.pre_tokenizer = hf.pre_tokenizers.WhitespaceSplit()
+  trainer = hf.trainers.WordPieceTrainer(
+      vocab_size=vocab_size, min_frequency=min_frequency,
+      special_tokens=specials, limit_alphabet=limit_alphabet,
+      continuing_subword_prefix="##", show_progress=False)
+  counts = {"lines": 0}
+
+  def lines():
+    for words in iter_words(input_files, do_lower_case):
+      counts["lines"] += 1
+      yield " ".join(words)
+
+  tokenizer.train_from_iterator(lines(), trainer)
+  if not counts["lines"]:
+    raise ValueError("--input_file: no text in %s" % ", ".join(input_files))
+  ids = tokenizer.get_vocab()
+  vocab = sorted(ids, key=ids.get)
+  if vocab[:len(specials)] != specials:
+    raise ValueError("internal error: the trainer did not put the special "
+                     "tokens first")
+  logging.info("Learned %d tokens (%d pieces) from %d lines", len(vocab),
+               len(vocab) - len(specials), counts["lines"])
+  if len(vocab) < vocab_size:
+    logging.warning("Only %d of --vocab_size=%d tokens: the text holds no "
+                    "more pieces seen --min_frequency=%d times", len(vocab),
+                    vocab_size, min_frequency)
+  return vocab
+
+
+def add_extra_tokens(vocab, words, do_lower_case):
+  """Puts `words` into the `[unused*]` slots of `vocab`, in slot order.
+
+  Each word is normalized as `FullTokenizer` would see it (lower-cased and
+  accents stripped when uncased) and must stay one word after BERT's
+  pre-tokenization (no spaces or punctuation inside), or WordPiece could
+  never produce it. Words already in the vocabulary are skipped.
+
+  Args:
+    vocab: list of str, tokens in id order.
+    words: list of (line number, str) from the extra tokens file.
+    do_lower_case: bool.
+
+  Returns:
+    (new vocabulary (list of str, same length), added words, skipped words).
+
+  Raises:
+    ValueError: for a word that splits, or more words than free slots.
+  """
+  basic = tokenization.BasicTokenizer(do_lower_case=do_lower_case)
+  present = set(vocab)
+  slots = [k for k, token in enumerate(vocab) if _UNUSED.match(token)]
+  new = list(vocab)
+  added, skipped = [], []
+  for number, word in words:
+    pieces = basic.tokenize(word)
+    if len(pieces) != 1:
+      raise ValueError(
+          "--extra_tokens: line %d: %r is %d words after BERT's "
+          "pre-tokenization (%s); expected one word without spaces or "
+          "punctuation" % (number, word, len(pieces), " ".join(pieces)))
+    token = pieces[0]
+    if token in present:
+      skipped.append(token)
+      continue
+    if len(added) == len(slots):
+      raise ValueError(
+          "--extra_tokens: more new words than the vocabulary's %d [unused*] "
+          "slots (line %d: %r)" % (len(slots), number, word))
+    new[slots[len(added)]] = token
+    present.add(token)
+    added.append(token)
+  return new, added, skipped
+
+
+def measure(vocab_file, do_lower_case, input_files):
+  """WordPiece statistics of `vocab_file` on the text of `input_files`.
+
+  Returns:
+    dict: `words` (int, BERT pre-tokenized words), `pieces` (int),
+    `pieces_per_word` (float), `unk_rate` (float, share of words that
+    become `[UNK]`).
+  """
+  tokenizer = tokenization.FullTokenizer(vocab_file,
+                                         do_lower_case=do_lower_case)
+  wordpiece = tokenizer.wordpiece_tokenizer
+  words = pieces = unknown = 0
+  for line_words in iter_words(input_files, do_lower_case):
+    for word in line_words:
+      word_pieces = wordpiece.tokenize(word)
+      words += 1
+      pieces += len(word_pieces)
+      unknown += word_pieces == ["[UNK]"]
+  return {"words": words, "pieces": pieces,
+          "pieces_per_word": pieces / max(words, 1),
+          "unk_rate": unknown / max(words, 1)}
+
+
+def write_vocab(path, vocab):
+  """Writes `vocab` one token a line, atomically."""
+  with io_utils.atomic_write(path) as f:
+    for token in vocab:
+      f.write(token + "\n")
