@@ -87,8 +87,11 @@ if [ "$WITH_TEST" = 1 ]; then
 fi
 # --test installs it too: the suite tests the Beam pipelines (under CI a
 # skipped test fails).
+# Resolved together with the stack's pins, so that pip keeps them (alone it
+# would upgrade protobuf past what TensorFlow 2.15 accepts).
 if [ "$WITH_BEAM" = 1 ] || [ "$WITH_TEST" = 1 ]; then
-  $PIP install -q --disable-pip-version-check -r requirements-beam.txt
+  $PIP install -q --disable-pip-version-check --use-pep517 \
+    -r "$REQUIREMENTS" -r requirements-beam.txt
 fi
 if [ "$WITH_GPU" = 1 ]; then
   # The same tensorflow wheel plus its and-cuda extra (nvidia-* packages).
