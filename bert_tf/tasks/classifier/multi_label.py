@@ -13,10 +13,12 @@ CoNLL-2003 file into "which entity types occur in this sentence".
 
 import json
 import os
+import sys
 
 import tensorflow.compat.v1 as tf
 
 from bert_tf import io as io_utils
+from bert_tf.tasks.ner import reader as ner_reader
 from bert_tf.tasks.classifier.data import InputExample
 from bert_tf.tasks.classifier.data import read_tsv_rows
 from bert_tf.tasks.classifier.data import TsvProcessor
@@ -26,7 +28,8 @@ import tokenization
 __all__ = [
     "PROBLEM_TYPE", "LABELS_FILE", "split_label_set", "multi_hot",
     "MultiLabelTsvProcessor", "write_labels_file", "read_labels_file",
-    "conll_entity_type_rows",
+    "conll_entity_type_rows", "CONLL_SPLITS", "write_conll_entity_types",
+    "main",
 ]
 
 # Hugging Face's name for this head's loss (`BertForSequenceClassification`).
@@ -182,3 +185,54 @@ def conll_entity_type_rows(sentences):
                     if "-" in tag})
     rows.append([" ".join(sentence.words), ",".join(types)])
   return rows
+
+
+# The recipe's files: TSV split -> CoNLL-2003 file (English).
+CONLL_SPLITS = (("train", "eng.train"), ("dev", "eng.testa"),
+                ("test", "eng.testb"))
+
+
+def write_conll_entity_types(conll_dir, output_dir):
+  """Writes the recipe's `train.tsv`, `dev.tsv` and `test.tsv`.
+
+  Each line is `sentence<TAB>types` (see `conll_entity_type_rows`), for
+  `run_classifier.py --task_name=tsv --multi_label=True`.
+
+  Args:
+    conll_dir: folder with `eng.train`, `eng.testa` and `eng.testb`.
+    output_dir: folder to write to (created when absent).
+
+  Returns:
+    Dict split -> number of lines written.
+  """
+  tf.io.gfile.makedirs(output_dir)
+  counts = {}
+  for split, name in CONLL_SPLITS:
+    rows = conll_entity_type_rows(
+        ner_reader.read_conll_file(os.path.join(conll_dir, name)))
+    with io_utils.atomic_write(os.path.join(output_dir,
+                                            split + ".tsv")) as f:
+      for row in rows:
+        f.write("\t".join(row) + "\n")
+    counts[split] = len(rows)
+  return counts
+
+
+def main(argv):
+  """`python -m bert_tf.tasks.classifier.multi_label CONLL_DIR OUTPUT_DIR`
+  writes the recipe's files; returns the exit status."""
+  if len(argv) != 3:
+    sys.stderr.write("usage: python -m bert_tf.tasks.classifier.multi_label "
+                     "CONLL_DIR OUTPUT_DIR\n")
+    return 2
+  try:
+    counts = write_conll_entity_types(argv[1], argv[2])
+  except (OSError, ValueError) as e:
+    sys.stderr.write("error: %s\n" % " ".join(str(e).split()))
+    return 1
+  print(" ".join("%s.tsv: %d lines" % item for item in counts.items()))
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main(sys.argv))
