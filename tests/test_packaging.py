@@ -34,6 +34,8 @@ _COMMANDS = {
     "bert-convert-checkpoint": ("convert_checkpoint", ["--direction"]),
     "bert-run-ner": ("run_ner", ["--tag_scheme", "--doc_stride"]),
     "bert-predict-saved-model": ("predict_saved_model", ["--model_dir"]),
+    "bert-predict-masked-lm": ("predict_masked_lm", ["--top_k",
+                                                     "--input_file"]),
 }
 # Kept out of the copy that is installed: environments, caches, outputs.
 _NOT_COPIED = shutil.ignore_patterns(".git", ".venv", "__pycache__", "*.pyc",
