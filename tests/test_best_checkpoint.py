@@ -9,6 +9,7 @@ import pytest
 
 from helpers import read_lines
 from helpers import run_script
+from helpers import shared_path
 from helpers import RUNNERS
 from helpers import tiny_model_flags
 from helpers import write_tsv
@@ -234,3 +235,35 @@ def test_bad_best_checkpoint_flags_are_one_line(tmp_path, flags, message):
   result, _ = _classify(tmp_path, flags)
   assert result.returncode == 1
   assert result.stderr.strip().splitlines()[-1] == "error: " + message
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("runner", RUNNERS)
+def test_run_ner_keeps_the_best_by_entity_f1(tmp_path, runner):
+  data = tmp_path / "data"
+  data.mkdir()
+  for name, count in (("eng.train", 24), ("eng.testa", 10)):
+    lines, seen = [], 0
+    for line in read_lines(shared_path("data", "ner", "conll2003", name)):
+      if not line.strip():
+        seen += 1
+        if seen >= count:
+          break
+      lines.append(line)
+    (data / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
+  output_dir = str(tmp_path / "out")
+  result = run_script("run_ner.py", [
+      "--runner=" + runner, "--data_dir=%s" % data,
+      "--output_dir=" + output_dir, "--max_seq_length=24", "--doc_stride=8",
+      "--do_train", "--do_eval", "--train_batch_size=8",
+      "--num_train_epochs=1", "--learning_rate=1e-3",
+      "--save_checkpoints_secs=0", "--eval_every_steps=2",
+      "--keep_best_by=eval_f1"] + tiny_model_flags())
+  assert result.returncode == 0, result.stderr[-3000:]
+  record = json.loads(open(os.path.join(output_dir, "best",
+                                        "best.json")).read())
+  steps = [int(e["global_step"]) for e in record["evaluations"]]
+  assert steps[:-1] == list(range(2, steps[-1], 2)) and len(steps) >= 2
+  kept = _eval_results(os.path.join(output_dir, "best", "eval_results.txt"))
+  assert kept["eval_f1"] == max(e["eval_f1"] for e in record["evaluations"])
+  assert "eval_f1_PER" in kept
