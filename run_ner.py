@@ -441,7 +441,12 @@ def main(_):
             run_hooks)
       train_hooks.exit_if_preempted(FLAGS.output_dir, run_hooks)
 
-    if eval_options.every_steps:
+    if eval_options.every_steps and not run.do_eval:
+      # A worker that is not the chief: the same steps, no evaluation.
+      best_lib.train_with_evaluation(model_runner, train_to, None,
+                                     num_train_steps,
+                                     eval_options.every_steps, None)
+    elif eval_options.every_steps:
       keeper = best_lib.BestKeeper(FLAGS.output_dir,
                                    eval_options.keep_best_by,
                                    eval_options.patience)

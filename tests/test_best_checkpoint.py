@@ -267,3 +267,44 @@ def test_run_ner_keeps_the_best_by_entity_f1(tmp_path, runner):
   kept = _eval_results(os.path.join(output_dir, "best", "eval_results.txt"))
   assert kept["eval_f1"] == max(e["eval_f1"] for e in record["evaluations"])
   assert "eval_f1_PER" in kept
+
+
+def test_a_worker_that_is_not_the_chief_trains_to_the_same_steps(tmp_path):
+  runner = _FakeRunner(str(tmp_path), {})
+  assert best_lib.train_with_evaluation(runner, runner.train, None, 10, 3,
+                                        None) is None
+  assert runner.trained_to == [3, 6, 9, 10] and runner.evaluated == []
+
+
+class _Flags(object):
+
+  def __init__(self, **values):
+    defaults = dict(eval_every_steps=2, keep_best_by="eval_loss",
+                    early_stopping_patience=None, do_train=True,
+                    do_eval=True, distribution_strategy="none")
+    defaults.update(values)
+    self.__dict__.update(defaults)
+
+
+@pytest.mark.parametrize("values,message", [
+    ({"eval_every_steps": 0}, "--eval_every_steps: got 0, expected at least 1"),
+    ({"do_eval": False}, "--eval_every_steps needs --do_train and --do_eval"),
+    ({"early_stopping_patience": 2, "keep_best_by": None},
+     "--early_stopping_patience needs --keep_best_by"),
+    ({"early_stopping_patience": 2,
+      "distribution_strategy": "multi_worker_mirrored"},
+     "--early_stopping_patience: not with --distribution_strategy="
+     "multi_worker_mirrored"),
+])
+def test_flag_problems(values, message):
+  problems = []
+  best_lib.options_from_flags(_Flags(**values), problems)
+  assert len(problems) == 1 and problems[0].startswith(message), problems
+
+
+def test_good_flags_have_no_problems():
+  problems = []
+  options = best_lib.options_from_flags(_Flags(early_stopping_patience=3),
+                                        problems)
+  assert problems == []
+  assert options == best_lib.EvalOptions(2, "eval_loss", 3)

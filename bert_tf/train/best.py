@@ -49,7 +49,8 @@ def options_from_flags(flag_values, problems):
 
   Args:
     flag_values: parsed flags with `eval_every_steps`, `keep_best_by`,
-      `early_stopping_patience`, `do_train` and `do_eval`.
+      `early_stopping_patience`, `do_train`, `do_eval` and
+      `distribution_strategy`.
     problems: list of str, appended to (one line each).
   """
   every = flag_values.eval_every_steps
@@ -72,6 +73,11 @@ def options_from_flags(flag_values, problems):
     if not key:
       problems.append("--early_stopping_patience needs --keep_best_by (the "
                       "key whose improvement it waits for)")
+    if flag_values.distribution_strategy == "multi_worker_mirrored":
+      problems.append("--early_stopping_patience: not with "
+                      "--distribution_strategy=multi_worker_mirrored (only "
+                      "the chief evaluates; the other workers would wait "
+                      "for it)")
   return EvalOptions(every_steps=every, keep_best_by=key, patience=patience)
 
 
@@ -219,7 +225,8 @@ def train_with_evaluation(model_runner, train_fn, evaluate_fn, num_train_steps,
     evaluate_fn: `evaluate_fn()` -> results of the latest checkpoint.
     num_train_steps: int, the last step.
     every_steps: int, the evaluation interval in steps.
-    keeper: a `BestKeeper`.
+    keeper: a `BestKeeper`; None on a worker that is not the chief of a
+      multi-worker run: it trains to the same steps and evaluates nothing.
 
   Returns:
     The results of the last evaluation (None when nothing was evaluated).
@@ -234,7 +241,9 @@ def train_with_evaluation(model_runner, train_fn, evaluate_fn, num_train_steps,
   path, step = latest()
   while True:
     due = step > 0 and (step % every_steps == 0 or step >= num_train_steps)
-    if due and step not in keeper.evaluated_steps():
+    if keeper is None:
+      pass  # Not the chief: train to the same steps, the chief evaluates.
+    elif due and step not in keeper.evaluated_steps():
       results = evaluate_fn()
       keeper.update(results, path)
       if keeper.should_stop():
@@ -249,6 +258,9 @@ def train_with_evaluation(model_runner, train_fn, evaluate_fn, num_train_steps,
       break
     target = min(num_train_steps, (step // every_steps + 1) * every_steps)
     train_fn(target)
+    if keeper is None:  # A non-chief may not see the chief's checkpoints.
+      step = target
+      continue
     previous, (path, step) = step, latest()
     if step <= previous:
       raise ValueError("%s: training to step %d wrote no new checkpoint "
