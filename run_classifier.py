@@ -7,7 +7,13 @@ features, the classifier head on the pooled output (`output_weights`,
 `use_tpu=False` on CPU/GPU, and the outputs `eval_results.txt` and
 `test_results.tsv`. Beyond it: the rest of GLUE and a `tsv` task
 (`bert_tf/tasks/classifier/data.py`), each task's standard metric
-(`bert_tf/tasks/classifier/metrics.py`), and one-line errors for bad input.
+(`bert_tf/tasks/classifier/metrics.py`), one-line errors for bad input, and
+behind flags whose defaults keep the reference's behaviour: multi-label
+`tsv` tasks (`--multi_label`, `bert_tf/tasks/classifier/multi_label.py`),
+windows over long texts (`--doc_stride`, `--window_aggregation`,
+`bert_tf/tasks/classifier/windows.py`) and evaluation during training with
+the best checkpoint kept (`--eval_every_steps`, `--keep_best_by`,
+`--early_stopping_patience`, `bert_tf/train/best.py`).
 
 Usage (see README.md):
   python run_classifier.py --task_name=mrpc --do_train --do_eval --do_predict \
@@ -46,6 +52,8 @@ from bert_tf.tasks.classifier.data import MrpcProcessor
 from bert_tf.tasks.classifier.data import PaddingInputExample
 from bert_tf.tasks.classifier.data import PROCESSORS
 from bert_tf.tasks.classifier.data import XnliProcessor
+from bert_tf.tasks.classifier import multi_label as multi_label_lib
+from bert_tf.tasks.classifier import windows as windows_lib
 from bert_tf.tasks.classifier.features import convert_examples_to_features
 from bert_tf.tasks.classifier.features import convert_single_example
 from bert_tf.tasks.classifier.features import file_based_convert_examples_to_features
@@ -54,8 +62,10 @@ from bert_tf.tasks.classifier.features import input_fn_builder
 from bert_tf.tasks.classifier.features import InputFeatures
 from bert_tf.tasks.classifier.features import pad_to_batch_multiple
 from bert_tf.tasks.classifier.model import create_model
+from bert_tf.tasks.classifier.model import eval_keys
 from bert_tf.tasks.classifier.model import model_fn_builder
 from bert_tf.tasks.classifier.model import write_test_results
+from bert_tf.train import best as best_lib
 from bert_tf.train import distribute as distribute_utils
 from bert_tf.train import model_fn as model_fn_utils
 from bert_tf.runner import select as runner_lib
@@ -87,7 +97,8 @@ def define_flags():
       "data_dir", cli_flags.MODEL_FLAGS, "max_seq_length", "do_eval",
       "eval_batch_size", cli_flags.FINE_TUNING_FLAGS, "export_dir",
       "label_column", cli_flags.TRAINING_FLAGS, cli_flags.TPU_FLAGS,
-      cli_flags.DISTRIBUTE_FLAGS)
+      cli_flags.DISTRIBUTE_FLAGS, cli_flags.BEST_CHECKPOINT_FLAGS,
+      "doc_stride", doc_stride=None)
   # The `tsv` task (a user's own files); column numbers are 0-based and may
   # be negative (counted from the end, as in Python).
   flags.DEFINE_integer("text_a_column", 0,
@@ -98,6 +109,23 @@ def define_flags():
   flags.DEFINE_bool("skip_header", False,
                     "task tsv: whether the first line of every file is a "
                     "header.")
+  # A set of labels per line (task tsv).
+  flags.DEFINE_bool(
+      "multi_label", False,
+      "task tsv: the label column holds a set of labels (joined by "
+      "--label_separator; empty: none); one sigmoid per label, binary "
+      "cross-entropy.")
+  flags.DEFINE_string("label_separator", ",",
+                      "With --multi_label: what joins the labels of a set.")
+  flags.DEFINE_float(
+      "multi_label_threshold", 0.5,
+      "With --multi_label: a label is predicted when its probability is at "
+      "least this, in (0, 1) (the eval F1 scores and exact-set accuracy).")
+  # Long texts (unset: the reference's truncation).
+  flags.DEFINE_enum(
+      "window_aggregation", "mean", list(windows_lib.AGGREGATIONS),
+      "With --doc_stride: how the windows' probabilities make the line of "
+      "their text in test_results.tsv: their mean or their maximum.")
   for name in ("data_dir", "task_name", "vocab_file", "bert_config_file",
                "output_dir"):
     flags.mark_flag_as_required(name)
@@ -110,7 +138,21 @@ def define_flags():
 
 def _flag_problems(flag_values):
   """This script's flag problems (the model's are `startup.prepare_model`'s)."""
-  return startup.fine_tuning_flag_problems(flag_values)
+  problems = startup.fine_tuning_flag_problems(flag_values)
+  if flag_values.multi_label:
+    if flag_values.task_name.lower() != "tsv":
+      problems.append("--multi_label needs --task_name=tsv (a label column "
+                      "of label sets), got --task_name=%s" %
+                      flag_values.task_name)
+    if not 0.0 < flag_values.multi_label_threshold < 1.0:
+      problems.append("--multi_label_threshold: got %s, expected a number "
+                      "in (0, 1)" % flag_values.multi_label_threshold)
+    if not flag_values.label_separator:
+      problems.append("--label_separator: expected a non-empty string")
+  if flag_values.doc_stride is not None and flag_values.doc_stride < 1:
+    problems.append("--doc_stride: got %d, expected at least 1 token" %
+                    flag_values.doc_stride)
+  return problems
 
 
 def _read_examples(processor, data_dir, splits):
@@ -168,22 +210,35 @@ def _features_file(path, examples, label_list, max_seq_length, tokenizer,
 
 
 def _export(flag_values, bert_config, label_list, is_regression,
-            init_checkpoint):
-  """Exports the fine-tuned model under --export_dir (see export_utils)."""
+            init_checkpoint, checkpoint=None):
+  """Exports the fine-tuned model under --export_dir (see export_utils).
+
+  `checkpoint` (the kept best) replaces the latest one when given.
+  """
+  multi_label = flag_values.multi_label
   model_fn = model_fn_builder(
       bert_config=bert_config,
       num_labels=1 if is_regression else len(label_list),
       init_checkpoint=None, learning_rate=0.0, num_train_steps=None,
       num_warmup_steps=None, use_tpu=False, use_one_hot_embeddings=False,
-      is_regression=is_regression)
+      is_regression=is_regression, multi_label=multi_label)
   tsv_columns = None
   if flag_values.task_name.lower() == "tsv":
     tsv_columns = {"text_a_column": flag_values.text_a_column,
                    "text_b_column": flag_values.text_b_column,
                    "skip_header": flag_values.skip_header}
+  features = (export_utils.REGRESSION_FEATURES if is_regression else
+              export_utils.CLASSIFIER_FEATURES)
+  extra_config = {"task_name": flag_values.task_name.lower(),
+                  "tsv_columns": tsv_columns}
+  if multi_label:  # label_ids: a 0/1 vector; outputs: one sigmoid each.
+    features = dict(features, label_ids=(tf.int32, (len(label_list),), 0))
+    extra_config.update(problem_type=multi_label_lib.PROBLEM_TYPE,
+                        multi_label_threshold=(
+                            flag_values.multi_label_threshold))
   export_utils.export_saved_model(
-      model_fn, export_utils.checkpoint_to_export(flag_values.output_dir,
-                                                  init_checkpoint),
+      model_fn, checkpoint or export_utils.checkpoint_to_export(
+          flag_values.output_dir, init_checkpoint),
       flag_values.export_dir, flag_values.max_seq_length,
       kind=(export_utils.REGRESSION if is_regression else
             export_utils.CLASSIFIER),
@@ -191,10 +246,46 @@ def _export(flag_values, bert_config, label_list, is_regression,
       vocab_file=flag_values.vocab_file,
       bert_config_file=flag_values.bert_config_file,
       do_lower_case=flag_values.do_lower_case, label_list=label_list,
-      extra_features=(export_utils.REGRESSION_FEATURES if is_regression else
-                      export_utils.CLASSIFIER_FEATURES),
-      extra_config={"task_name": flag_values.task_name.lower(),
-                    "tsv_columns": tsv_columns})
+      extra_features=features, extra_config=extra_config)
+
+
+class _Records(object):
+  """Writes a split's records: the reference's, or (multi-label, windows)
+  `windows_lib.write_features`'; remembers each record's example."""
+
+  def __init__(self, flag_values, label_list, tokenizer, use_tpu):
+    self.extended = (flag_values.multi_label or
+                     flag_values.doc_stride is not None)
+    self.flag_values = flag_values
+    self.label_list = label_list
+    self.tokenizer = tokenizer
+    self.use_tpu = use_tpu
+
+  def write(self, path, examples, batch_size=None):
+    """Writes `examples` to `path`; padded to `batch_size` on TPU (not for
+    training: `batch_size` None). Returns the number of records."""
+    seq_length = self.flag_values.max_seq_length
+    if not self.extended:
+      if batch_size is None:
+        file_based_convert_examples_to_features(
+            examples, self.label_list, seq_length, self.tokenizer, path)
+        return len(examples)
+      return _features_file(path, examples, self.label_list, seq_length,
+                            self.tokenizer, batch_size, self.use_tpu)[0]
+    self.owners = windows_lib.write_features(
+        examples, self.label_list, seq_length, self.tokenizer, path,
+        multi_label=self.flag_values.multi_label,
+        doc_stride=self.flag_values.doc_stride,
+        batch_multiple=batch_size if self.use_tpu else None)
+    return len(self.owners)
+
+  def per_example(self, predictions, num_examples):
+    """The predictions of the examples just written, one per example."""
+    if not self.extended:
+      return predictions
+    return ({"probabilities": value} for value in windows_lib.aggregate(
+        predictions, self.owners, num_examples,
+        self.flag_values.window_aggregation))
 
 
 def main(_):
@@ -202,6 +293,7 @@ def main(_):
   # 1. The run's options and their devices (before TensorFlow makes any);
   # flags, config, checkpoint, vocabulary: all checked before any work.
   problems = _flag_problems(FLAGS)
+  eval_options = best_lib.options_from_flags(FLAGS, problems)
   run = training_options.from_flags(FLAGS, problems)
   distribute_utils.setup(run.distribute)
   use_tpu = run.tpu.use_tpu
@@ -209,14 +301,25 @@ def main(_):
       FLAGS.bert_config_file, FLAGS.max_seq_length, FLAGS.init_checkpoint,
       FLAGS.do_lower_case, FLAGS.vocab_file, FLAGS.output_dir,
       problems=problems)
-  processor = get_processor(
-      FLAGS.task_name, data_dir=FLAGS.data_dir,
-      text_a_column=FLAGS.text_a_column, text_b_column=FLAGS.text_b_column,
-      label_column=FLAGS.label_column, skip_header=FLAGS.skip_header)
+  multi_label = FLAGS.multi_label
+  tsv_columns = dict(
+      data_dir=FLAGS.data_dir, text_a_column=FLAGS.text_a_column,
+      text_b_column=FLAGS.text_b_column, label_column=FLAGS.label_column,
+      skip_header=FLAGS.skip_header)
+  if multi_label:
+    processor = multi_label_lib.MultiLabelTsvProcessor(
+        separator=FLAGS.label_separator, **tsv_columns)
+  else:
+    processor = get_processor(FLAGS.task_name, **tsv_columns)
   label_list = processor.get_labels()
   is_regression = processor.is_regression
+  if eval_options.keep_best_by:
+    best_lib.check_key(eval_options.keep_best_by,
+                       eval_keys(processor, label_list, multi_label))
   tokenizer, output_dir, seq_length = (model.tokenizer, FLAGS.output_dir,
                                        FLAGS.max_seq_length)
+  records = _Records(FLAGS, label_list, tokenizer, use_tpu)
+  num_labels = len(label_list) if multi_label else None
 
   # 2. Every input the run needs, read (and checked) up front.
   splits = [split for split, wanted in (("train", run.do_train),
@@ -227,6 +330,11 @@ def main(_):
   if run.do_train:
     # Held while main runs: no other training run may use the folder.
     output_lock = train_hooks.start_training(output_dir)
+    if multi_label:
+      multi_label_lib.write_labels_file(output_dir, label_list)
+    train_file = os.path.join(output_dir, "train.tf_record")
+    # With windows, every window is a training example.
+    num_train_records = records.write(train_file, examples["train"])
 
   # 3. The runner. Steps count updates, of --train_batch_size times
   # --gradient_accumulation_steps examples each.
@@ -234,7 +342,7 @@ def main(_):
   num_train_steps, num_warmup_steps = None, None
   if run.do_train:
     num_train_steps, num_warmup_steps = model_fn_utils.fine_tuning_steps(
-        len(examples["train"]), update_size, FLAGS.num_train_epochs,
+        num_train_records, update_size, FLAGS.num_train_epochs,
         FLAGS.warmup_proportion)
   model_fn = model_fn_builder(
       bert_config=model.bert_config,
@@ -245,74 +353,108 @@ def main(_):
       use_one_hot_embeddings=use_tpu, is_regression=is_regression,
       metric_names=processor.metric_names,
       options=run.training.optimizer_options,
-      compute_dtype=run.training.compute_dtype)
+      compute_dtype=run.training.compute_dtype, multi_label=multi_label,
+      label_names=label_list, threshold=FLAGS.multi_label_threshold)
   model_runner = runner_lib.make_runner(
       model_fn, run, output_dir,
       eval_batch_size=FLAGS.eval_batch_size,
       predict_batch_size=FLAGS.predict_batch_size)
 
-  # 4. Train, evaluate, predict.
-  if run.do_train:
-    train_file = os.path.join(output_dir, "train.tf_record")
-    file_based_convert_examples_to_features(
-        examples["train"], label_list, seq_length, tokenizer, train_file)
-    logging.info("***** Running training *****")
-    logging.info("  Num examples = %d, batch size = %d, steps = %d",
-                 len(examples["train"]), run.train_batch_size,
-                 num_train_steps)
-    run_hooks = train_hooks.training_hooks(
-        output_dir, num_train_steps, run.save_checkpoints_steps,
-        run.save_checkpoints_secs, use_tpu)
-    with record_checks.reading([train_file]):
-      model_runner.train(
-          input_fn=file_based_input_fn_builder(
-              train_file, seq_length, is_training=True, drop_remainder=True,
-              is_regression=is_regression),
-          max_steps=num_train_steps,
-          # Progress (examples/sec, ETA) about ten times a run, at most every
-          # 100 steps.
-          hooks=[train_hooks.ProgressHook(
-              update_size, total_steps=num_train_steps,
-              every_n_steps=min(100, max(1, num_train_steps // 10)))] +
-          run_hooks)
-    train_hooks.exit_if_preempted(output_dir, run_hooks)
-  if run.do_eval:
-    logging.info("***** Running evaluation *****")
+  def evaluate(checkpoint_path=None):
     eval_file = os.path.join(output_dir, "eval.tf_record")
-    num_written, _ = _features_file(
-        eval_file, examples["dev"], label_list, seq_length, tokenizer,
-        FLAGS.eval_batch_size, use_tpu)
+    if not evaluate.written:
+      evaluate.num_written = records.write(eval_file, examples["dev"],
+                                           FLAGS.eval_batch_size)
+      evaluate.written = True
     # On TPU every batch is whole; elsewhere the last partial batch is kept
     # and evaluation runs until the data is exhausted.
     with record_checks.reading([eval_file]):
-      result = model_runner.evaluate(
+      return model_runner.evaluate(
           input_fn=file_based_input_fn_builder(
               eval_file, seq_length, is_training=False,
-              drop_remainder=use_tpu, is_regression=is_regression),
-          steps=(num_written // FLAGS.eval_batch_size if use_tpu
-                 else None))
+              drop_remainder=use_tpu, is_regression=is_regression,
+              num_labels=num_labels),
+          steps=(evaluate.num_written // FLAGS.eval_batch_size if use_tpu
+                 else None), checkpoint_path=checkpoint_path)
+  evaluate.written = False
+
+  # 4. Train (evaluating on the way), evaluate, predict.
+  keeper, last_results = None, None
+  if run.do_train:
+    logging.info("***** Running training *****")
+    logging.info("  Num examples = %d (%d records), batch size = %d, "
+                 "steps = %d", len(examples["train"]), num_train_records,
+                 run.train_batch_size, num_train_steps)
+
+    def train_to(max_steps):
+      run_hooks = train_hooks.training_hooks(
+          output_dir, num_train_steps, run.save_checkpoints_steps,
+          run.save_checkpoints_secs, use_tpu)
+      with record_checks.reading([train_file]):
+        model_runner.train(
+            input_fn=file_based_input_fn_builder(
+                train_file, seq_length, is_training=True,
+                drop_remainder=True, is_regression=is_regression,
+                num_labels=num_labels),
+            max_steps=max_steps,
+            # Progress (examples/sec, ETA) about ten times a run, at most
+            # every 100 steps.
+            hooks=[train_hooks.ProgressHook(
+                update_size, total_steps=num_train_steps,
+                every_n_steps=min(100, max(1, num_train_steps // 10)))] +
+            run_hooks)
+      train_hooks.exit_if_preempted(output_dir, run_hooks)
+
+    if eval_options.every_steps and not run.do_eval:
+      # A worker that is not the chief: the same steps, no evaluation.
+      best_lib.train_with_evaluation(model_runner, train_to, None,
+                                     num_train_steps,
+                                     eval_options.every_steps, None)
+    elif eval_options.every_steps:
+      keeper = best_lib.BestKeeper(output_dir, eval_options.keep_best_by,
+                                   eval_options.patience)
+      last_results = best_lib.train_with_evaluation(
+          model_runner, train_to, evaluate, num_train_steps,
+          eval_options.every_steps, keeper)
+    else:
+      train_to(num_train_steps)
+  best_checkpoint = keeper.best_checkpoint() if keeper else None
+  if run.do_eval:
+    logging.info("***** Running evaluation *****")
+    latest = tf.train.latest_checkpoint(output_dir)
+    result = last_results
+    if not (result and latest and
+            latest.endswith("-%d" % int(result["global_step"]))):
+      result = evaluate()
     io_utils.write_eval_results(os.path.join(output_dir, "eval_results.txt"),
                                 result)
   if run.do_predict:
     logging.info("***** Running prediction *****")
     predict_file = os.path.join(output_dir, "predict.tf_record")
-    num_written, num_actual = _features_file(
-        predict_file, examples["test"], label_list, seq_length, tokenizer,
-        FLAGS.predict_batch_size, use_tpu)
+    num_actual = len(examples["test"])
+    num_written = records.write(predict_file, examples["test"],
+                                FLAGS.predict_batch_size)
+    if best_checkpoint:
+      logging.info("Predicting with the best checkpoint, %s",
+                   best_checkpoint)
     with record_checks.reading([predict_file]):  # predict() is lazy.
       predictions = model_runner.predict(
           input_fn=file_based_input_fn_builder(
               predict_file, seq_length, is_training=False,
-              drop_remainder=use_tpu, is_regression=is_regression),
+              drop_remainder=use_tpu, is_regression=is_regression,
+              num_labels=num_labels),
           hooks=[train_hooks.ProgressHook(
               FLAGS.predict_batch_size,
-              total_steps=-(-num_written // FLAGS.predict_batch_size))])
+              total_steps=-(-num_written // FLAGS.predict_batch_size))],
+          checkpoint_path=best_checkpoint)
       output_file = os.path.join(output_dir, "test_results.tsv")
-      write_test_results(output_file, predictions, num_actual)
+      write_test_results(output_file,
+                         records.per_example(predictions, num_actual),
+                         num_actual)
     logging.info("Wrote %d lines to %s", num_actual, output_file)
   if FLAGS.export_dir:
     _export(FLAGS, model.bert_config, label_list, is_regression,
-            model.init_checkpoint)
+            model.init_checkpoint, checkpoint=best_checkpoint)
 
 
 def cli():

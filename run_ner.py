@@ -40,6 +40,7 @@ from bert_tf import io as io_utils
 import modeling
 from bert_tf.tasks.ner import features as ner_features
 from bert_tf.tasks.ner import metrics as ner_metrics
+from bert_tf.train import best as best_lib
 from bert_tf.tasks.ner import reader as ner_reader
 from bert_tf.tasks.ner import tags as ner_tags
 from bert_tf.checks import records as record_checks
@@ -82,7 +83,8 @@ def define_flags():
       "data_dir", "label_column", cli_flags.MODEL_FLAGS, "max_seq_length",
       "doc_stride", "do_eval", "eval_batch_size", cli_flags.FINE_TUNING_FLAGS,
       "export_dir", cli_flags.TRAINING_FLAGS, cli_flags.TPU_FLAGS,
-      cli_flags.DISTRIBUTE_FLAGS, doc_stride=64)
+      cli_flags.DISTRIBUTE_FLAGS, cli_flags.BEST_CHECKPOINT_FLAGS,
+      doc_stride=64)
   for name in ("data_dir", "vocab_file", "bert_config_file", "output_dir"):
     flags.mark_flag_as_required(name)
 
@@ -296,27 +298,33 @@ def _input_fn(flag_values, features, name, is_training):
 
 
 def _predict_words(flag_values, model_runner, sentences, features, label_list,
-                   name, batch_size):
-  """Runs prediction and returns each word's label (see word_predictions)."""
+                   name, batch_size, checkpoint_path=None):
+  """Runs prediction and returns each word's label (see word_predictions).
+
+  `checkpoint_path` (the kept best) replaces the latest checkpoint.
+  """
   input_fn = _input_fn(flag_values, features, name, is_training=False)
   with record_checks.reading([_record_file(flag_values, name)]):
     predictions = model_runner.predict(
         input_fn=input_fn, yield_single_examples=True,
+        checkpoint_path=checkpoint_path,
         hooks=[train_hooks.ProgressHook(
             batch_size, total_steps=-(-len(features) // batch_size))])
     return ner_metrics.word_predictions(sentences, features, predictions,
                                         label_list)
 
 
-def _export(flag_values, bert_config, label_list, init_checkpoint):
-  """Exports the fine-tuned model under --export_dir (see export_utils)."""
+def _export(flag_values, bert_config, label_list, init_checkpoint,
+            checkpoint=None):
+  """Exports the fine-tuned model (`checkpoint`, the kept best, else the
+  latest) under --export_dir (see export_utils)."""
   model_fn = model_fn_builder(
       bert_config=bert_config, num_labels=len(label_list),
       init_checkpoint=None, learning_rate=0.0, num_train_steps=None,
       num_warmup_steps=None, use_tpu=False, use_one_hot_embeddings=False)
   export_utils.export_saved_model(
-      model_fn, export_utils.checkpoint_to_export(flag_values.output_dir,
-                                                  init_checkpoint),
+      model_fn, checkpoint or export_utils.checkpoint_to_export(
+          flag_values.output_dir, init_checkpoint),
       flag_values.export_dir, flag_values.max_seq_length,
       kind=export_utils.NER, output_keys=["probabilities"],
       vocab_file=flag_values.vocab_file,
@@ -332,6 +340,7 @@ def main(_):
   # 1. The run's options and their devices (before TensorFlow makes any);
   # flags, config, checkpoint, vocabulary: all checked before any work.
   problems = _flag_problems(FLAGS)
+  eval_options = best_lib.options_from_flags(FLAGS, problems)
   run = training_options.from_flags(FLAGS, problems)
   distribute_utils.setup(run.distribute)
   use_tpu = run.tpu.use_tpu
@@ -343,6 +352,10 @@ def main(_):
   # 2. Every input the run needs, read and checked up front.
   files, label_list = _read_inputs(FLAGS, run)
   types = ner_tags.entity_types(label_list)
+  if eval_options.keep_best_by:
+    best_lib.check_key(eval_options.keep_best_by, {
+        "eval_loss", "loss", "global_step", "eval_precision", "eval_recall",
+        "eval_f1", "eval_accuracy"} | {"eval_f1_%s" % t for t in types})
   tf.io.gfile.makedirs(FLAGS.output_dir)
   if run.do_train:
     # Held while main runs: no other training run may use the folder.
@@ -380,30 +393,12 @@ def main(_):
       eval_batch_size=FLAGS.eval_batch_size,
       predict_batch_size=FLAGS.predict_batch_size)
 
-  # 4. Train, evaluate, predict.
-  if run.do_train:
-    logging.info("***** Running training: %d features, batch %d, %d steps "
-                 "*****", len(train_features), run.train_batch_size,
-                 num_train_steps)
-    # The features are written before the hooks' warnings are logged.
-    train_input_fn = _input_fn(FLAGS, train_features, "train",
-                               is_training=True)
-    run_hooks = train_hooks.training_hooks(
-        FLAGS.output_dir, num_train_steps, run.save_checkpoints_steps,
-        run.save_checkpoints_secs, use_tpu)
-    with record_checks.reading([_record_file(FLAGS, "train")]):
-      model_runner.train(
-          input_fn=train_input_fn,
-          max_steps=num_train_steps,
-          hooks=[train_hooks.ProgressHook(
-              update_size, total_steps=num_train_steps,
-              every_n_steps=min(100, max(1, num_train_steps // 10)))] +
-          run_hooks)
-    train_hooks.exit_if_preempted(FLAGS.output_dir, run_hooks)
-  if run.do_eval:
+  def evaluate():
     path, sentences = files["dev"]
-    features = _features(FLAGS, sentences, label_list, tokenizer, path,
-                         pad_eval)
+    if evaluate.features is None:
+      evaluate.features = _features(FLAGS, sentences, label_list, tokenizer,
+                                    path, pad_eval)
+    features = evaluate.features
     logging.info("***** Running evaluation: %d features *****",
                  len(features))
     with record_checks.reading([_record_file(FLAGS, "eval")]):
@@ -419,6 +414,54 @@ def main(_):
     ner_metrics.write_conll_predictions(
         os.path.join(FLAGS.output_dir, "dev_predictions.txt"), sentences,
         predicted)
+    return result
+  evaluate.features = None
+
+  # 4. Train (evaluating on the way), evaluate, predict.
+  keeper, last_results = None, None
+  if run.do_train:
+    logging.info("***** Running training: %d features, batch %d, %d steps "
+                 "*****", len(train_features), run.train_batch_size,
+                 num_train_steps)
+    # The features are written before the hooks' warnings are logged.
+    train_input_fn = _input_fn(FLAGS, train_features, "train",
+                               is_training=True)
+
+    def train_to(max_steps):
+      run_hooks = train_hooks.training_hooks(
+          FLAGS.output_dir, num_train_steps, run.save_checkpoints_steps,
+          run.save_checkpoints_secs, use_tpu)
+      with record_checks.reading([_record_file(FLAGS, "train")]):
+        model_runner.train(
+            input_fn=train_input_fn,
+            max_steps=max_steps,
+            hooks=[train_hooks.ProgressHook(
+                update_size, total_steps=num_train_steps,
+                every_n_steps=min(100, max(1, num_train_steps // 10)))] +
+            run_hooks)
+      train_hooks.exit_if_preempted(FLAGS.output_dir, run_hooks)
+
+    if eval_options.every_steps and not run.do_eval:
+      # A worker that is not the chief: the same steps, no evaluation.
+      best_lib.train_with_evaluation(model_runner, train_to, None,
+                                     num_train_steps,
+                                     eval_options.every_steps, None)
+    elif eval_options.every_steps:
+      keeper = best_lib.BestKeeper(FLAGS.output_dir,
+                                   eval_options.keep_best_by,
+                                   eval_options.patience)
+      last_results = best_lib.train_with_evaluation(
+          model_runner, train_to, evaluate, num_train_steps,
+          eval_options.every_steps, keeper)
+    else:
+      train_to(num_train_steps)
+  best_checkpoint = keeper.best_checkpoint() if keeper else None
+  if run.do_eval:
+    latest = tf.train.latest_checkpoint(FLAGS.output_dir)
+    result = last_results
+    if not (result and latest and
+            latest.endswith("-%d" % int(result["global_step"]))):
+      result = evaluate()
     io_utils.write_eval_results(
         os.path.join(FLAGS.output_dir, "eval_results.txt"), result)
   if run.do_predict:
@@ -428,7 +471,8 @@ def main(_):
     logging.info("***** Running prediction: %d features *****",
                  len(features))
     predicted = _predict_words(FLAGS, model_runner, sentences, features,
-                               label_list, "predict", FLAGS.predict_batch_size)
+                               label_list, "predict", FLAGS.predict_batch_size,
+                               checkpoint_path=best_checkpoint)
     ner_metrics.write_conll_predictions(
         os.path.join(FLAGS.output_dir, "test_predictions.txt"), sentences,
         predicted)
@@ -439,7 +483,8 @@ def main(_):
                    "token accuracy %.4f", path, scores["precision"],
                    scores["recall"], scores["f1"], scores["accuracy"])
   if FLAGS.export_dir:
-    _export(FLAGS, bert_config, label_list, init_checkpoint)
+    _export(FLAGS, bert_config, label_list, init_checkpoint,
+            checkpoint=best_checkpoint)
 
 
 def cli():

@@ -36,6 +36,8 @@ _COMMANDS = {
     "bert-predict-saved-model": ("predict_saved_model", ["--model_dir"]),
     "bert-prepare-corpus": ("prepare_corpus", ["--input_file", "--num_shards"]),
     "bert-learn-vocab": ("learn_vocab", ["--vocab_size", "--extra_tokens"]),
+    "bert-predict-masked-lm": ("predict_masked_lm", ["--top_k",
+                                                     "--input_file"]),
 }
 # Kept out of the copy that is installed: environments, caches, outputs.
 _NOT_COPIED = shutil.ignore_patterns(".git", ".venv", ".venv-*", "__pycache__",

@@ -21,7 +21,8 @@ from bert_tf.train import distribute as distribute_utils
 from bert_tf.train import options as training_options
 
 __all__ = ["SHARED_FLAGS", "TPU_FLAGS", "MODEL_FLAGS", "TRAINING_FLAGS",
-           "DISTRIBUTE_FLAGS", "FINE_TUNING_FLAGS", "define_flags"]
+           "DISTRIBUTE_FLAGS", "FINE_TUNING_FLAGS", "BEST_CHECKPOINT_FLAGS",
+           "define_flags"]
 
 _S, _B, _I, _F = (flags.DEFINE_string, flags.DEFINE_bool,
                   flags.DEFINE_integer, flags.DEFINE_float)
@@ -130,6 +131,22 @@ SHARED_FLAGS = types.MappingProxyType(collections.OrderedDict([
                        "Reruns give the same weights on the same machine and "
                        "software: deterministic kernels, fixed seeds and a "
                        "fixed input order. Slower.")),
+    # Evaluation during fine-tuning (`bert_tf/train/best.py`).
+    ("eval_every_steps", (_I, None,
+                          "Evaluate the dev set after every this many "
+                          "training steps (needs --do_train and --do_eval; "
+                          "default: once, after training).")),
+    ("keep_best_by", (_S, None,
+                      "Keep the checkpoint with the best value of this "
+                      "eval_results.txt key (e.g. eval_accuracy; a key "
+                      "ending in loss is better lower), with its "
+                      "eval_results.txt, in <output_dir>/best/; prediction "
+                      "and --export_dir then use it. Needs "
+                      "--eval_every_steps.")),
+    ("early_stopping_patience", (_I, None,
+                                 "Stop training after this many evaluations "
+                                 "in a row without a better --keep_best_by "
+                                 "value.")),
     # Serving.
     ("export_dir", (_S, None,
                     "Also write a SavedModel for serving under this folder, "
@@ -209,6 +226,8 @@ FINE_TUNING_FLAGS = ("do_train", "do_predict", "train_batch_size",
                      "predict_batch_size", "learning_rate", "num_train_epochs",
                      "warmup_proportion", "save_checkpoints_steps",
                      "save_checkpoints_secs", "iterations_per_loop")
+BEST_CHECKPOINT_FLAGS = ("eval_every_steps", "keep_best_by",
+                         "early_stopping_patience")
 
 
 def define_flags(*names, **defaults):

@@ -22,6 +22,7 @@ from bert_tf.convert.weights import architectures
 from bert_tf.convert.weights import hf_to_tf_weights
 from bert_tf.convert.weights import is_token_classification
 from bert_tf.convert.weights import tf_to_hf_weights
+from bert_tf.tasks.classifier import multi_label as multi_label_lib
 
 __all__ = ["hf_to_tf", "tf_to_hf"]
 
@@ -82,6 +83,8 @@ def hf_to_tf(hf_dir, output_dir):
                               os.path.join(tmp, "bert_model.ckpt"))
     with open(os.path.join(tmp, "vocab.txt"), "wb") as f:
       f.write(vocab)
+    if hf_config.get("problem_type") == multi_label_lib.PROBLEM_TYPE:
+      multi_label_lib.write_labels_file(tmp, _hf_label_names(hf_config))
   _log_groups(groups, source)
   logging.info("Wrote %d variables to %s (hidden_act %s)", len(tf_tensors),
                output_dir, bert_config["hidden_act"])
@@ -129,6 +132,8 @@ def tf_to_hf(checkpoint, output_dir, bert_config_file=None, vocab_file=None,
                                        num_labels)
   if "ner" in groups:
     _name_ner_labels(hf_config, os.path.join(folder, "label_list.txt"))
+  if "classifier" in groups:
+    _mark_multi_label(hf_config, folder)
   tokenizer_config = {"do_lower_case": bool(do_lower_case),
                       "tokenizer_class": "BertTokenizer",
                       "model_max_length": bert_config.get(
@@ -160,3 +165,26 @@ def _name_ner_labels(hf_config, label_file):
     return
   hf_config["id2label"] = {str(i): label for i, label in enumerate(labels)}
   hf_config["label2id"] = {label: i for i, label in enumerate(labels)}
+
+
+def _mark_multi_label(hf_config, folder):
+  """A `run_classifier.py --multi_label` checkpoint (its labels file beside
+  it) becomes `problem_type="multi_label_classification"`, label names
+  included."""
+  found = multi_label_lib.read_labels_file(folder)
+  if found is None:
+    return
+  problem_type, labels = found
+  if len(labels) != len(hf_config["id2label"]):
+    raise ValueError("%s: %d labels, the classifier head %d" %
+                     (os.path.join(folder, multi_label_lib.LABELS_FILE),
+                      len(labels), len(hf_config["id2label"])))
+  hf_config["problem_type"] = problem_type
+  hf_config["id2label"] = {str(i): label for i, label in enumerate(labels)}
+  hf_config["label2id"] = {label: i for i, label in enumerate(labels)}
+
+
+def _hf_label_names(hf_config):
+  """The label names of a Hugging Face config, in id order."""
+  id2label = hf_config.get("id2label") or {}
+  return [str(id2label[key]) for key in sorted(id2label, key=int)]

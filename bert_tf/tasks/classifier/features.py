@@ -188,7 +188,8 @@ def file_based_convert_examples_to_features(examples, label_list,
 
 
 def file_based_input_fn_builder(input_file, seq_length, is_training,
-                                drop_remainder, is_regression=False):
+                                drop_remainder, is_regression=False,
+                                num_labels=None):
   """Creates an `input_fn` over a file written by
   `file_based_convert_examples_to_features`.
 
@@ -198,6 +199,8 @@ def file_based_input_fn_builder(input_file, seq_length, is_training,
     is_training: bool; training repeats and shuffles.
     drop_remainder: bool, whether to drop the last partial batch (TPU only).
     is_regression: bool, whether `label_ids` is a float (regression task).
+    num_labels: int or None: multi-label, `label_ids` holds this many 0/1
+      ints.
 
   Returns:
     `input_fn(params)` for the Estimator; the batch size is
@@ -208,7 +211,8 @@ def file_based_input_fn_builder(input_file, seq_length, is_training,
       "input_mask": tf.io.FixedLenFeature([seq_length], tf.int64),
       "segment_ids": tf.io.FixedLenFeature([seq_length], tf.int64),
       "label_ids": tf.io.FixedLenFeature(
-          [], tf.float32 if is_regression else tf.int64),
+          [] if num_labels is None else [num_labels],
+          tf.float32 if is_regression else tf.int64),
       "is_real_example": tf.io.FixedLenFeature([], tf.int64),
   }
   return input_utils.tfrecord_input_fn_builder(

@@ -3,7 +3,8 @@
 Each task's standard metric (Wang et al. 2019, "GLUE"), beyond the
 reference's accuracy and loss: F1 of the positive class (MRPC, QQP), the
 Matthews correlation (CoLA), and Pearson's and Spearman's correlations
-(STS-B). The scores are numpy functions, testable by hand, and enter the
+(STS-B); for a multi-label task micro and macro F1, each label's F1 and
+exact-set accuracy. The scores are numpy functions, testable by hand, and enter the
 graph through `tf.numpy_function`.
 """
 
@@ -15,6 +16,7 @@ import tensorflow.compat.v1 as tf
 __all__ = [
     "f1_from_counts", "matthews_from_counts", "pearson_correlation",
     "spearman_correlation", "classification_metric_fn", "regression_metric_fn",
+    "multi_label_scores", "multi_label_metric_fn",
 ]
 
 
@@ -168,3 +170,85 @@ def regression_metric_fn(per_example_loss, label_ids, predictions,
       "eval_spearman": (_numpy_metric(spearman_correlation, [preds, labels]),
                         update_op),
   }
+
+
+def multi_label_scores(tp, fp, fn):
+  """Micro F1, macro F1 and per-label F1 from per-label counts.
+
+  Args:
+    tp, fp, fn: 1-D arrays [num_labels] of true positives, false positives
+      and false negatives.
+
+  Returns:
+    `(micro, macro, per_label)`: micro F1 pools the counts of every label,
+    macro F1 is the mean of the per-label F1s (each 0 for a label that is
+    neither present nor predicted), `per_label` float32 [num_labels].
+  """
+  tp, fp, fn = (np.asarray(x, np.float64) for x in (tp, fp, fn))
+  per_label = np.array([f1_from_counts(*counts) for counts in zip(tp, fp, fn)],
+                       np.float32)
+  micro = f1_from_counts(tp.sum(), fp.sum(), fn.sum())
+  return micro, np.float32(per_label.mean()), per_label
+
+
+def _streaming_sum(values, name):
+  """`(sum, update_op)` of `values` ([batch, n]) over the batch, streamed."""
+  with tf.variable_scope(None, default_name=name):
+    total = tf.Variable(
+        tf.zeros([values.shape[-1]], tf.float32), trainable=False,
+        collections=[tf.GraphKeys.LOCAL_VARIABLES,
+                     tf.GraphKeys.METRIC_VARIABLES], name="sum")
+    update_op = total.assign_add(tf.reduce_sum(values, axis=0),
+                                 read_value=False)
+  return total.read_value(), update_op
+
+
+def multi_label_metric_fn(per_example_loss, label_ids, probabilities,
+                          is_real_example, label_names=None, threshold=0.5):
+  """Eval metrics of a multi-label task.
+
+  Args:
+    per_example_loss: float32 Tensor [batch_size], the mean binary
+      cross-entropy of each example.
+    label_ids: int Tensor [batch_size, num_labels] of 0/1.
+    probabilities: float32 Tensor [batch_size, num_labels], the sigmoids.
+    is_real_example: float32 Tensor [batch_size]; 0 for padding.
+    label_names: list of num_labels str, for the per-label keys (default
+      the label ids).
+    threshold: a label is predicted when its probability is >= this.
+
+  Returns:
+    Dict of `(value, update_op)`: `eval_loss`, `eval_exact_match` (the
+    share of examples whose predicted set is exactly the true set),
+    `eval_micro_f1`, `eval_macro_f1` and `eval_f1_<label>` for each label.
+  """
+  num_labels = probabilities.shape[-1]
+  names = list(label_names or [str(i) for i in range(num_labels)])
+  truth = tf.cast(label_ids, tf.float32)
+  predicted = tf.cast(probabilities >= threshold, tf.float32)
+  weights = tf.expand_dims(is_real_example, -1)
+  counts, updates = [], []
+  for values, name in ((truth * predicted, "tp"),
+                       ((1.0 - truth) * predicted, "fp"),
+                       (truth * (1.0 - predicted), "fn")):
+    count, update = _streaming_sum(values * weights, name)
+    counts.append(count)
+    updates.append(update)
+  update_op = tf.group(*updates)
+  scores = tf.numpy_function(
+      multi_label_scores, counts, [tf.float32, tf.float32, tf.float32],
+      stateful=False)
+  exact = tf.cast(tf.reduce_all(tf.equal(truth, predicted), axis=-1),
+                  tf.float32)
+  metrics = {
+      "eval_loss": tf.metrics.mean(values=per_example_loss,
+                                   weights=is_real_example),
+      "eval_exact_match": tf.metrics.mean(values=exact,
+                                          weights=is_real_example),
+      "eval_micro_f1": (tf.reshape(scores[0], []), update_op),
+      "eval_macro_f1": (tf.reshape(scores[1], []), update_op),
+  }
+  per_label = tf.reshape(scores[2], [num_labels])
+  for i, name in enumerate(names):
+    metrics["eval_f1_%s" % name] = (per_label[i], update_op)
+  return metrics

@@ -20,12 +20,14 @@ from bert_tf.train import model_fn as model_fn_utils
 from bert_tf.train import spec as spec_lib
 import modeling
 
-__all__ = ["create_model", "model_fn_builder", "write_test_results"]
+__all__ = ["create_model", "model_fn_builder", "eval_keys",
+           "write_test_results"]
 
 
 def create_model(bert_config, is_training, input_ids, input_mask, segment_ids,
                  labels, num_labels, use_one_hot_embeddings,
-                 is_regression=False, compute_dtype=tf.float32):
+                 is_regression=False, compute_dtype=tf.float32,
+                 multi_label=False):
   """Creates a classification model: a dense layer on the pooled output.
 
   Args:
@@ -35,12 +37,17 @@ def create_model(bert_config, is_training, input_ids, input_mask, segment_ids,
     input_ids: int32 Tensor of shape [batch_size, seq_length].
     input_mask: int32 Tensor of shape [batch_size, seq_length].
     segment_ids: int32 Tensor of shape [batch_size, seq_length].
-    labels: int32 Tensor of shape [batch_size] (float32 for regression).
+    labels: int32 Tensor of shape [batch_size] (float32 for regression;
+      [batch_size, num_labels] of 0/1 for multi-label).
     num_labels: int, the number of classes (1 for regression).
     use_one_hot_embeddings: bool, one-hot matmul embeddings (faster on TPU).
     is_regression: bool; one output trained with the squared error.
     compute_dtype: the encoder's compute dtype (see `modeling.BertModel`);
       the head and the loss are float32.
+    multi_label: bool; one sigmoid per label and the binary cross-entropy,
+      averaged over the labels (the mean over the batch is then Hugging
+      Face's `BCEWithLogitsLoss` of `problem_type=
+      "multi_label_classification"`).
 
   Returns:
     `(loss, per_example_loss, logits, probabilities)`: scalar, [batch_size],
@@ -73,6 +80,12 @@ def create_model(bert_config, is_training, input_ids, input_mask, segment_ids,
       per_example_loss = tf.square(predictions - tf.cast(labels, tf.float32))
       return (tf.reduce_mean(per_example_loss), per_example_loss, logits,
               predictions)
+    if multi_label:
+      per_example_loss = tf.reduce_mean(
+          tf.nn.sigmoid_cross_entropy_with_logits(
+              labels=tf.cast(labels, tf.float32), logits=logits), axis=-1)
+      return (tf.reduce_mean(per_example_loss), per_example_loss, logits,
+              tf.sigmoid(logits))
     probabilities = tf.nn.softmax(logits, axis=-1)
     log_probs = tf.nn.log_softmax(logits, axis=-1)
     one_hot_labels = tf.one_hot(labels, depth=num_labels, dtype=tf.float32)
@@ -86,7 +99,8 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate,
                      num_train_steps, num_warmup_steps, use_tpu,
                      use_one_hot_embeddings, is_regression=False,
                      metric_names=(), options=None,
-                     compute_dtype=tf.float32):
+                     compute_dtype=tf.float32, multi_label=False,
+                     label_names=None, threshold=0.5):
   """Returns a `model_fn` for `TPUEstimator`.
 
   Args:
@@ -104,6 +118,12 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate,
     options: (optional) `optimization.OptimizerOptions`: the optimizer;
       default the reference's.
     compute_dtype: the encoder's compute dtype (see `modeling.BertModel`).
+    multi_label: bool, a set of labels per example (`label_ids`
+      [batch_size, num_labels] of 0/1; sigmoid outputs).
+    label_names: list of str, the labels' names (multi-label: the per-label
+      F1 keys).
+    threshold: float in (0, 1), a label is predicted when its probability
+      is at least this (multi-label evaluation).
 
   Returns:
     `model_fn(features, labels, mode, params)`. Predictions are
@@ -120,14 +140,14 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate,
     if "is_real_example" in features:
       is_real_example = tf.cast(features["is_real_example"], tf.float32)
     else:  # Inputs written for the reference may lack it.
-      is_real_example = tf.ones(tf.shape(label_ids), dtype=tf.float32)
+      is_real_example = tf.ones(tf.shape(label_ids)[:1], dtype=tf.float32)
     is_training = mode == spec_lib.ModeKeys.TRAIN
 
     total_loss, per_example_loss, logits, outputs = create_model(
         bert_config, is_training, features["input_ids"],
         features["input_mask"], features["segment_ids"], label_ids,
         num_labels, use_one_hot_embeddings, is_regression=is_regression,
-        compute_dtype=compute_dtype)
+        compute_dtype=compute_dtype, multi_label=multi_label)
     scaffold_fn = model_fn_utils.init_from_checkpoint(init_checkpoint,
                                                        use_tpu)
 
@@ -136,7 +156,13 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate,
           total_loss, learning_rate, num_train_steps, num_warmup_steps,
           use_tpu, scaffold_fn, options=options)
     if mode == spec_lib.ModeKeys.EVAL:
-      if is_regression:
+      if multi_label:
+        eval_metrics = (functools.partial(
+            glue_metrics.multi_label_metric_fn, label_names=label_names,
+            threshold=threshold),
+                        [per_example_loss, label_ids, outputs,
+                         is_real_example])
+      elif is_regression:
         eval_metrics = (glue_metrics.regression_metric_fn,
                         [per_example_loss, label_ids, outputs,
                          is_real_example])
@@ -154,6 +180,31 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate,
         mode=mode, predictions={key: outputs}, scaffold_fn=scaffold_fn)
 
   return model_fn
+
+
+def eval_keys(processor, label_list, multi_label=False):
+  """The keys of the task's `eval_results.txt` (what `--keep_best_by`
+  may name).
+
+  Args:
+    processor: the task's `DataProcessor` (its `is_regression` and
+      `metric_names`).
+    label_list: list of str, the labels (multi-label: per-label F1 keys).
+    multi_label: bool.
+
+  Returns:
+    Set of str.
+  """
+  keys = {"eval_loss", "loss", "global_step"}
+  if multi_label:
+    keys |= {"eval_exact_match", "eval_micro_f1", "eval_macro_f1"}
+    keys |= {"eval_f1_%s" % label for label in label_list}
+  elif processor.is_regression:
+    keys |= {"eval_pearson", "eval_spearman"}
+  else:
+    keys.add("eval_accuracy")
+    keys |= {"eval_%s" % name for name in processor.metric_names}
+  return keys
 
 
 def write_test_results(output_file, predictions, num_examples):

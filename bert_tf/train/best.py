@@ -1,0 +1,268 @@
+"""Evaluation during fine-tuning: the best checkpoint and early stopping.
+
+`--eval_every_steps=N` trains to the next multiple of N with the runner's
+`train(max_steps=...)`, evaluates the checkpoint written there with
+`evaluate`, and repeats (`train_with_evaluation`): the same calls on every
+runner. `--keep_best_by=<key>` copies the checkpoint with the best value of
+that `eval_results.txt` key, with its `eval_results.txt`, into
+`<output_dir>/best/` (`BestKeeper`); keys ending in `loss` are better lower,
+the others higher. `--early_stopping_patience=K` stops after K evaluations
+in a row without improvement. The record (`best/best.json`: the best step
+and value, every evaluation so far) is rewritten atomically after each
+evaluation, so a run killed and resumed carries on with it.
+"""
+
+import dataclasses
+import json
+import os
+from typing import Optional
+
+from absl import logging
+import tensorflow.compat.v1 as tf
+
+from bert_tf import io as io_utils
+
+__all__ = ["BEST_DIR", "RECORD_FILE", "EvalOptions", "options_from_flags",
+           "higher_is_better", "check_key", "BestKeeper",
+           "train_with_evaluation"]
+
+BEST_DIR = "best"
+RECORD_FILE = "best.json"
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalOptions:
+  """The evaluation-during-training flags.
+
+  Attributes:
+    every_steps: int or None, evaluate after every this many steps.
+    keep_best_by: str or None, the eval key that ranks checkpoints.
+    patience: int or None, evaluations without improvement before stopping.
+  """
+  every_steps: Optional[int] = None
+  keep_best_by: Optional[str] = None
+  patience: Optional[int] = None
+
+
+def options_from_flags(flag_values, problems):
+  """`EvalOptions` from the flags; their problems appended to `problems`.
+
+  Args:
+    flag_values: parsed flags with `eval_every_steps`, `keep_best_by`,
+      `early_stopping_patience`, `do_train`, `do_eval` and
+      `distribution_strategy`.
+    problems: list of str, appended to (one line each).
+  """
+  every = flag_values.eval_every_steps
+  key = flag_values.keep_best_by or None
+  patience = flag_values.early_stopping_patience
+  if every is not None:
+    if every < 1:
+      problems.append("--eval_every_steps: got %d, expected at least 1" %
+                      every)
+    if not (flag_values.do_train and flag_values.do_eval):
+      problems.append("--eval_every_steps needs --do_train and --do_eval "
+                      "(it evaluates the dev set during training)")
+  if key and every is None:
+    problems.append("--keep_best_by needs --eval_every_steps (the "
+                    "evaluations that rank the checkpoints)")
+  if patience is not None:
+    if patience < 1:
+      problems.append("--early_stopping_patience: got %d, expected at "
+                      "least 1" % patience)
+    if not key:
+      problems.append("--early_stopping_patience needs --keep_best_by (the "
+                      "key whose improvement it waits for)")
+    if flag_values.distribution_strategy == "multi_worker_mirrored":
+      problems.append("--early_stopping_patience: not with "
+                      "--distribution_strategy=multi_worker_mirrored (only "
+                      "the chief evaluates; the other workers would wait "
+                      "for it)")
+  return EvalOptions(every_steps=every, keep_best_by=key, patience=patience)
+
+
+def higher_is_better(key):
+  """Whether a larger value of eval key `key` is better (not a loss)."""
+  return not key.endswith("loss")
+
+
+def check_key(key, known_keys):
+  """Raises ValueError unless `key` is one of `known_keys`.
+
+  The message names the flag and the keys the task's evaluation gives.
+  """
+  if key not in known_keys:
+    raise ValueError("--keep_best_by=%s: the evaluation gives %s" %
+                     (key, ", ".join(sorted(known_keys))))
+
+
+class BestKeeper(object):
+  """Keeps the best checkpoint of a run in `<output_dir>/best/`.
+
+  Args:
+    output_dir: str, the run's model directory.
+    key: str or None, the eval key that ranks checkpoints (None: only the
+      evaluations are recorded).
+    patience: int or None, see `should_stop`.
+  """
+
+  def __init__(self, output_dir, key=None, patience=None):
+    self.best_dir = os.path.join(output_dir, BEST_DIR)
+    self.key = key
+    self.patience = patience
+    self._record_path = os.path.join(self.best_dir, RECORD_FILE)
+    self.record = {"key": key, "best_step": None, "best_value": None,
+                   "best_checkpoint": None, "since_best": 0,
+                   "evaluations": []}
+    if tf.io.gfile.exists(self._record_path):
+      with tf.io.gfile.GFile(self._record_path, "r") as f:
+        try:
+          saved = json.loads(f.read())
+        except ValueError as e:
+          raise ValueError("%s: not JSON (%s); delete it to start the record "
+                           "anew" % (self._record_path, e))
+      if saved.get("key") != key:
+        raise ValueError(
+            "--keep_best_by=%s: %s ranks by %r; use the same key to resume, "
+            "or another --output_dir" % (key, self._record_path,
+                                        saved.get("key")))
+      self.record.update(saved)
+      logging.info("Resuming the record of %s: best %s = %s at step %s",
+                   self._record_path, key, self.record["best_value"],
+                   self.record["best_step"])
+
+  def evaluated_steps(self):
+    """The steps already evaluated, as ints."""
+    return {int(e["global_step"]) for e in self.record["evaluations"]}
+
+  def best_checkpoint(self):
+    """The kept checkpoint's prefix, or None."""
+    name = self.record["best_checkpoint"]
+    return os.path.join(self.best_dir, name) if name else None
+
+  def should_stop(self):
+    """True after `patience` evaluations in a row without improvement."""
+    return bool(self.patience and self.record["since_best"] >= self.patience)
+
+  def update(self, results, checkpoint_path):
+    """Records one evaluation; keeps its checkpoint when it is the best.
+
+    Args:
+      results: dict key -> value of `runner.evaluate` (with
+        `global_step`).
+      checkpoint_path: str, the prefix of the checkpoint evaluated.
+
+    Returns:
+      bool, whether this checkpoint became the best.
+
+    Raises:
+      ValueError: `key` is not among the results' keys.
+    """
+    step = int(results["global_step"])
+    entry = {name: float(value) for name, value in results.items()}
+    self.record["evaluations"].append(entry)
+    improved = False
+    if self.key:
+      check_key(self.key, results)
+      value = float(results[self.key])
+      best = self.record["best_value"]
+      improved = best is None or (value > best if higher_is_better(self.key)
+                                  else value < best)
+      if improved:
+        self._keep(checkpoint_path, results)
+        self.record.update(best_step=step, best_value=value,
+                           best_checkpoint=os.path.basename(checkpoint_path),
+                           since_best=0)
+        logging.info("Best %s = %s at step %d: kept in %s", self.key, value,
+                     step, self.best_dir)
+      else:
+        self.record["since_best"] += 1
+        logging.info("%s = %s at step %d; best %s at step %s (%d without "
+                     "improvement)", self.key, value, step, best,
+                     self.record["best_step"], self.record["since_best"])
+    self._write_record()
+    return improved
+
+  def _keep(self, checkpoint_path, results):
+    """Copies the checkpoint's files and its results into `best_dir`,
+    replacing the previous best."""
+    tf.io.gfile.makedirs(self.best_dir)
+    old = self.best_checkpoint()
+    name = os.path.basename(checkpoint_path)
+    for source in tf.io.gfile.glob(checkpoint_path + ".*"):
+      target = os.path.join(self.best_dir, os.path.basename(source))
+      with io_utils.atomic_path(target) as temp:
+        tf.io.gfile.copy(source, temp, overwrite=True)
+    # A `checkpoint` state file, so that the folder is a checkpoint folder
+    # (tf.train.latest_checkpoint, --init_checkpoint=<output_dir>/best).
+    with io_utils.atomic_write(os.path.join(self.best_dir,
+                                            "checkpoint")) as f:
+      f.write("model_checkpoint_path: %s\n" % json.dumps(name))
+      f.write("all_model_checkpoint_paths: %s\n" % json.dumps(name))
+    io_utils.write_eval_results(os.path.join(self.best_dir,
+                                             "eval_results.txt"), results)
+    if old and os.path.basename(old) != name:
+      for stale in tf.io.gfile.glob(old + ".*"):
+        tf.io.gfile.remove(stale)
+
+  def _write_record(self):
+    tf.io.gfile.makedirs(self.best_dir)
+    with io_utils.atomic_write(self._record_path) as f:
+      f.write(json.dumps(self.record, indent=2, sort_keys=True) + "\n")
+
+
+def train_with_evaluation(model_runner, train_fn, evaluate_fn, num_train_steps,
+                          every_steps, keeper):
+  """Trains to `num_train_steps`, evaluating every `every_steps` steps.
+
+  Resumes where the model directory's latest checkpoint is; a step that was
+  trained to but not evaluated (a run killed in between) is evaluated first.
+
+  Args:
+    model_runner: the runner (its `model_dir` holds the checkpoints).
+    train_fn: `train_fn(max_steps)`, one runner `train` call (with the
+      script's input and hooks) that trains up to `max_steps`.
+    evaluate_fn: `evaluate_fn()` -> results of the latest checkpoint.
+    num_train_steps: int, the last step.
+    every_steps: int, the evaluation interval in steps.
+    keeper: a `BestKeeper`; None on a worker that is not the chief of a
+      multi-worker run: it trains to the same steps and evaluates nothing.
+
+  Returns:
+    The results of the last evaluation (None when nothing was evaluated).
+  """
+  model_dir = model_runner.model_dir
+
+  def latest():
+    path = tf.train.latest_checkpoint(model_dir)
+    return path, (int(path.rsplit("-", 1)[-1]) if path else 0)
+
+  results = None
+  path, step = latest()
+  while True:
+    due = step > 0 and (step % every_steps == 0 or step >= num_train_steps)
+    if keeper is None:
+      pass  # Not the chief: train to the same steps, the chief evaluates.
+    elif due and step not in keeper.evaluated_steps():
+      results = evaluate_fn()
+      keeper.update(results, path)
+      if keeper.should_stop():
+        logging.info("Early stopping at step %d: %d evaluations without a "
+                     "better %s", step, keeper.record["since_best"],
+                     keeper.key)
+        break
+    elif keeper.should_stop():
+      logging.info("The record says the run stopped early at step %d", step)
+      break
+    if step >= num_train_steps:
+      break
+    target = min(num_train_steps, (step // every_steps + 1) * every_steps)
+    train_fn(target)
+    if keeper is None:  # A non-chief may not see the chief's checkpoints.
+      step = target
+      continue
+    previous, (path, step) = step, latest()
+    if step <= previous:
+      raise ValueError("%s: training to step %d wrote no new checkpoint "
+                       "(latest step %d)" % (model_dir, target, step))
+  return results

@@ -1,0 +1,292 @@
+"""Predicts the words behind `[MASK]`: the pre-trained masked-LM head, read.
+
+Each line of `--input_file` is a text holding one or more `[MASK]`s
+(`a ||| b` makes a pair, as in `extract_features.py`). For each line one
+JSON object is written to `--output_file`, in input order:
+
+  {"line": 1, "text": "the man went to the [MASK] .", "masks": [
+      {"position": 6, "tokens": ["store", ...], "probabilities": [0.31, ...]}]}
+
+`position` is the mask's index among the WordPiece tokens (`[CLS]` is 0),
+`tokens` the `--top_k` likeliest WordPieces in decreasing order and
+`probabilities` their softmax probabilities under the `cls/predictions`
+head (Devlin et al. 2018, section 3.1: the masked LM). Any checkpoint with
+that head works: a released model or a `run_pretraining.py` output_dir.
+A line without `[MASK]`, or one whose masks would be cut by
+`--max_seq_length`, is a one-line error before anything runs.
+
+Example:
+  python predict_masked_lm.py --input_file=masked.txt --output_file=out.jsonl \
+    --vocab_file=$BERT_DIR/vocab.txt --bert_config_file=$BERT_DIR/bert_config.json \
+    --init_checkpoint=$BERT_DIR --top_k=5
+"""
+
+import bert_tf.cli  # pylint: disable=unused-import  # First: quiets TensorFlow's start-up log.
+
+import dataclasses
+import json
+
+from absl import flags
+from absl import logging
+import numpy as np
+import tensorflow.compat.v1 as tf
+
+from bert_tf import io as io_utils
+from bert_tf.cli import entry
+from bert_tf.cli import flags as cli_flags
+from bert_tf.cli import startup
+from bert_tf.runner import select as runner_lib
+from bert_tf.tasks import features as feature_utils
+from bert_tf.tasks.pretraining.heads import get_masked_lm_output
+from bert_tf.train import model_fn as model_fn_utils
+from bert_tf.train import options as training_options
+from bert_tf.train import spec as spec_lib
+import modeling
+
+__all__ = ["MASK", "MaskedLine", "define_flags", "read_masked_lines",
+           "model_fn_builder", "check_masked_lm_head", "format_output_line",
+           "main", "cli"]
+
+FLAGS = flags.FLAGS
+MASK = "[MASK]"
+_PAIR_SEPARATOR = " ||| "
+_HEAD_VARIABLE = "cls/predictions/output_bias"
+
+
+def define_flags():
+  """Defines the script's flags."""
+  flags.DEFINE_string("input_file", None,
+                      "Text with [MASK]s, one example per line; `a ||| b` "
+                      "is a pair of texts.")
+  flags.DEFINE_string("output_file", None,
+                      "JSON-lines file to write, one line per input line.")
+  flags.DEFINE_integer("top_k", 5,
+                       "How many WordPieces to write per [MASK], likeliest "
+                       "first.")
+  cli_flags.define_flags("bert_config_file", "max_seq_length",
+                         "init_checkpoint", "vocab_file", "do_lower_case",
+                         "max_predictions_per_seq", "predict_batch_size",
+                         cli_flags.TPU_FLAGS)
+  for name in ("input_file", "output_file", "vocab_file", "bert_config_file",
+               "init_checkpoint"):
+    flags.mark_flag_as_required(name)
+
+
+@dataclasses.dataclass(eq=False)
+class MaskedLine:
+  """One input line, as model inputs.
+
+  Attributes:
+    line: int, its 1-based line number.
+    text: str, the line as read (stripped).
+    tokens: list of str, `[CLS] a [SEP] (b [SEP])`, unpadded.
+    input_ids, input_mask, segment_ids: lists of `max_seq_length` ints.
+    positions: list of int, the `[MASK]` token indexes, in order.
+  """
+
+  line: int
+  text: str
+  tokens: list
+  input_ids: list
+  input_mask: list
+  segment_ids: list
+  positions: list
+
+
+def _tokenize_masked(tokenizer, text):
+  """WordPieces of `text` with each literal `[MASK]` kept as one token
+  (the tokenizer alone would split it into `[`, `mask`, `]`)."""
+  tokens = []
+  for i, piece in enumerate(text.split(MASK)):
+    if i:
+      tokens.append(MASK)
+    tokens.extend(tokenizer.tokenize(piece))
+  return tokens
+
+
+def read_masked_lines(input_file, tokenizer, max_seq_length,
+                      max_predictions):
+  """Reads and encodes every line of `input_file`.
+
+  Blank lines are skipped (line numbers still count them).
+
+  Returns:
+    List of `MaskedLine`.
+
+  Raises:
+    ValueError: a missing or empty file, a vocabulary without `[MASK]`, or
+      a line with no `[MASK]`, more than `max_predictions` of them, or one
+      that `max_seq_length` would cut; each naming the file and line.
+  """
+  if not tf.io.gfile.exists(input_file):
+    raise ValueError("--input_file: %s does not exist" % input_file)
+  if MASK not in tokenizer.vocab:
+    raise ValueError("--vocab_file: has no %s token" % MASK)
+  lines = []
+  for number, raw in io_utils.read_lines(input_file, strict=True):
+    text = raw.strip()
+    if not text:
+      continue
+    where = "%s:%d" % (input_file, number)
+    if MASK not in text:
+      raise ValueError("%s: no %s in the line (expected a text with at "
+                       "least one)" % (where, MASK))
+    text_a, _, text_b = text.partition(_PAIR_SEPARATOR)
+    tokens_a = _tokenize_masked(tokenizer, text_a)
+    tokens_b = _tokenize_masked(tokenizer, text_b) if text_b else None
+    wanted = tokens_a.count(MASK) + (tokens_b or []).count(MASK)
+    tokens, segment_ids = feature_utils.pack_tokens(tokens_a, tokens_b,
+                                                    max_seq_length)
+    positions = [i for i, token in enumerate(tokens) if token == MASK]
+    if len(positions) < wanted:
+      raise ValueError("%s: %d WordPieces do not fit --max_seq_length=%d; a "
+                       "%s would be cut" % (where, len(tokens_a) +
+                                            len(tokens_b or []),
+                                            max_seq_length, MASK))
+    if len(positions) > max_predictions:
+      raise ValueError("%s: %d %ss, more than --max_predictions_per_seq=%d" %
+                       (where, len(positions), MASK, max_predictions))
+    input_ids, input_mask, segment_ids = feature_utils.pad_input(
+        tokenizer.convert_tokens_to_ids(tokens), segment_ids, max_seq_length)
+    lines.append(MaskedLine(number, text, tokens, input_ids, input_mask,
+                            segment_ids, positions))
+  if not lines:
+    raise ValueError("--input_file: %s has no text (expected lines with "
+                     "%s)" % (input_file, MASK))
+  return lines
+
+
+def _input_fn_builder(lines, max_seq_length, max_predictions):
+  """An in-memory `input_fn` of the lines (constants in the graph)."""
+  positions = [io_utils.pad_to(line.positions, max_predictions)
+               for line in lines]
+
+  def input_fn(params):
+    columns = {
+        "unique_ids": tf.constant(list(range(len(lines))), tf.int32),
+        "masked_lm_positions": tf.constant(positions, tf.int32,
+                                           [len(lines), max_predictions]),
+    }
+    for name in ("input_ids", "input_mask", "segment_ids"):
+      columns[name] = tf.constant([getattr(line, name) for line in lines],
+                                  tf.int32, [len(lines), max_seq_length])
+    return tf.data.Dataset.from_tensor_slices(columns).batch(
+        params["batch_size"], drop_remainder=False)
+
+  return input_fn
+
+
+def model_fn_builder(bert_config, init_checkpoint, top_k, use_tpu=False):
+  """A prediction-only `model_fn`: the encoder and the masked-LM head.
+
+  Predictions: `unique_id` int32 [batch_size]; `top_ids` int32 and
+  `top_probabilities` float32, [batch_size, max_predictions, top_k], the
+  likeliest WordPiece ids at each of `masked_lm_positions` and their
+  softmax probabilities.
+  """
+
+  def model_fn(features, labels, mode, params):
+    del labels, params
+    if mode != spec_lib.ModeKeys.PREDICT:
+      raise ValueError("predict_masked_lm only predicts; got mode %s" % mode)
+    model = modeling.BertModel(
+        config=bert_config, is_training=False,
+        input_ids=features["input_ids"], input_mask=features["input_mask"],
+        token_type_ids=features["segment_ids"],
+        use_one_hot_embeddings=use_tpu)
+    positions = features["masked_lm_positions"]  # [B, P]
+    _, _, log_probs = get_masked_lm_output(
+        bert_config, model.get_sequence_output(), model.get_embedding_table(),
+        positions, tf.zeros_like(positions),
+        tf.zeros(tf.shape(positions), tf.float32))  # [B*P, V]
+    top_log_probs, top_ids = tf.nn.top_k(log_probs, k=top_k)
+    shape = tf.concat([tf.shape(positions), [top_k]], axis=0)
+    scaffold_fn = model_fn_utils.init_from_checkpoint(init_checkpoint,
+                                                       use_tpu)
+    return spec_lib.model_spec(
+        mode=mode, scaffold_fn=scaffold_fn,
+        predictions={"unique_id": features["unique_ids"],
+                     "top_ids": tf.reshape(top_ids, shape),
+                     "top_probabilities": tf.reshape(tf.exp(top_log_probs),
+                                                     shape)})
+
+  return model_fn
+
+
+def check_masked_lm_head(init_checkpoint):
+  """Raises ValueError unless the checkpoint holds `cls/predictions`."""
+  names = {name for name, _ in tf.train.list_variables(init_checkpoint)}
+  if _HEAD_VARIABLE not in names:
+    raise ValueError(
+        "--init_checkpoint: %s has no masked-LM head (cls/predictions/*): "
+        "use a pre-trained checkpoint (a released model or a "
+        "run_pretraining.py output_dir), not a fine-tuned one" %
+        init_checkpoint)
+
+
+def format_output_line(line, result, tokenizer):
+  """The JSON line of one `MaskedLine` and its prediction."""
+  masks = []
+  for slot, position in enumerate(line.positions):
+    ids = np.asarray(result["top_ids"][slot]).tolist()
+    masks.append({"position": position,
+                  "tokens": tokenizer.convert_ids_to_tokens(ids),
+                  "probabilities": [float(p) for p in
+                                    result["top_probabilities"][slot]]})
+  return json.dumps({"line": line.line, "text": line.text,
+                     "masks": masks}) + "\n"
+
+
+def _flag_problems(flag_values):
+  problems = startup.positive_flag_problems(
+      flag_values, ("top_k", "predict_batch_size", "max_predictions_per_seq"))
+  try:
+    io_utils.check_output_file(flag_values.output_file)
+  except ValueError as e:
+    problems.append(str(e))
+  return problems
+
+
+def main(_):
+  logging.set_verbosity(logging.INFO)
+  # 1. Flags, config, checkpoint (with its head), vocabulary, every line:
+  # checked before any work.
+  model = startup.prepare_model(
+      FLAGS.bert_config_file, FLAGS.max_seq_length, FLAGS.init_checkpoint,
+      FLAGS.do_lower_case, FLAGS.vocab_file, need_output_dir=False,
+      need_checkpoint=True, problems=_flag_problems(FLAGS))
+  bert_config, init_checkpoint, tokenizer = model
+  check_masked_lm_head(init_checkpoint)
+  if FLAGS.top_k > bert_config.vocab_size:
+    raise ValueError("--top_k=%d: the vocabulary has %d tokens" %
+                     (FLAGS.top_k, bert_config.vocab_size))
+  lines = read_masked_lines(FLAGS.input_file, tokenizer, FLAGS.max_seq_length,
+                            FLAGS.max_predictions_per_seq)
+
+  # 2. The runner (the runner and TPU options; no training).
+  run = training_options.from_flags(FLAGS)
+  model_runner = runner_lib.make_runner(
+      model_fn_builder(bert_config, init_checkpoint, FLAGS.top_k,
+                       run.tpu.use_tpu),
+      run, output_dir=None, predict_batch_size=FLAGS.predict_batch_size)
+  input_fn = _input_fn_builder(lines, FLAGS.max_seq_length,
+                               FLAGS.max_predictions_per_seq)
+  count = 0
+  with io_utils.atomic_write(FLAGS.output_file) as writer:
+    for result in model_runner.predict(input_fn, yield_single_examples=True):
+      index = int(result["unique_id"])
+      if index >= len(lines):
+        break  # TPU padding.
+      writer.write(format_output_line(lines[index], result, tokenizer))
+      count += 1
+  logging.info("Wrote %d lines to %s", count, FLAGS.output_file)
+
+
+def cli():
+  """Command-line entry point: defines the flags, then runs `main`."""
+  define_flags()
+  entry.run_main(main)
+
+
+if __name__ == "__main__":
+  cli()
