@@ -441,20 +441,9 @@ def main(_):
             run_hooks)
       train_hooks.exit_if_preempted(FLAGS.output_dir, run_hooks)
 
-    if eval_options.every_steps and not run.do_eval:
-      # A worker that is not the chief: the same steps, no evaluation.
-      best_lib.train_with_evaluation(model_runner, train_to, None,
-                                     num_train_steps,
-                                     eval_options.every_steps, None)
-    elif eval_options.every_steps:
-      keeper = best_lib.BestKeeper(FLAGS.output_dir,
-                                   eval_options.keep_best_by,
-                                   eval_options.patience)
-      last_results = best_lib.train_with_evaluation(
-          model_runner, train_to, evaluate, num_train_steps,
-          eval_options.every_steps, keeper)
-    else:
-      train_to(num_train_steps)
+    keeper, last_results = best_lib.train(
+        model_runner, train_to, evaluate, num_train_steps, eval_options,
+        evaluates=run.do_eval)
   best_checkpoint = keeper.best_checkpoint() if keeper else None
   if run.do_eval:
     latest = tf.train.latest_checkpoint(FLAGS.output_dir)

@@ -238,13 +238,10 @@ class DistributedEstimator(object):
           # There is no evaluator task: the workers only train.
           tf.estimator.EvalSpec(input_fn, steps=1))
     except tf.errors.UnknownError as e:
-      if "Could not start gRPC server" not in str(e):
+      explained = distribute_utils.explain_server_error(e)
+      if explained is None:
         raise
-      label, address = distribute_utils.own_address()
-      raise ValueError(
-          "--distribution_strategy=multi_worker_mirrored: could not listen on "
-          "%s (TF_CONFIG %s, this task's own address): is the port in use, "
-          "or the host not this machine?" % (address, label)) from None
+      raise explained from None
     return self
 
   def evaluate(self, input_fn, **kwargs):

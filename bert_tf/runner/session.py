@@ -221,13 +221,10 @@ class SessionRunner(object):
           strategy, mode=distribute_coordinator.CoordinatorMode.
           INDEPENDENT_WORKER, session_config=self._config.session_config)
     except tf.errors.UnknownError as e:
-      if "Could not start gRPC server" not in str(e):
+      explained = distribute_utils.explain_server_error(e)
+      if explained is None:
         raise
-      label, address = distribute_utils.own_address()
-      raise ValueError(
-          "--distribution_strategy=multi_worker_mirrored: could not listen on "
-          "%s (TF_CONFIG %s, this task's own address): is the port in use, "
-          "or the host not this machine?" % (address, label)) from None
+      raise explained from None
     return self
 
   def _train_here(self, input_fn, hooks, max_steps, strategy):

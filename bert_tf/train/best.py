@@ -23,7 +23,7 @@ import tensorflow.compat.v1 as tf
 from bert_tf import io as io_utils
 
 __all__ = ["BEST_DIR", "RECORD_FILE", "EvalOptions", "options_from_flags",
-           "higher_is_better", "check_key", "BestKeeper",
+           "higher_is_better", "check_key", "BestKeeper", "train",
            "train_with_evaluation"]
 
 BEST_DIR = "best"
@@ -266,3 +266,32 @@ def train_with_evaluation(model_runner, train_fn, evaluate_fn, num_train_steps,
       raise ValueError("%s: training to step %d wrote no new checkpoint "
                        "(latest step %d)" % (model_dir, target, step))
   return results
+
+
+def train(model_runner, train_fn, evaluate_fn, num_train_steps, options,
+          evaluates):
+  """A fine-tuning script's training: plain, or evaluating as it goes.
+
+  Args:
+    model_runner, train_fn, evaluate_fn, num_train_steps: as for
+      `train_with_evaluation`.
+    options: `EvalOptions`; without `every_steps`, one `train_fn` call.
+    evaluates: bool, whether this process evaluates (`--do_eval`; False on
+      a worker that is not the chief, which trains to the same steps).
+
+  Returns:
+    (keeper, results): the `BestKeeper` (None when none is kept) and the
+    last evaluation's results (None when nothing was evaluated).
+  """
+  if not options.every_steps:
+    train_fn(num_train_steps)
+    return None, None
+  keeper = None
+  if evaluates:
+    keeper = BestKeeper(model_runner.model_dir, options.keep_best_by,
+                        options.patience)
+  results = train_with_evaluation(model_runner, train_fn,
+                                  evaluate_fn if evaluates else None,
+                                  num_train_steps, options.every_steps,
+                                  keeper)
+  return keeper, results

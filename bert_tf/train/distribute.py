@@ -28,7 +28,7 @@ import tensorflow.compat.v1 as tf
 __all__ = ["STRATEGIES", "parse_tf_config", "is_chief", "peer_addresses",
            "check_global_batch", "check_options", "setup", "session_config",
            "make_strategy", "start_peer_watchdog", "input_shard",
-           "tf_config", "own_address"]
+           "tf_config", "own_address", "explain_server_error"]
 
 # --distribution_strategy's values.
 STRATEGIES = ("none", "mirrored", "multi_worker_mirrored")
@@ -361,3 +361,16 @@ def own_address():
   task = config["task"]
   return ("cluster.%s[%d]" % (task["type"], task["index"]),
           config["cluster"][task["type"]][task["index"]])
+
+
+def explain_server_error(error):
+  """A one-line ValueError for TensorFlow's failure to start this task's
+  gRPC server (its TF_CONFIG address in use, or not this machine's); None
+  for any other error."""
+  if "Could not start gRPC server" not in str(error):
+    return None
+  label, address = own_address()
+  return ValueError(
+      "--distribution_strategy=multi_worker_mirrored: could not listen on %s "
+      "(TF_CONFIG %s, this task's own address): is the port in use, or the "
+      "host not this machine?" % (address, label))
