@@ -8,7 +8,6 @@ sizes). Both already have the runner interface (`train`, `evaluate`,
 2.16; this module touches it only when called.
 """
 
-from absl import logging
 import tensorflow.compat.v1 as tf
 
 from bert_tf.runner import config as config_lib
@@ -179,19 +178,10 @@ class DistributedEstimator(object):
                eval_batch_size=None, predict_batch_size=None,
                worker_timeout_secs=300):
     self._worker_timeout_secs = worker_timeout_secs
-    strategy = config.train_distribute
-    replicas = strategy.num_replicas_in_sync
     keys = tf.estimator.ModeKeys
-    self._batch_sizes = {
-        keys.TRAIN: (distribute_utils.check_global_batch(train_batch_size, replicas,
-                                        "train_batch_size")
-                     if train_batch_size else None),
-        keys.EVAL: eval_batch_size,
-        keys.PREDICT: predict_batch_size,
-    }
-    logging.info("Training on %d replicas (%s), %s examples per replica "
-                 "per step", replicas, type(strategy).__name__,
-                 self._batch_sizes[keys.TRAIN])
+    self._batch_sizes = distribute_utils.batch_sizes(
+        config.train_distribute, train_batch_size, eval_batch_size,
+        predict_batch_size)
     batch_sizes = self._batch_sizes
 
     def estimator_model_fn(features, labels, mode, params):

@@ -66,20 +66,9 @@ class SessionRunner(object):
     self._model_fn = model_fn
     self._config = config
     self._worker_timeout_secs = worker_timeout_secs
-    replicas = (config.strategy.num_replicas_in_sync
-                if config.strategy is not None else 1)
-    self._replicas = replicas
-    self._batch_sizes = {
-        _KEYS.TRAIN: (distribute_utils.check_global_batch(
-            train_batch_size, replicas, "train_batch_size")
-                      if train_batch_size else None),
-        _KEYS.EVAL: eval_batch_size,
-        _KEYS.PREDICT: predict_batch_size,
-    }
-    if config.strategy is not None:
-      logging.info("Training on %d replicas (%s), %s examples per replica "
-                   "per step", replicas, type(config.strategy).__name__,
-                   self._batch_sizes[_KEYS.TRAIN])
+    self._batch_sizes = distribute_utils.batch_sizes(
+        config.strategy, train_batch_size, eval_batch_size,
+        predict_batch_size)
 
   @property
   def config(self):

@@ -28,7 +28,8 @@ import tensorflow.compat.v1 as tf
 __all__ = ["STRATEGIES", "parse_tf_config", "is_chief", "peer_addresses",
            "check_global_batch", "check_options", "setup", "session_config",
            "make_strategy", "start_peer_watchdog", "input_shard",
-           "tf_config", "own_address", "explain_server_error"]
+           "tf_config", "own_address", "explain_server_error",
+           "batch_sizes"]
 
 # --distribution_strategy's values.
 STRATEGIES = ("none", "mirrored", "multi_worker_mirrored")
@@ -211,6 +212,35 @@ def check_options(run, num_visible_gpus):
     # Checked again, on the strategy itself, by the runner.
     check_global_batch(run.train_batch_size, _replica_count(options),
                        "train_batch_size")
+
+
+def batch_sizes(strategy, train_batch_size, eval_batch_size,
+                predict_batch_size):
+  """`params["batch_size"]` of each mode's input_fn, from global batches.
+
+  Training splits the global `train_batch_size` over the strategy's replicas
+  (each reads its own batch, logged here); evaluation and prediction run on
+  one device, with the global sizes.
+
+  Args:
+    strategy: the training strategy, or None (one device).
+    train_batch_size, eval_batch_size, predict_batch_size: int or None.
+
+  Returns:
+    dict mode ("train", "eval", "infer": the `ModeKeys` values) -> int or
+    None.
+
+  Raises:
+    ValueError: a training batch that the replicas do not divide.
+  """
+  replicas = strategy.num_replicas_in_sync if strategy is not None else 1
+  train = (check_global_batch(train_batch_size, replicas, "train_batch_size")
+           if train_batch_size else None)
+  if strategy is not None:
+    logging.info("Training on %d replicas (%s), %s examples per replica "
+                 "per step", replicas, type(strategy).__name__, train)
+  return {"train": train, "eval": eval_batch_size,
+          "infer": predict_batch_size}
 
 
 def _replica_count(options):
