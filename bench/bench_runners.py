@@ -12,7 +12,8 @@ change in the machine's load hits them alike. A measurement times the steps
 after `--warmup_steps` (graph building, the first session runs and the
 checkpoint at step 0 are left out) until `--steps`, by a hook reading the
 clock before and after the runs. The table gives steps/s (median, min-max)
-and the ratios that matter: session / Estimator on TF 2.15 (the same graph:
+and CPU seconds per step (the process's, all threads: less sensitive to
+other jobs on a shared machine than wall time), and the ratios that matter: session / Estimator on TF 2.15 (the same graph:
 target >= 0.98x), and TF 2.21 / TF 2.15 per precision (the session runner
 on both, and against the Estimator). It also prints the CPU flags that
 decide the bf16 kernels.
@@ -97,7 +98,8 @@ def _write_records(path, count, seq_length):
 
 
 class _Clock(tf.train.SessionRunHook):
-  """Wall time of the runs after the first `warmup` ones."""
+  """Wall and CPU time (this process, all threads) of the runs after the
+  first `warmup` ones."""
 
   def __init__(self, warmup):
     self._warmup = warmup
@@ -108,9 +110,10 @@ class _Clock(tf.train.SessionRunHook):
   def after_run(self, run_context, run_values):
     del run_context, run_values
     self.calls += 1
+    now = (time.perf_counter(), time.process_time())
     if self.calls == self._warmup:
-      self.start = time.perf_counter()
-    self.stop_time = time.perf_counter()
+      self.start = now
+    self.stop_time = now
 
 
 def _measure():
@@ -133,7 +136,8 @@ def _measure():
                max_steps=FLAGS.steps)
   timed = clock.calls - FLAGS.warmup_steps
   tf.io.gfile.rmtree(work)
-  return {"steps_per_sec": timed / (clock.stop_time - clock.start),
+  return {"steps_per_sec": timed / (clock.stop_time[0] - clock.start[0]),
+          "cpu_sec_per_step": (clock.stop_time[1] - clock.start[1]) / timed,
           "tensorflow": tf.__version__}
 
 
@@ -187,37 +191,45 @@ def _run_one(python, runner, precision):
   return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-def _report(times, versions):
+def _report(times, cpu, versions):
+  """The table, then the ratios of the medians: steps/s (wall), and CPU
+  seconds per step inverted (less sensitive to other jobs on the machine)."""
   medians = {row: statistics.median(values) for row, values in times.items()}
-  print("%-8s %-10s %-10s %22s" % ("TF", "runner", "precision",
-                                   "steps/s median (range)"))
-  for (python, runner, precision), values in times.items():
-    print("%-8s %-10s %-10s %8.2f (%.2f-%.2f)" % (
-        versions[python], runner, precision, medians[(python, runner,
-                                                       precision)],
-        min(values), max(values)))
+  cpu_medians = {row: statistics.median(values) for row, values in cpu.items()}
+  print("%-8s %-10s %-10s %24s %14s" % ("TF", "runner", "precision",
+                                        "steps/s median (range)",
+                                        "CPU s/step"))
+  for row, values in times.items():
+    python, runner, precision = row
+    print("%-8s %-10s %-10s %9.2f (%.2f-%.2f) %14.3f" % (
+        versions[python], runner, precision, medians[row], min(values),
+        max(values), cpu_medians[row]))
   print()
-  by_version = {}
-  for (python, runner, precision), value in medians.items():
-    by_version[(versions[python], runner, precision)] = value
+  speed = {}
+  for row in medians:
+    python, runner, precision = row
+    speed[(versions[python], runner, precision)] = (medians[row],
+                                                    1.0 / cpu_medians[row])
+
+  def ratio(a, b):
+    return "%.3fx wall, %.3fx CPU" % (a[0] / b[0], a[1] / b[1])
+
+  version_list = sorted(set(versions.values()))
   for precision in ("fp32", "bf16"):
-    for version in sorted(set(versions.values())):
-      estimator = by_version.get((version, "estimator", precision))
-      session = by_version.get((version, "session", precision))
+    for version in version_list:
+      estimator = speed.get((version, "estimator", precision))
+      session = speed.get((version, "session", precision))
       if estimator and session:
-        print("TF %s %s: session / Estimator = %.3fx (target >= 0.98x)" % (
-            version, precision, session / estimator))
-    old = [v for v in sorted(set(versions.values())) if v.startswith("2.15")]
-    new = [v for v in sorted(set(versions.values()))
-           if not v.startswith("2.15")]
-    for version in new:
-      for base in old:
+        print("TF %s %s: session / Estimator = %s (target >= 0.98x)" % (
+            version, precision, ratio(session, estimator)))
+    for version in [v for v in version_list if not v.startswith("2.15")]:
+      for base in [v for v in version_list if v.startswith("2.15")]:
         for runner in ("session", "estimator"):
-          reference = by_version.get((base, runner, precision))
-          value = by_version.get((version, "session", precision))
+          reference = speed.get((base, runner, precision))
+          value = speed.get((version, "session", precision))
           if reference and value:
-            print("%s: TF %s session / TF %s %s = %.3fx" % (
-                precision, version, base, runner, value / reference))
+            print("%s: TF %s session / TF %s %s = %s" % (
+                precision, version, base, runner, ratio(value, reference)))
 
 
 def main(_):
@@ -235,13 +247,15 @@ def main(_):
             FLAGS.seq_length, FLAGS.steps - FLAGS.warmup_steps,
             FLAGS.warmup_steps, FLAGS.repetitions))
   times = {row: [] for row in rows}
+  cpu = {row: [] for row in rows}
   versions = {}
   for _ in range(FLAGS.repetitions):
     for row in rows:
       result = _run_one(*row)
       times[row].append(result["steps_per_sec"])
+      cpu[row].append(result["cpu_sec_per_step"])
       versions[row[0]] = result["tensorflow"]
-  _report(times, versions)
+  _report(times, cpu, versions)
 
 
 if __name__ == "__main__":
