@@ -35,6 +35,7 @@ from bert_tf.cli import startup
 from bert_tf.train import distribute as distribute_utils
 from bert_tf.train import model_fn as model_fn_utils
 from bert_tf.train import spec as spec_lib
+from bert_tf.train import accumulation
 from bert_tf.train import input_fn as input_utils
 from bert_tf.runner import select as runner_lib
 from bert_tf.train import hooks as train_hooks
@@ -93,7 +94,7 @@ def gather_indexes(sequence_tensor, positions):
 
 
 def get_masked_lm_output(bert_config, input_tensor, output_weights, positions,
-                         label_ids, label_weights):
+                         label_ids, label_weights, update_share=None):
   """Masked LM head: loss and log-probabilities of the masked tokens.
 
   Variables `cls/predictions/transform/dense/{kernel,bias}`,
@@ -112,6 +113,9 @@ def get_masked_lm_output(bert_config, input_tensor, output_weights, positions,
       the original token ids.
     label_weights: float32 Tensor of shape [batch_size,
       max_predictions_per_seq], 1.0 for real predictions, 0.0 for padding.
+    update_share: (optional, an addition) float32 [batch_size], with
+      gradient accumulation the micro-batch's share of its update's masked
+      tokens (`accumulation.with_update_shares`); None: its own count.
 
   Returns:
     (loss, per_example_loss, log_probs): float32 scalar
@@ -142,7 +146,8 @@ def get_masked_lm_output(bert_config, input_tensor, output_weights, positions,
     per_example_loss = -tf.reduce_sum(log_probs * one_hot_labels, axis=[-1])
     # Padded prediction slots have weight 0; 1e-5 avoids 0 / 0. Under a
     # strategy the mean is over the global batch's predictions.
-    loss = model_fn_utils.weighted_mean_loss(per_example_loss, label_weights)
+    loss = model_fn_utils.weighted_mean_loss(per_example_loss, label_weights,
+                                             update_share)
   return loss, per_example_loss, log_probs
 
 
@@ -245,7 +250,8 @@ def model_fn_builder(bert_config, init_checkpoint, learning_rate,
         get_masked_lm_output(
             bert_config, model.get_sequence_output(),
             model.get_embedding_table(), features["masked_lm_positions"],
-            features["masked_lm_ids"], features["masked_lm_weights"]))
+            features["masked_lm_ids"], features["masked_lm_weights"],
+            update_share=features.get(accumulation.UPDATE_SHARE_KEY)))
     next_sentence_loss, next_sentence_example_loss, next_sentence_log_probs = (
         get_next_sentence_output(bert_config, model.get_pooled_output(),
                                  features["next_sentence_labels"]))
@@ -466,11 +472,17 @@ def main(_):
     run_hooks = train_hooks.training_hooks(
         FLAGS.output_dir, FLAGS.num_train_steps,
         run.save_checkpoints_steps, run.save_checkpoints_secs, use_tpu)
+    train_input_fn = input_fn_builder(input_files, FLAGS.max_seq_length,
+                                      FLAGS.max_predictions_per_seq,
+                                      is_training=True)
+    if not use_tpu:  # The masked-LM mean over the whole update.
+      train_input_fn = accumulation.update_shares_input_fn(
+          train_input_fn,
+          run.training.optimizer_options.gradient_accumulation_steps,
+          lambda window: window["masked_lm_weights"])
     with record_checks.reading(input_files):
       model_runner.train(
-          input_fn=input_fn_builder(input_files, FLAGS.max_seq_length,
-                                    FLAGS.max_predictions_per_seq,
-                                    is_training=True),
+          input_fn=train_input_fn,
           max_steps=FLAGS.num_train_steps,
           hooks=[train_hooks.ProgressHook(
               update_size, total_steps=FLAGS.num_train_steps,
