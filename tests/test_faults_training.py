@@ -73,6 +73,44 @@ def test_sigterm_saves_the_current_step_and_rerun_resumes(tmp_path, data):
 
 
 @pytest.mark.slow
+def test_ctrl_c_saves_the_current_step_like_sigterm(tmp_path, data):
+  output_dir = str(tmp_path / "out")
+  proc = fh.start("run_pretraining.py", fh.pretraining_flags(
+      data, output_dir, num_train_steps=1000000, do_eval=True))
+  lines = fh.Lines(proc)
+  lines.wait_for(r"step 1: first step of this run")
+  time.sleep(2.0)
+  proc.send_signal(signal.SIGINT)
+  assert proc.wait(timeout=60) == train_hooks.INTERRUPTED_EXIT_STATUS
+  text = lines.text()
+  assert "Traceback" not in text and "KeyboardInterrupt" not in text
+  received = re.search(r"Ctrl-C \(SIGINT\) received: saving a checkpoint at "
+                       r"step (\d+), then stopping", text)
+  assert received, text[-3000:]
+  step = int(received.group(1))
+  latest = tf.train.latest_checkpoint(output_dir)
+  assert latest.endswith("model.ckpt-%d" % step)
+  assert re.search(r"Stopped by Ctrl-C at step %d; checkpoint \S+"
+                   r"model\.ckpt-%d saved" % (step, step), text)
+  assert "Running evaluation" not in text
+
+
+def test_second_ctrl_c_restores_the_default_action():
+  hook = train_hooks.PreemptionHook()
+  with tf.Graph().as_default():
+    tf.train.get_or_create_global_step()
+    hook.begin()
+    try:
+      assert signal.getsignal(signal.SIGINT) == hook._on_signal  # pylint: disable=protected-access
+      hook._on_signal(signal.SIGINT, None)  # pylint: disable=protected-access
+      # The next Ctrl-C kills the process at once.
+      assert signal.getsignal(signal.SIGINT) == signal.SIG_DFL
+    finally:
+      hook.end(None)
+  assert signal.getsignal(signal.SIGINT) == signal.default_int_handler
+
+
+@pytest.mark.slow
 def test_second_run_in_a_live_runs_folder_is_refused(tmp_path, data):
   output_dir = str(tmp_path / "out")
   first = fh.start("run_pretraining.py", fh.pretraining_flags(

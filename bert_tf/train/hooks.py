@@ -3,7 +3,7 @@
 `ProgressHook` logs the step, examples/sec and the time left. Before
 training: `start_training` (the output-folder lock, then a check of the
 checkpoint training would resume from). During: `training_hooks` (SIGTERM
-saves a checkpoint at the current step; checkpoints by time as well as by
+or Ctrl-C saves a checkpoint at the current step; checkpoints by time as well as by
 steps; summaries at the final step and at a bounded interval). After:
 `exit_if_preempted`, which ends a run that SIGTERM stopped with
 `PREEMPTED_EXIT_STATUS`.
@@ -20,7 +20,8 @@ from bert_tf.checks import checkpoint as checkpoint_checks
 from bert_tf.checks import lock as lock_checks
 from bert_tf.train import distribute as distribute_utils
 
-__all__ = ["PREEMPTED_EXIT_STATUS", "start_training", "ProgressHook",
+__all__ = ["PREEMPTED_EXIT_STATUS", "INTERRUPTED_EXIT_STATUS",
+           "start_training", "ProgressHook",
            "PreemptionHook",
            "TimedCheckpointHook", "SummaryFlushHook", "training_hooks",
            "exit_if_preempted"]
@@ -28,6 +29,8 @@ __all__ = ["PREEMPTED_EXIT_STATUS", "start_training", "ProgressHook",
 # Exit status of a run stopped by SIGTERM after saving its checkpoint: the
 # shell's 128 + 15, so a wrapper sees that the run did not finish.
 PREEMPTED_EXIT_STATUS = 143
+# The same after Ctrl-C (SIGINT): 128 + 2.
+INTERRUPTED_EXIT_STATUS = 130
 
 
 def start_training(output_dir):
@@ -147,48 +150,67 @@ def _format_seconds(seconds):
   return "%d:%02d:%02d" % (hours, minutes, secs)
 
 
+_SIGNAL_NAMES = {signal.SIGTERM: "SIGTERM", signal.SIGINT: "Ctrl-C (SIGINT)"}
+
+
 class PreemptionHook(tf.train.SessionRunHook):
-  """Turns SIGTERM into a checkpoint at the current step and a clean stop.
+  """Turns SIGTERM or Ctrl-C into a checkpoint at the current step and a stop.
 
   The handler only sets a flag; after the running step the hook asks the
-  session to stop, and the Estimator's checkpoint hook saves the current
-  step as the session ends. `exit_if_preempted` then exits.
+  session to stop, and the runner's checkpoint hook saves the current
+  step as the session ends. `exit_if_preempted` then exits (143 after
+  SIGTERM, 130 after Ctrl-C, the shell's 128 + signal number). A second
+  Ctrl-C stops the process at once (the default SIGINT action, no
+  checkpoint), as Ctrl-C does in any program.
 
   Attributes:
-    stopped_at_step: int, the global step at which SIGTERM stopped the
-      run; None while it has not.
+    stopped_at_step: int, the global step at which a signal stopped the
+      run; None while none has.
+    stopped_by: the signal number that stopped it (None while none has).
   """
 
   def __init__(self):
     self.stopped_at_step = None
+    self.stopped_by = None
     self._signal = None
-    self._previous = None
+    self._previous = {}
     self._global_step = None
 
   def _on_signal(self, signum, frame):
     del frame
-    self._signal = signum
+    if self._signal is None:
+      self._signal = signum
+    if signum == signal.SIGINT:
+      # The next Ctrl-C ends the process without waiting for the step.
+      signal.signal(signal.SIGINT, signal.SIG_DFL)
 
   def begin(self):
     self._global_step = tf.train.get_global_step()
-    try:
-      self._previous = signal.signal(signal.SIGTERM, self._on_signal)
-    except ValueError:  # Not the main thread.
-      self._previous = None
+    self._previous = {}
+    for signum in (signal.SIGTERM, signal.SIGINT):
+      try:
+        self._previous[signum] = signal.signal(signum, self._on_signal)
+      except ValueError:  # Not the main thread.
+        pass
 
   def after_run(self, run_context, run_values):
     del run_values
     if self._signal is not None and self.stopped_at_step is None:
       step = int(run_context.session.run(self._global_step))
       self.stopped_at_step = step
-      logging.warning("SIGTERM received: saving a checkpoint at step %d, "
-                      "then stopping", step)
+      self.stopped_by = self._signal
+      logging.warning("%s received: saving a checkpoint at step %d, then "
+                      "stopping%s", _SIGNAL_NAMES[self._signal], step,
+                      " (Ctrl-C again stops at once, without it)"
+                      if self._signal == signal.SIGINT else "")
       run_context.request_stop()
 
   def end(self, session):
     del session
-    if self._previous is not None:
-      signal.signal(signal.SIGTERM, self._previous)
+    for signum, previous in self._previous.items():
+      if previous is not None:
+        signal.signal(signum, previous)
+    self._previous = {}
 
 
 class TimedCheckpointHook(tf.train.SessionRunHook):
@@ -329,7 +351,7 @@ def training_hooks(output_dir, num_train_steps, save_checkpoints_steps,
 
 
 def exit_if_preempted(output_dir, hooks):
-  """Exits (status 143) after a SIGTERM stopped training, in one log line.
+  """Exits (143; 130 after Ctrl-C) after a signal stopped training: one line.
 
   Call right after the runner's `train`: a preempted run must not go on to
   evaluate or predict with a half-trained model.
@@ -340,14 +362,19 @@ def exit_if_preempted(output_dir, hooks):
       among them); their `PreemptionHook` knows whether SIGTERM stopped it.
 
   Raises:
-    SystemExit: with `PREEMPTED_EXIT_STATUS`, when it did.
+    SystemExit: with `PREEMPTED_EXIT_STATUS` (`INTERRUPTED_EXIT_STATUS`
+      after Ctrl-C), when it did.
   """
-  steps = [hook.stopped_at_step for hook in hooks
-           if isinstance(hook, PreemptionHook)
-           and hook.stopped_at_step is not None]
-  if not steps:
+  stopped = [hook for hook in hooks if isinstance(hook, PreemptionHook)
+             and hook.stopped_at_step is not None]
+  if not stopped:
     return
+  hook = stopped[0]
   latest = tf.train.latest_checkpoint(output_dir)
-  logging.warning("Stopped by SIGTERM at step %d; checkpoint %s saved; rerun "
-                  "the same command to resume", steps[0], latest)
-  raise SystemExit(PREEMPTED_EXIT_STATUS)
+  interrupted = hook.stopped_by == signal.SIGINT
+  logging.warning("Stopped by %s at step %d; checkpoint %s saved; rerun "
+                  "the same command to resume",
+                  "Ctrl-C" if interrupted else "SIGTERM",
+                  hook.stopped_at_step, latest)
+  raise SystemExit(INTERRUPTED_EXIT_STATUS if interrupted
+                   else PREEMPTED_EXIT_STATUS)
