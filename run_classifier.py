@@ -208,7 +208,8 @@ def main(_):
   model = startup.prepare_model(
       FLAGS.bert_config_file, FLAGS.max_seq_length, FLAGS.init_checkpoint,
       FLAGS.do_lower_case, FLAGS.vocab_file, FLAGS.output_dir,
-      problems=problems)
+      problems=problems,
+      export_now=bool(FLAGS.export_dir) and not FLAGS.do_train)
   processor = get_processor(
       FLAGS.task_name, data_dir=FLAGS.data_dir,
       text_a_column=FLAGS.text_a_column, text_b_column=FLAGS.text_b_column,

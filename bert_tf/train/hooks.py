@@ -10,6 +10,8 @@ steps; summaries at the final step and at a bounded interval). After:
 """
 
 import os
+import re
+import shutil
 import signal
 import time
 
@@ -21,7 +23,7 @@ from bert_tf.checks import lock as lock_checks
 from bert_tf.train import distribute as distribute_utils
 
 __all__ = ["PREEMPTED_EXIT_STATUS", "INTERRUPTED_EXIT_STATUS",
-           "start_training", "ProgressHook",
+           "start_training", "remove_killed_saves", "ProgressHook",
            "PreemptionHook",
            "TimedCheckpointHook", "SummaryFlushHook", "training_hooks",
            "exit_if_preempted"]
@@ -34,7 +36,8 @@ INTERRUPTED_EXIT_STATUS = 130
 
 
 def start_training(output_dir):
-  """Before training into `output_dir`: `lock.lock_output_dir`, then
+  """Before training into `output_dir`: `lock.lock_output_dir`, the removal
+  of saves a killed run left (`remove_killed_saves`), then
   `checkpoint.check_resume_checkpoint`.
 
   The workers of one multi-worker run share `output_dir`; only the chief
@@ -51,8 +54,38 @@ def start_training(output_dir):
   held = None
   if distribute_utils.is_chief():
     held = lock_checks.lock_output_dir(output_dir)
+  if held is not None:  # No other run writes here now.
+    remove_killed_saves(output_dir)
   checkpoint_checks.check_resume_checkpoint(output_dir)
   return held
+
+
+# A checkpoint save writes its shards into `<prefix>_temp/` (sharded V2
+# format; older versions add a random suffix) and merges them into place.
+_KILLED_SAVE = re.compile(r"model\.ckpt-\d+_temp(_[0-9a-f]+)?$")
+
+
+def remove_killed_saves(output_dir):
+  """Removes the shard folders of saves that a kill or a full disk cut.
+
+  Call only while holding the folder's lock: a live run's save in progress
+  looks the same. Every such folder is a save that never became a
+  checkpoint (the merge removes it).
+
+  Returns:
+    list of str, the folders removed.
+  """
+  if "://" in output_dir or not os.path.isdir(output_dir):
+    return []
+  removed = []
+  for name in sorted(os.listdir(output_dir)):
+    path = os.path.join(output_dir, name)
+    if _KILLED_SAVE.match(name) and os.path.isdir(path):
+      logging.info("Removing %s, the unfinished save of an earlier run",
+                   path)
+      shutil.rmtree(path, ignore_errors=True)
+      removed.append(path)
+  return removed
 
 
 class ProgressHook(tf.train.SessionRunHook):
