@@ -19,6 +19,7 @@ from helpers import data_path
 from helpers import run_script
 from helpers import tiny_model_flags
 from helpers import write_json
+from bert_tf.checks import disk
 from bert_tf.cli import startup
 from bert_tf.export import saved_model
 from bert_tf.train import hooks as train_hooks
@@ -168,8 +169,10 @@ def test_every_vocab_script_refuses_a_vocab_without_specials(tmp_path,
   (tmp_path / "in.txt").write_text("hello zyzzyva\n", encoding="utf-8")
   vocab = _vocab_without(tmp_path, "[CLS]")
   flags = [f for f in tiny_model_flags() if not f.startswith("--vocab_file")]
+  if script != "extract_features.py":
+    flags.append("--output_dir=" + str(tmp_path / "out"))
   result = run_script(script, flags + _SCRIPT_ARGS[script](tmp_path) + [
-      "--vocab_file=" + vocab, "--output_dir=" + str(tmp_path / "out")])
+      "--vocab_file=" + vocab])
   assert result.returncode == 1, result.stderr[-2000:]
   assert "Traceback" not in result.stderr
   assert ("--vocab_file: %s lacks [CLS]" % vocab) in (
@@ -249,3 +252,25 @@ def test_two_exports_in_one_second_take_the_next_free_versions(
   assert [os.path.basename(p) for p in claimed] == ["1001", "1002"]
   assert (export_dir / "1000" / "saved_model.pb").read_bytes() == b"first"
   assert sorted(os.listdir(export_dir)) == ["1000", "1001", "1002"]
+
+
+# ---------------------------------------------------------------------------
+# A full disk names the final file.
+
+
+@pytest.mark.parametrize("text,name", [
+    ("/out/model.ckpt-4_temp/part-00000-of-00001.data-00000-of-00001"
+     ".tempstate1234; File too large", "/out/model.ckpt-4"),
+    ("Failed to flush 12 bytes to file /out/model.ckpt-4_temp_0a9f3c/"
+     "part-00000-of-00001.index (No space left on device)",
+     "/out/model.ckpt-4"),
+    ("/out/graph.pbtxt.tmp6a1f0e2c3b; File too large", "/out/graph.pbtxt"),
+    ("/out/.train.tf_record.tmp-host.12.0a1b2c3d; Disk quota exceeded",
+     "/out/train.tf_record"),
+    ("gs://b/out/events.out.tfevents.1.h; No space left on device",
+     "gs://b/out/events.out.tfevents.1.h"),
+])
+def test_full_disk_message_names_the_final_file(text, name):
+  message = disk.disk_full_message(text)
+  assert message.startswith(name + ": write failed: the disk is full"), (
+      message)
