@@ -13,6 +13,7 @@ import pytest
 import tensorflow.compat.v1 as tf
 
 import fault_helpers as fh
+from helpers import RUNNERS
 from bert_tf.checks import lock as lock_checks
 from bert_tf.train import hooks as train_hooks
 
@@ -185,6 +186,40 @@ def test_timed_checkpoints_progress_and_summaries(tmp_path, data):
   assert re.search(r"step 605: [\d.]+ examples/sec", again.stderr)
   assert {601, 605} <= _scalar_steps(output_dir, "loss")
   assert "timed checkpoint" not in again.stderr
+
+
+def _scalar_events(output_dir, tag):
+  """[(step, value)] of every `tag` scalar in the folder's event files."""
+  found = []
+  for path in sorted(tf.io.gfile.glob(os.path.join(output_dir,
+                                                   "events.out.*"))):
+    for event in tf.train.summary_iterator(path):
+      found += [(event.step, value.simple_value)
+                for value in event.summary.value if value.tag == tag]
+  return sorted(found)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("runner", RUNNERS)
+def test_accumulation_logs_and_summaries_count_updates(tmp_path, data,
+                                                       runner):
+  output_dir = str(tmp_path / "out")
+  result = fh.run("run_pretraining.py", fh.pretraining_flags(
+      data, output_dir, num_train_steps=20, gradient_accumulation_steps=2,
+      runner=runner))
+  assert result.returncode == 0, result.stderr[-3000:]
+  progress = re.findall(r"\] ((?:step|batch) \d+): ", result.stderr)
+  assert not [p for p in progress if p.startswith("batch")], progress
+  steps = [int(p.split()[1]) for p in progress]
+  # The first, the periodic (every 2 = 20 // 10) and the final update, once
+  # each, never past the run's 20 steps.
+  assert steps == sorted(set(steps)) and steps[0] == 1 and steps[-1] == 20, (
+      steps)
+  rates = re.findall(r"step \d+: ([\d.]+) examples/sec", result.stderr)
+  assert rates
+  for tag in ("loss", "learning_rate"):
+    events = _scalar_events(output_dir, tag)
+    assert [step for step, _ in events] == [1, 20], (tag, events)
 
 
 class _Values(object):

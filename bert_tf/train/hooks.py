@@ -21,6 +21,7 @@ import tensorflow.compat.v1 as tf
 from bert_tf.checks import checkpoint as checkpoint_checks
 from bert_tf.checks import lock as lock_checks
 from bert_tf.train import distribute as distribute_utils
+from bert_tf.train import train_op as train_op_lib
 
 __all__ = ["PREEMPTED_EXIT_STATUS", "INTERRUPTED_EXIT_STATUS",
            "start_training", "remove_killed_saves", "ProgressHook",
@@ -94,10 +95,12 @@ class ProgressHook(tf.train.SessionRunHook):
   A line at the first step of a run (a fresh start or a resume), every
   `every_n_steps` steps or `every_n_secs` seconds, whichever comes first,
   and at `total_steps`. In prediction, where the global step does not
-  advance, it counts batches.
+  advance, it counts batches. With gradient accumulation (or fp16 loss
+  scaling) a step is an update, not a run: the line, the rate and the ETA
+  follow the global step, read after each run.
 
   Args:
-    batch_size: int, examples per step.
+    batch_size: int, examples per step (per update).
     total_steps: int or None, the step at which the run ends (for the ETA).
     every_n_steps: int, how often to log, in steps.
     every_n_secs: float, how often to log at least, in seconds.
@@ -115,9 +118,12 @@ class ProgressHook(tf.train.SessionRunHook):
     self._calls = 0
     self._unit = None  # "step" (training) or "batch" (prediction).
     self._first = None  # (global step before the first call, its time).
+    self._conditional = False  # Whether a run may leave the step as is.
+    self._seen = None  # The global step after the latest run (then).
 
   def begin(self):
     self._global_step = tf.train.get_global_step()
+    self._conditional = train_op_lib.runs_per_update()[1]
 
   def before_run(self, run_context):
     del run_context
@@ -130,11 +136,31 @@ class ProgressHook(tf.train.SessionRunHook):
                  self._unit,
                  " (resumed)" if self._unit == "step" and step > 1 else "")
 
+  def _update_step(self, run_context, raw, now):
+    """The step an update just reached, or None when the run made none."""
+    step = int(run_context.session.run(self._global_step))
+    if self._seen is None:
+      self._seen = raw  # Before the first run.
+    if step == self._seen:
+      return None  # A micro-batch accumulated (or an fp16 run skipped).
+    self._seen = step
+    if self._unit is None:
+      self._unit = "step"
+      self._first_line(step)
+      self._last_time, self._last_step = now, step
+      return None
+    return step
+
   def after_run(self, run_context, run_values):
-    del run_context
     self._calls += 1
     now = time.time()
     raw = run_values.results if self._global_step is not None else None
+    if self._conditional and raw is not None:
+      # Not every run updates: the global step itself says which did.
+      step = self._update_step(run_context, raw, now)
+      if step is not None:
+        self._log(step, now)
+      return
     if self._unit is None:
       # Training advances the global step; prediction does not (then the
       # hook counts batches). Which one shows at the second call (or at the
@@ -152,7 +178,10 @@ class ProgressHook(tf.train.SessionRunHook):
       self._first_line(first_step)
       self._last_time, self._last_step = self._first[1], first_step
     # The global step read with the train op is the value before it.
-    step = raw + 1 if self._unit == "step" else self._calls
+    self._log(raw + 1 if self._unit == "step" else self._calls, now)
+
+  def _log(self, step, now):
+    """Logs `step` when it is due: every n steps or seconds, the final."""
     final = self._total_steps is not None and step >= self._total_steps
     if (step - self._last_step < self._every_n_steps and not final
         and now - self._last_time < self._every_n_secs):
@@ -295,6 +324,13 @@ class SummaryFlushHook(tf.train.SessionRunHook):
   its last step, and a killed run's events could be lost. This hook also
   writes them at the last step and after `every_secs`, and flushes the
   event file each time.
+
+  With gradient accumulation a run is a micro-batch, and the runners' hook
+  wrote at the first run, before any update (step 0), and twice at some
+  steps. The runners then leave summaries to this hook
+  (`runner/config.py`), which writes them per update: at the first, every
+  `summary_steps`-th and the final update, once each, at the step the
+  update reached (read after the run).
   """
 
   def __init__(self, output_dir, total_steps, every_secs=60.0,
@@ -305,44 +341,62 @@ class SummaryFlushHook(tf.train.SessionRunHook):
     self._summary_steps = summary_steps
     self._summary_op = None
     self._global_step = None
-    self._next_step = None
+    self._step = None  # The global step now (before the coming run).
     self._last_time = None
     self._requested = False
+    self._conditional = False  # Whether a run may leave the step as is.
+    self._writes_all = False  # Whether the runner writes no summaries.
+    self._written = None  # The last step this hook wrote.
 
   def begin(self):
     self._global_step = tf.train.get_global_step()
     self._summary_op = tf.summary.merge_all()
+    runs, self._conditional = train_op_lib.runs_per_update()
+    self._writes_all = runs > 1
 
   def after_create_session(self, session, coord):
     del coord
-    self._next_step = int(session.run(self._global_step)) + 1
+    self._step = int(session.run(self._global_step))
     self._last_time = time.time()
 
   def _runner_writes(self, step):
-    return self._summary_steps and (step - 1) % self._summary_steps == 0
+    return (not self._writes_all and self._summary_steps and
+            (step - 1) % self._summary_steps == 0)
+
+  def _due(self, step):
+    """Whether an update reaching `step` gets summaries from this hook."""
+    if self._runner_writes(step):
+      return False
+    if self._writes_all and (self._written is None or (
+        self._summary_steps and (step - 1) % self._summary_steps == 0)):
+      return True
+    return (step == self._total_steps or
+            time.time() - self._last_time >= self._every_secs)
 
   def before_run(self, run_context):
     del run_context
-    step = self._next_step
-    self._requested = bool(
-        self._summary_op is not None and not self._runner_writes(step)
-        and (step == self._total_steps
-             or time.time() - self._last_time >= self._every_secs))
+    self._requested = bool(self._summary_op is not None and
+                           self._due(self._step + 1))
     fetches = {"step": self._global_step}
     if self._requested:
       fetches["summary"] = self._summary_op
     return tf.train.SessionRunArgs(fetches)
 
   def after_run(self, run_context, run_values):
-    del run_context
-    step = self._next_step
+    if self._conditional:
+      step = int(run_context.session.run(self._global_step))
+    else:  # The step read with the train op is the value before it.
+      step = int(run_values.results["step"]) + 1
+    updated = step != self._step and step != self._written
     writer = tf.summary.FileWriterCache.get(self._output_dir)
-    if self._requested:
+    if self._requested and updated:
       writer.add_summary(run_values.results["summary"], step)
-    if self._requested or self._runner_writes(step):
+      self._written = step
+    if (self._requested and updated) or (
+        updated and self._runner_writes(step)):
       writer.flush()
       self._last_time = time.time()
-    self._next_step = int(run_values.results["step"]) + 2
+    self._step = step
 
   def end(self, session):
     del session
@@ -362,7 +416,7 @@ def training_hooks(output_dir, num_train_steps, save_checkpoints_steps,
     save_checkpoints_steps: int or None, the step interval.
     save_checkpoints_secs: int, seconds between timed checkpoints (0: none).
     use_tpu: bool; on TPU the summary hook is left out (summaries are
-      computed on the TPU).
+      computed on the TPU), and on the workers other than the chief.
 
   Returns:
     list of `SessionRunHook`, a fresh `PreemptionHook` first; keep the list
@@ -378,7 +432,8 @@ def training_hooks(output_dir, num_train_steps, save_checkpoints_steps,
   hooks = [PreemptionHook()]
   if save_checkpoints_secs and save_checkpoints_secs > 0:
     hooks.append(TimedCheckpointHook(output_dir, save_checkpoints_secs))
-  if not use_tpu:
+  if not use_tpu and distribute_utils.is_chief():
+    # Only the chief writes summaries (a writer makes an events file).
     hooks.append(SummaryFlushHook(output_dir, num_train_steps))
   return hooks
 
