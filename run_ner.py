@@ -422,6 +422,9 @@ def main(_):
                          pad_eval)
     logging.info("***** Running evaluation: %d features *****",
                  len(features))
+    logging.info("Evaluating the checkpoint %s",
+                 tf.train.latest_checkpoint(FLAGS.output_dir) or
+                 init_checkpoint)
     with record_checks.reading([_record_file(FLAGS, "eval")]):
       result = model_runner.evaluate(
           input_fn=_input_fn(FLAGS, features, "eval", is_training=False),
@@ -431,7 +434,10 @@ def main(_):
                                label_list, "eval", FLAGS.predict_batch_size)
     scores = ner_metrics.entity_scores([s.labels for s in sentences],
                                        predicted, types)
-    result.update(ner_metrics.eval_results_entries(scores))
+    entity_results = ner_metrics.eval_results_entries(scores)
+    result.update(entity_results)
+    train_hooks.write_eval_summaries(FLAGS.output_dir, entity_results,
+                                     result["global_step"])
     ner_metrics.write_conll_predictions(
         os.path.join(FLAGS.output_dir, "dev_predictions.txt"), sentences,
         predicted)

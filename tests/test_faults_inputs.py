@@ -1,5 +1,6 @@
-"""Bad inputs found by attacking the scripts: each ends in one line naming
-the file or flag, before any work, with nothing left behind.
+"""Faults found by attacking the scripts: bad inputs end in one line naming
+the file or flag, before any work, with nothing left behind; what killed
+runs leave is removed at the next start; the console prints each line once.
 """
 
 import json
@@ -16,7 +17,10 @@ from safetensors.numpy import save_file
 import tensorflow.compat.v1 as tf
 
 from helpers import data_path
+from helpers import REPO_ROOT
 from helpers import run_script
+from helpers import script_command
+from helpers import script_env
 from helpers import tiny_model_flags
 from helpers import write_json
 from bert_tf.checks import disk
@@ -274,3 +278,36 @@ def test_full_disk_message_names_the_final_file(text, name):
   message = disk.disk_full_message(text)
   assert message.startswith(name + ": write failed: the disk is full"), (
       message)
+
+
+# ---------------------------------------------------------------------------
+# Console: each line once; TensorFlow's C++ start-up noise off.
+
+
+def test_importing_serving_alone_prints_nothing():
+  env = script_env()
+  env.pop("TF_CPP_MIN_LOG_LEVEL", None)
+  result = subprocess.run(
+      [sys.executable, "-c", "from bert_tf.export import serving"],
+      capture_output=True, text=True, env=env, cwd=REPO_ROOT, timeout=120)
+  assert result.returncode == 0, result.stderr[-2000:]
+  assert result.stderr == "" and result.stdout == ""
+
+
+@pytest.mark.slow
+def test_each_tensorflow_log_line_is_printed_once(tmp_path):
+  text = tmp_path / "in.txt"
+  text.write_text("hello world ||| the cat\n", encoding="utf-8")
+  env = script_env()
+  env.pop("TF_CPP_MIN_LOG_LEVEL", None)
+  result = subprocess.run(script_command("extract_features.py", [
+      "--input_file=%s" % text, "--output_file=%s" % (tmp_path / "o.jsonl"),
+      "--max_seq_length=16", "--layers=-1"] + tiny_model_flags()),
+                          capture_output=True, text=True, env=env,
+                          cwd=REPO_ROOT, timeout=300)
+  assert result.returncode == 0, result.stderr[-2000:]
+  lines = result.stderr.splitlines()
+  assert not [l for l in lines if l.startswith(("INFO:tensorflow:",
+                                                "WARNING:tensorflow:"))]
+  # A line of TensorFlow's own log, once, in absl's format.
+  assert len([l for l in lines if l.endswith("] Calling model_fn.")]) == 1

@@ -15,6 +15,7 @@ from tensorflow.python.util import deprecation
 from tensorflow.python.util import module_wrapper
 
 from bert_tf.checks import disk
+from bert_tf.cli import quiet
 from bert_tf.checks import records
 from bert_tf.train import options as training_options
 
@@ -123,6 +124,7 @@ def run_main(main):
   _show_in_help(main)
 
   def guarded(argv):
+    quiet.one_log_stream()  # Each TensorFlow log line once.
     if not os.environ.get("BERT_DEBUG"):
       # Deprecation notices of tf.compat.v1 APIs (a dozen lines before the
       # first line of the project's own log); BERT_DEBUG=1 shows them.

@@ -27,6 +27,7 @@ __all__ = ["PREEMPTED_EXIT_STATUS", "INTERRUPTED_EXIT_STATUS",
            "start_training", "remove_killed_saves", "ProgressHook",
            "PreemptionHook",
            "TimedCheckpointHook", "SummaryFlushHook", "training_hooks",
+           "write_eval_summaries",
            "exit_if_preempted"]
 
 # Exit status of a run stopped by SIGTERM after saving its checkpoint: the
@@ -401,6 +402,34 @@ class SummaryFlushHook(tf.train.SessionRunHook):
   def end(self, session):
     del session
     tf.summary.FileWriterCache.get(self._output_dir).flush()
+
+
+def write_eval_summaries(output_dir, values, global_step, name=None):
+  """Adds scalars computed after an evaluation to its TensorBoard folder.
+
+  Both runners write the in-graph metrics of an evaluation to
+  `<output_dir>/eval[_<name>]/`; scores computed from the predictions
+  afterwards (NER's entity precision, recall and F1) go to the same folder
+  at the same step, so they show beside `eval_loss` (as the classifier's
+  accuracy and F1 do). Only the chief writes.
+
+  Args:
+    output_dir: str, the model directory (None: nothing is written).
+    values: dict name -> number (non-numbers are left out).
+    global_step: int, the evaluated checkpoint's step.
+    name: str or None, the evaluation's name.
+  """
+  if not output_dir or not distribute_utils.is_chief():
+    return
+  summary = tf.Summary()
+  for key, value in sorted(values.items()):
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+      summary.value.add(tag=key, simple_value=float(value))
+  folder = os.path.join(output_dir, "eval" if not name else "eval_" + name)
+  with tf.Graph().as_default():  # FileWriter needs graph mode.
+    writer = tf.summary.FileWriter(folder)
+    writer.add_summary(summary, int(global_step))
+    writer.close()
 
 
 def training_hooks(output_dir, num_train_steps, save_checkpoints_steps,

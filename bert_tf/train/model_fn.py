@@ -82,9 +82,12 @@ def init_from_checkpoint(init_checkpoint, use_tpu):
     note = ", *INIT_FROM_CKPT*" if var.name in initialized else ""
     logging.info("  name = %s, shape = %s%s", var.name, var.shape, note)
   if init_checkpoint:
-    logging.info("%d of %d trainable variables initialized from %s",
-                 sum(1 for v in tvars if v.name in initialized), len(tvars),
-                 init_checkpoint)
+    # Only a fresh training run keeps these values: a run that resumes,
+    # evaluates or predicts restores its model directory's checkpoint.
+    logging.info("%d of %d trainable variables initialized from %s (where "
+                 "the model directory holds a checkpoint, it is restored "
+                 "over them)", sum(1 for v in tvars if v.name in initialized),
+                 len(tvars), init_checkpoint)
   return scaffold_fn
 
 
