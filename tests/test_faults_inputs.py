@@ -11,6 +11,7 @@ import struct
 import subprocess
 import sys
 
+from absl import flags as absl_flags
 import numpy as np
 import pytest
 from safetensors.numpy import save_file
@@ -24,9 +25,11 @@ from helpers import script_env
 from helpers import tiny_model_flags
 from helpers import write_json
 from bert_tf.checks import disk
+from bert_tf.cli import flags as cli_flags
 from bert_tf.cli import startup
 from bert_tf.export import saved_model
 from bert_tf.train import hooks as train_hooks
+from bert_tf.train import options as training_options
 import convert_checkpoint
 
 
@@ -311,3 +314,45 @@ def test_each_tensorflow_log_line_is_printed_once(tmp_path):
                                                 "WARNING:tensorflow:"))]
   # A line of TensorFlow's own log, once, in absl's format.
   assert len([l for l in lines if l.endswith("] Calling model_fn.")]) == 1
+
+
+# ---------------------------------------------------------------------------
+# Start-up options: the default GPUs, every problem reported.
+
+
+def _parsed(*argv):
+  values = absl_flags.FlagValues()
+  for group in (cli_flags.TRAINING_FLAGS, cli_flags.DISTRIBUTE_FLAGS,
+                cli_flags.TPU_FLAGS):
+    for name in group:
+      define, default, help_text = cli_flags.SHARED_FLAGS[name]
+      define(name, default, help_text, flag_values=values)
+  values(["prog"] + list(argv))
+  return values
+
+
+def test_num_cpu_devices_alone_needs_no_gpu_flag():
+  run = training_options.from_flags(_parsed(
+      "--distribution_strategy=mirrored", "--num_cpu_devices=2"))
+  assert (run.distribute.num_gpus, run.distribute.num_cpu_devices) == (0, 2)
+  # The default uses the GPUs TensorFlow sees (none here: the CPU).
+  visible = len(tf.config.list_physical_devices("GPU"))
+  run = training_options.from_flags(_parsed(
+      "--distribution_strategy=mirrored"))
+  assert run.distribute.num_gpus == visible
+  # Given, it is taken as it is (and checked).
+  with pytest.raises(ValueError, match="--num_gpus=%d but" % (visible + 1)):
+    training_options.from_flags(_parsed(
+        "--distribution_strategy=mirrored", "--num_gpus=%d" % (visible + 1)))
+
+
+def test_a_distribution_problem_is_reported_with_the_others():
+  problems = ["--max_seq_length=0: expected at least 1"]
+  run = training_options.from_flags(_parsed(
+      "--distribution_strategy=mirrored", "--num_gpus=99",
+      "--gradient_accumulation_steps=0"), problems)
+  assert problems[0] == "--max_seq_length=0: expected at least 1"
+  assert problems[1].startswith("--num_gpus=99 but")
+  assert problems[2].startswith("--gradient_accumulation_steps=0")
+  # The devices are set up for one device until the script reports them.
+  assert run.distribute.distribution_strategy == "none"
