@@ -6,6 +6,7 @@ runs leave is removed at the next start; the console prints each line once.
 import json
 import os
 import pickle
+import re
 import socket
 import struct
 import subprocess
@@ -28,9 +29,11 @@ from bert_tf.checks import disk
 from bert_tf.cli import flags as cli_flags
 from bert_tf.cli import startup
 from bert_tf.export import saved_model
+from bert_tf.export import serving
 from bert_tf.train import hooks as train_hooks
 from bert_tf.train import options as training_options
 import convert_checkpoint
+import tokenization
 
 
 def _hf_folder(tmp_path):
@@ -356,3 +359,14 @@ def test_a_distribution_problem_is_reported_with_the_others():
   assert problems[2].startswith("--gradient_accumulation_steps=0")
   # The devices are set up for one device until the script reports them.
   assert run.distribute.distribution_strategy == "none"
+
+
+def test_readme_encode_text_example_unpacks_what_it_returns():
+  with open(os.path.join(REPO_ROOT, "README.md"), encoding="utf-8") as f:
+    readme = f.read()
+  targets = re.findall(r"^(.+?) = serving\.encode_text\(", readme, re.M)
+  assert targets, "README has no serving.encode_text example"
+  tokenizer = tokenization.FullTokenizer(_model_file("vocab.txt"), True)
+  returned = serving.encode_text(tokenizer, "the cat", "a dog", 16)
+  for target in targets:
+    assert len(target.split(",")) == len(returned), target
