@@ -3,6 +3,7 @@ losing little (timed checkpoints, progress and summaries at the first,
 last and every-so-often step).
 """
 
+import json
 import os
 import re
 import signal
@@ -280,3 +281,16 @@ def test_exit_if_preempted_reads_its_own_hooks(tmp_path):
   fresh = train_hooks.training_hooks(str(tmp_path), 10, 5, 0)[0]
   assert isinstance(fresh, train_hooks.PreemptionHook)
   assert fresh.stopped_at_step is None
+
+
+def test_only_the_chief_gets_the_summary_writer(monkeypatch, tmp_path):
+  cluster = {"worker": ["localhost:1", "localhost:2"]}
+  for index, writes in ((0, True), (1, False)):
+    monkeypatch.setenv("TF_CONFIG", json.dumps(
+        {"cluster": cluster, "task": {"type": "worker", "index": index}}))
+    hooks = train_hooks.training_hooks(str(tmp_path), 10, 5, 0)
+    assert any(isinstance(h, train_hooks.SummaryFlushHook)
+               for h in hooks) == writes, index
+  # A non-chief's eval scores are not written either.
+  train_hooks.write_eval_summaries(str(tmp_path), {"eval_f1": 0.5}, 3)
+  assert not os.path.exists(tmp_path / "eval")
