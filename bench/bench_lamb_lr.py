@@ -14,6 +14,7 @@ differ only in the optimizer and its rate.
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -46,6 +47,14 @@ def main():
   args = parser.parse_args()
   env = dict(os.environ, CUDA_VISIBLE_DEVICES="", TF_CPP_MIN_LOG_LEVEL="3")
   work = tempfile.mkdtemp(prefix="bench_lamb_")
+  try:
+    _bench(args, env, work)
+  finally:
+    shutil.rmtree(work, ignore_errors=True)
+
+
+def _bench(args, env, work):
+  """Makes the records, trains each optimizer and rate, prints the table."""
   records = os.path.join(work, "tf_examples.tfrecord")
   _run(["create_pretraining_data.py",
         "--input_file=" + os.path.join(_SHARED, "data", "pretrain",
