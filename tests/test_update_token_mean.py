@@ -154,16 +154,25 @@ def _write_records(path, records):
           feature=feature)).SerializeToString())
 
 
+_TWO_REPLICAS = ("--distribution_strategy=mirrored", "--num_cpu_devices=2")
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("runner", RUNNERS)
-def test_run_pretraining_accumulation_equals_the_big_batch(tmp_path, runner):
+@pytest.mark.parametrize("replicas", [(), _TWO_REPLICAS],
+                         ids=["one_device", "two_replicas"])
+def test_run_pretraining_accumulation_equals_the_big_batch(tmp_path, runner,
+                                                           replicas):
   records = _records(48)
   data = str(tmp_path / "data.tfrecord")
   _write_records(data, records)
   init, start = _initial_checkpoint(tmp_path)
   config = write_json(tmp_path, _CONFIG, "bert_config.json")
   results = []
-  for name, batch, steps in (("once", 16, 1), ("accumulated", 8, 2)):
+  # Two replicas: each takes 4 of the 8 examples of a micro-batch, and the
+  # update's mean is over both replicas' masked tokens.
+  for name, batch, steps, extra in (("once", 16, 1, ()),
+                                    ("accumulated", 8, 2, replicas)):
     output_dir = str(tmp_path / name)
     proc = run_script("run_pretraining.py", [
         "--bert_config_file=" + config, "--input_file=" + data,
@@ -172,7 +181,7 @@ def test_run_pretraining_accumulation_equals_the_big_batch(tmp_path, runner):
         "--train_batch_size=%d" % batch,
         "--gradient_accumulation_steps=%d" % steps, "--learning_rate=1e-3",
         "--num_warmup_steps=0", "--num_train_steps=3", "--do_train=True",
-        "--deterministic=True", "--runner=" + runner],
+        "--deterministic=True", "--runner=" + runner] + list(extra),
         env={"CUDA_VISIBLE_DEVICES": ""})
     assert proc.returncode == 0, proc.stderr[-3000:]
     reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(output_dir))
