@@ -6,8 +6,10 @@ file; any other exception, or a message without the file, fails. A fixed,
 derandomized example budget keeps the file under a minute.
 """
 
+import atexit
 import json
 import os
+import shutil
 import struct
 import tempfile
 
@@ -28,6 +30,8 @@ import tokenization
 _SETTINGS = settings(max_examples=60, deadline=None, derandomize=True,
                      suppress_health_check=[HealthCheck.too_slow])
 _DIR = tempfile.mkdtemp(prefix="fuzz_readers_")
+# The generated files do not outlive the test run.
+atexit.register(shutil.rmtree, _DIR, ignore_errors=True)
 
 # Bytes that make text files interesting: line ends, tabs, NUL, invalid
 # UTF-8, a byte-order mark, gzip magic, multi-byte characters.
