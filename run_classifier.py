@@ -300,7 +300,8 @@ def main(_):
   model = startup.prepare_model(
       FLAGS.bert_config_file, FLAGS.max_seq_length, FLAGS.init_checkpoint,
       FLAGS.do_lower_case, FLAGS.vocab_file, FLAGS.output_dir,
-      problems=problems)
+      problems=problems,
+      export_now=bool(FLAGS.export_dir) and not FLAGS.do_train)
   multi_label = FLAGS.multi_label
   tsv_columns = dict(
       data_dir=FLAGS.data_dir, text_a_column=FLAGS.text_a_column,

@@ -33,6 +33,7 @@ import tensorflow.compat.v1 as tf
 
 from bert_tf.train import model_fn as model_fn_utils
 from bert_tf.train import spec as spec_lib
+from bert_tf.train import accumulation
 from bert_tf.train import input_fn as input_utils
 from bert_tf.runner import select as runner_lib
 from bert_tf.export import saved_model as export_utils
@@ -96,7 +97,7 @@ def define_flags():
 
 def create_model(bert_config, is_training, input_ids, input_mask, segment_ids,
                  label_ids, label_weights, num_labels, use_one_hot_embeddings,
-                 compute_dtype=tf.float32):
+                 compute_dtype=tf.float32, update_share=None):
   """BERT, dropout, then one dense layer applied to every token.
 
   The head's variables are `cls/ner/output_weights` [num_labels, hidden_size]
@@ -114,6 +115,9 @@ def create_model(bert_config, is_training, input_ids, input_mask, segment_ids,
     use_one_hot_embeddings: bool.
     compute_dtype: the encoder's compute dtype (see `modeling.BertModel`);
       the head and the loss are float32.
+    update_share: (optional) float32 [batch_size], with gradient
+      accumulation the micro-batch's share of its update's labelled tokens
+      (`accumulation.with_update_shares`); None: its own count.
 
   Returns:
     `(loss, per_token_loss, logits, probabilities)`: the float32 scalar mean
@@ -147,7 +151,8 @@ def create_model(bert_config, is_training, input_ids, input_mask, segment_ids,
     per_token_loss = -tf.reduce_sum(one_hot * log_probs, axis=-1)  # [B, L]
     # As the reference's masked-LM loss: a batch without labels gives 0.
     # Under a strategy: the mean over the labelled tokens of all replicas.
-    loss = model_fn_utils.weighted_mean_loss(per_token_loss, label_weights)
+    loss = model_fn_utils.weighted_mean_loss(per_token_loss, label_weights,
+                                             update_share)
   return loss, per_token_loss, logits, probabilities
 
 
@@ -159,6 +164,12 @@ def metric_fn(per_token_loss, label_weights):
   """
   return {"eval_loss": tf.metrics.mean(values=per_token_loss,
                                        weights=label_weights)}
+
+
+def _label_weights(features):
+  """float32 [..., seq_length]: 1 where a real example's token has a label."""
+  is_real = tf.cast(features["is_real_example"], tf.float32)
+  return tf.cast(features["label_weights"], tf.float32) * is_real[..., None]
 
 
 def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate,
@@ -179,15 +190,14 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate,
   def model_fn(features, labels, mode, params):
     del labels, params  # Unused.
     is_training = mode == spec_lib.ModeKeys.TRAIN
-    is_real = tf.cast(features["is_real_example"], tf.float32)
-    label_weights = tf.cast(features["label_weights"],
-                            tf.float32) * is_real[:, None]
+    label_weights = _label_weights(features)
     loss, per_token_loss, logits, probabilities = create_model(
         bert_config, is_training, features["input_ids"],
         features["input_mask"], features["segment_ids"],
         features["label_ids"], label_weights, num_labels,
         use_one_hot_embeddings,
-        compute_dtype=compute_dtype)
+        compute_dtype=compute_dtype,
+        update_share=features.get(accumulation.UPDATE_SHARE_KEY))
     scaffold_fn = model_fn_utils.init_from_checkpoint(init_checkpoint,
                                                        use_tpu)
     if mode == spec_lib.ModeKeys.TRAIN:
@@ -347,7 +357,8 @@ def main(_):
   bert_config, init_checkpoint, tokenizer = startup.prepare_model(
       FLAGS.bert_config_file, FLAGS.max_seq_length, FLAGS.init_checkpoint,
       FLAGS.do_lower_case, FLAGS.vocab_file, FLAGS.output_dir,
-      problems=problems)
+      problems=problems,
+      export_now=bool(FLAGS.export_dir) and not FLAGS.do_train)
 
   # 2. Every input the run needs, read and checked up front.
   files, label_list = _read_inputs(FLAGS, run)
@@ -401,6 +412,9 @@ def main(_):
     features = evaluate.features
     logging.info("***** Running evaluation: %d features *****",
                  len(features))
+    logging.info("Evaluating the checkpoint %s",
+                 tf.train.latest_checkpoint(FLAGS.output_dir) or
+                 init_checkpoint)
     with record_checks.reading([_record_file(FLAGS, "eval")]):
       result = model_runner.evaluate(
           input_fn=_input_fn(FLAGS, features, "eval", is_training=False),
@@ -410,7 +424,10 @@ def main(_):
                                label_list, "eval", FLAGS.predict_batch_size)
     scores = ner_metrics.entity_scores([s.labels for s in sentences],
                                        predicted, types)
-    result.update(ner_metrics.eval_results_entries(scores))
+    entity_results = ner_metrics.eval_results_entries(scores)
+    result.update(entity_results)
+    train_hooks.write_eval_summaries(FLAGS.output_dir, entity_results,
+                                     result["global_step"])
     ner_metrics.write_conll_predictions(
         os.path.join(FLAGS.output_dir, "dev_predictions.txt"), sentences,
         predicted)
@@ -426,6 +443,11 @@ def main(_):
     # The features are written before the hooks' warnings are logged.
     train_input_fn = _input_fn(FLAGS, train_features, "train",
                                is_training=True)
+    if not use_tpu:  # The token mean over the whole update.
+      train_input_fn = accumulation.update_shares_input_fn(
+          train_input_fn,
+          run.training.optimizer_options.gradient_accumulation_steps,
+          _label_weights)
 
     def train_to(max_steps):
       run_hooks = train_hooks.training_hooks(

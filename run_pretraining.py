@@ -37,6 +37,7 @@ from bert_tf.tasks.pretraining.heads import get_masked_lm_output
 from bert_tf.train import distribute as distribute_utils
 from bert_tf.train import model_fn as model_fn_utils
 from bert_tf.train import spec as spec_lib
+from bert_tf.train import accumulation
 from bert_tf.train import input_fn as input_utils
 from bert_tf.runner import select as runner_lib
 from bert_tf.train import hooks as train_hooks
@@ -171,7 +172,8 @@ def model_fn_builder(bert_config, init_checkpoint, learning_rate,
         get_masked_lm_output(
             bert_config, model.get_sequence_output(),
             model.get_embedding_table(), features["masked_lm_positions"],
-            features["masked_lm_ids"], features["masked_lm_weights"]))
+            features["masked_lm_ids"], features["masked_lm_weights"],
+            update_share=features.get(accumulation.UPDATE_SHARE_KEY)))
     next_sentence_loss, next_sentence_example_loss, next_sentence_log_probs = (
         get_next_sentence_output(bert_config, model.get_pooled_output(),
                                  features["next_sentence_labels"]))
@@ -392,11 +394,17 @@ def main(_):
     run_hooks = train_hooks.training_hooks(
         FLAGS.output_dir, FLAGS.num_train_steps,
         run.save_checkpoints_steps, run.save_checkpoints_secs, use_tpu)
+    train_input_fn = input_fn_builder(input_files, FLAGS.max_seq_length,
+                                      FLAGS.max_predictions_per_seq,
+                                      is_training=True)
+    if not use_tpu:  # The masked-LM mean over the whole update.
+      train_input_fn = accumulation.update_shares_input_fn(
+          train_input_fn,
+          run.training.optimizer_options.gradient_accumulation_steps,
+          lambda window: window["masked_lm_weights"])
     with record_checks.reading(input_files):
       model_runner.train(
-          input_fn=input_fn_builder(input_files, FLAGS.max_seq_length,
-                                    FLAGS.max_predictions_per_seq,
-                                    is_training=True),
+          input_fn=train_input_fn,
           max_steps=FLAGS.num_train_steps,
           hooks=[train_hooks.ProgressHook(
               update_size, total_steps=FLAGS.num_train_steps,

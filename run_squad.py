@@ -237,7 +237,8 @@ def main(_):
   model = startup.prepare_model(
       FLAGS.bert_config_file, FLAGS.max_seq_length, FLAGS.init_checkpoint,
       FLAGS.do_lower_case, FLAGS.vocab_file, FLAGS.output_dir,
-      problems=problems)
+      problems=problems,
+      export_now=bool(FLAGS.export_dir) and not FLAGS.do_train)
   tokenizer, out = model.tokenizer, FLAGS.output_dir
   spans = dict(max_seq_length=FLAGS.max_seq_length,
                doc_stride=FLAGS.doc_stride,

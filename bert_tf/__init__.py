@@ -15,3 +15,8 @@ entry points; everything they share lives here, one folder per concern:
 Dependencies point down: the scripts import this package, and nothing here
 imports a script.
 """
+
+# Before any module of the package imports TensorFlow (bert_tf.export.serving
+# imported alone printed TensorFlow's C++ start-up errors): its C++ log level
+# is read once, at import.
+import bert_tf.cli  # pylint: disable=unused-import,g-import-not-at-top

@@ -3,6 +3,7 @@ losing little (timed checkpoints, progress and summaries at the first,
 last and every-so-often step).
 """
 
+import json
 import os
 import re
 import signal
@@ -78,6 +79,44 @@ def test_sigterm_saves_the_current_step_and_rerun_resumes(tmp_path, data,
 
 
 @pytest.mark.e2e
+@pytest.mark.slow
+def test_ctrl_c_saves_the_current_step_like_sigterm(tmp_path, data):
+  output_dir = str(tmp_path / "out")
+  proc = fh.start("run_pretraining.py", fh.pretraining_flags(
+      data, output_dir, num_train_steps=1000000, do_eval=True))
+  lines = fh.Lines(proc)
+  lines.wait_for(r"step 1: first step of this run")
+  time.sleep(2.0)
+  proc.send_signal(signal.SIGINT)
+  assert proc.wait(timeout=60) == train_hooks.INTERRUPTED_EXIT_STATUS
+  text = lines.text()
+  assert "Traceback" not in text and "KeyboardInterrupt" not in text
+  received = re.search(r"Ctrl-C \(SIGINT\) received: saving a checkpoint at "
+                       r"step (\d+), then stopping", text)
+  assert received, text[-3000:]
+  step = int(received.group(1))
+  latest = tf.train.latest_checkpoint(output_dir)
+  assert latest.endswith("model.ckpt-%d" % step)
+  assert re.search(r"Stopped by Ctrl-C at step %d; checkpoint \S+"
+                   r"model\.ckpt-%d saved" % (step, step), text)
+  assert "Running evaluation" not in text
+
+
+def test_second_ctrl_c_restores_the_default_action():
+  hook = train_hooks.PreemptionHook()
+  with tf.Graph().as_default():
+    tf.train.get_or_create_global_step()
+    hook.begin()
+    try:
+      assert signal.getsignal(signal.SIGINT) == hook._on_signal  # pylint: disable=protected-access
+      hook._on_signal(signal.SIGINT, None)  # pylint: disable=protected-access
+      # The next Ctrl-C kills the process at once.
+      assert signal.getsignal(signal.SIGINT) == signal.SIG_DFL
+    finally:
+      hook.end(None)
+  assert signal.getsignal(signal.SIGINT) == signal.default_int_handler
+
+
 @pytest.mark.slow
 def test_second_run_in_a_live_runs_folder_is_refused(tmp_path, data):
   output_dir = str(tmp_path / "out")
@@ -156,6 +195,40 @@ def test_timed_checkpoints_progress_and_summaries(tmp_path, data):
   assert "timed checkpoint" not in again.stderr
 
 
+def _scalar_events(output_dir, tag):
+  """[(step, value)] of every `tag` scalar in the folder's event files."""
+  found = []
+  for path in sorted(tf.io.gfile.glob(os.path.join(output_dir,
+                                                   "events.out.*"))):
+    for event in tf.train.summary_iterator(path):
+      found += [(event.step, value.simple_value)
+                for value in event.summary.value if value.tag == tag]
+  return sorted(found)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("runner", RUNNERS)
+def test_accumulation_logs_and_summaries_count_updates(tmp_path, data,
+                                                       runner):
+  output_dir = str(tmp_path / "out")
+  result = fh.run("run_pretraining.py", fh.pretraining_flags(
+      data, output_dir, num_train_steps=20, gradient_accumulation_steps=2,
+      runner=runner))
+  assert result.returncode == 0, result.stderr[-3000:]
+  progress = re.findall(r"\] ((?:step|batch) \d+): ", result.stderr)
+  assert not [p for p in progress if p.startswith("batch")], progress
+  steps = [int(p.split()[1]) for p in progress]
+  # The first, the periodic (every 2 = 20 // 10) and the final update, once
+  # each, never past the run's 20 steps.
+  assert steps == sorted(set(steps)) and steps[0] == 1 and steps[-1] == 20, (
+      steps)
+  rates = re.findall(r"step \d+: ([\d.]+) examples/sec", result.stderr)
+  assert rates
+  for tag in ("loss", "learning_rate"):
+    events = _scalar_events(output_dir, tag)
+    assert [step for step, _ in events] == [1, 20], (tag, events)
+
+
 class _Values(object):
 
   def __init__(self, results):
@@ -214,3 +287,16 @@ def test_exit_if_preempted_reads_its_own_hooks(tmp_path):
   fresh = train_hooks.training_hooks(str(tmp_path), 10, 5, 0)[0]
   assert isinstance(fresh, train_hooks.PreemptionHook)
   assert fresh.stopped_at_step is None
+
+
+def test_only_the_chief_gets_the_summary_writer(monkeypatch, tmp_path):
+  cluster = {"worker": ["localhost:1", "localhost:2"]}
+  for index, writes in ((0, True), (1, False)):
+    monkeypatch.setenv("TF_CONFIG", json.dumps(
+        {"cluster": cluster, "task": {"type": "worker", "index": index}}))
+    hooks = train_hooks.training_hooks(str(tmp_path), 10, 5, 0)
+    assert any(isinstance(h, train_hooks.SummaryFlushHook)
+               for h in hooks) == writes, index
+  # A non-chief's eval scores are not written either.
+  train_hooks.write_eval_summaries(str(tmp_path), {"eval_f1": 0.5}, 3)
+  assert not os.path.exists(tmp_path / "eval")

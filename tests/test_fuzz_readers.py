@@ -6,8 +6,11 @@ file; any other exception, or a message without the file, fails. A fixed,
 derandomized example budget keeps the file under a minute.
 """
 
+import atexit
 import json
 import os
+import shutil
+import struct
 import tempfile
 
 from hypothesis import given
@@ -16,7 +19,9 @@ from hypothesis import settings
 from hypothesis import strategies as st
 
 import fault_helpers as fh
+from bert_tf.convert import files as convert_files
 from bert_tf.tasks.classifier import data as classifier_data
+from bert_tf.tasks.ner import reader as ner_reader
 import create_pretraining_data
 from bert_tf.tasks.squad import data as squad_data
 from bert_tf.cli import startup
@@ -25,6 +30,8 @@ import tokenization
 _SETTINGS = settings(max_examples=60, deadline=None, derandomize=True,
                      suppress_health_check=[HealthCheck.too_slow])
 _DIR = tempfile.mkdtemp(prefix="fuzz_readers_")
+# The generated files do not outlive the test run.
+atexit.register(shutil.rmtree, _DIR, ignore_errors=True)
 
 # Bytes that make text files interesting: line ends, tabs, NUL, invalid
 # UTF-8, a byte-order mark, gzip magic, multi-byte characters.
@@ -70,14 +77,36 @@ def test_tsv_task_processor(rows):
   data_dir = os.path.join(_DIR, "tsv_task")
   os.makedirs(data_dir, exist_ok=True)
   data = "".join("\t".join(row) + "\n" for row in rows).encode("utf-8")
-  for split in ("train", "dev"):
+  for split in ("train", "dev", "test"):
     _write(os.path.join("tsv_task", split + ".tsv"), data)
-  processor = classifier_data.get_processor("tsv", data_dir)
   path = os.path.join(data_dir, "train.tsv")
+  # Prediction alone reads the label set first (an empty train.tsv was an
+  # IndexError), then the test rows.
+  processor = classifier_data.get_processor("tsv", data_dir)
+  _call(processor.get_test_examples, data_dir, data_dir)
+  processor = classifier_data.get_processor("tsv", data_dir)
   _call(processor.get_train_examples, path, data_dir)
   labels = _call(processor.get_labels, path)
   if labels:
     _call(processor.get_dev_examples, data_dir, data_dir)
+
+
+def test_empty_train_tsv_with_prediction_only_names_the_file():
+  data_dir = os.path.join(_DIR, "tsv_empty")
+  os.makedirs(data_dir, exist_ok=True)
+  for split in ("train", "test"):
+    _write(os.path.join("tsv_empty", split + ".tsv"),
+           b"" if split == "train" else b"a\tpos\n")
+  processor = classifier_data.get_processor("tsv", data_dir)
+  path = os.path.join(data_dir, "train.tsv")
+  try:
+    processor.get_test_examples(data_dir)
+  except ValueError as e:
+    assert str(e).startswith(path + ": no rows"), str(e)
+  else:
+    raise AssertionError("an empty train.tsv gave a label set")
+
+
 
 
 @_SETTINGS
@@ -170,3 +199,40 @@ def test_bert_config(data):
   if config is not None:
     assert config.hidden_size % config.num_attention_heads == 0
     assert config.vocab_size > 0
+
+
+@_SETTINGS
+@given(_TEXT_BYTES, st.sampled_from([-1, 1, 3]))
+def test_conll_file(data, label_column):
+  path = _write("ner.conll", data)
+  _call(ner_reader.read_conll_file, path, path, label_column=label_column)
+
+
+@_SETTINGS
+@given(_TEXT_BYTES)
+def test_ner_label_list(data):
+  path = _write("label_list.txt", data)
+  _call(ner_reader.read_label_list, path, path)
+
+
+@_SETTINGS
+@given(st.one_of(
+    _TEXT_BYTES,
+    st.tuples(st.integers(0, 2 ** 64 - 1), _TEXT_BYTES).map(
+        lambda v: struct.pack("<Q", v[0]) + v[1]),
+    st.tuples(st.integers(0, 120), _JSON_VALUES).map(
+        lambda v: _safetensors_bytes(*v))))
+def test_safetensors_file(data):
+  folder = os.path.join(_DIR, "hf")
+  os.makedirs(folder, exist_ok=True)
+  path = _write(os.path.join("hf", "model.safetensors"), data)
+  _call(convert_files.read_hf_weights, path, folder)
+
+
+def _safetensors_bytes(cut, header):
+  """A float32 [4] tensor's file, its header replaced or its data cut."""
+  body = b"\0" * 16
+  if not isinstance(header, dict):
+    header = {"w": {"dtype": "F32", "shape": [4], "data_offsets": [0, cut]}}
+  text = json.dumps(header).encode("utf-8")
+  return struct.pack("<Q", len(text)) + text + body[:cut]

@@ -583,6 +583,18 @@ def test_end_to_end_train_eval_predict_writes_every_output(tmp_path):
     assert float(results[key]) == pytest.approx(value, abs=1e-12), key
   for key in ("eval_precision", "eval_recall", "eval_f1", "eval_accuracy"):
     assert 0.0 <= float(results[key]) <= 1.0
+  # TensorBoard: the entity scores beside eval_loss, at the same step.
+  tags = {}
+  for path in tf.io.gfile.glob(os.path.join(out, "eval", "events.out.*")):
+    for event in tf.train.summary_iterator(path):
+      for value in event.summary.value:
+        tags.setdefault(value.tag, set()).add(event.step)
+  step = int(results["global_step"])
+  for key in ("eval_loss", "eval_f1", "eval_precision", "eval_recall"):
+    assert tags.get(key) == {step}, (key, tags)
+  # What the evaluation loads is said as it is.
+  assert "Evaluating the checkpoint %s" % os.path.join(
+      out, "model.ckpt-%d" % step) in result.stderr
   test = ner_reader.read_conll_file(str(data / "eng.testb"))
   with open(os.path.join(out, "test_predictions.txt")) as f:
     test_lines = f.read()

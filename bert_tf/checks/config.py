@@ -9,6 +9,8 @@ import json
 
 import tensorflow.compat.v1 as tf
 
+import modeling
+
 __all__ = ["check_bert_config_json", "read_json"]
 
 # Keys that fix the shapes of the checkpoint's variables: no default can be
@@ -32,7 +34,8 @@ def check_bert_config_json(json_object, path, flag_name="bert_config_file"):
       missing size key (vocab_size, hidden_size, num_hidden_layers,
       num_attention_heads, intermediate_size), a size that is not a positive
       integer, a dropout probability outside [0, 1), an initializer_range
-      that is not a positive number, a hidden_act that is not a string, or a
+      that is not a positive number, a hidden_act that is not an activation
+      name (`modeling.get_activation`), or a
       hidden_size that num_attention_heads does not divide.
   """
   where = "--%s: %s" % (flag_name, path)
@@ -65,6 +68,11 @@ def check_bert_config_json(json_object, path, flag_name="bert_config_file"):
   if value is not None and not isinstance(value, str):
     problems.append("'hidden_act' is %r; expected a name such as \"gelu\"" %
                     (value,))
+  elif value:
+    try:
+      modeling.get_activation(value)
+    except ValueError as e:  # It names the activations it knows.
+      problems.append("'hidden_act': %s" % e)
   hidden, heads = (json_object.get("hidden_size"),
                    json_object.get("num_attention_heads"))
   if (not problems and hidden % heads):

@@ -3,7 +3,20 @@
 import errno
 import re
 
-__all__ = ["is_disk_full", "disk_full_message"]
+__all__ = ["is_disk_full", "disk_full_message", "final_name"]
+
+# A path in an error's text (TensorFlow names the file it was writing).
+_PATH = re.compile(r"(?:[a-z][a-z0-9+.-]*://[^\s/]*)?/[^\s;,'\"()]+")
+# Temporary names and what they become: a checkpoint shard
+# (`<prefix>_temp[_<hex>]/part-K-of-N.data-...`, merged into `<prefix>`),
+# TensorFlow's atomic writes (`<file>.tempstate<n>`, `<file>.tmp<hex>`) and
+# this project's (`.<file>.tmp-<host>.<pid>.<random>`, bert_tf.io).
+_TEMP_NAMES = (
+    (re.compile(r"_temp(_[0-9a-f]+)?/part-\d+-of-\d+.*$"), ""),
+    (re.compile(r"\.tempstate\d+$"), ""),
+    (re.compile(r"\.tmp[0-9a-f]{6,}$"), ""),
+    (re.compile(r"(^|/)\.([^/]+)\.tmp-[^/]*$"), r"\1\2"),
+)
 
 # How TensorFlow's file systems word the three errors (EFBIG arrives as an
 # `OutOfRangeError`, ENOSPC as a `ResourceExhaustedError`, not as OSError).
@@ -22,11 +35,12 @@ def is_disk_full(error):
 
 
 def disk_full_message(error, path=None):
-  """One line: which file could not be written, and why.
+  """One line: `<file>: write failed: ...`, the file under its final name.
 
   Args:
     error: the exception, or its text.
-    path: str or None, the file; else the error's own `filename`, if any.
+    path: str or None, the file; else the error's own `filename`, else the
+      first path in its text (TensorFlow's errors name the file there).
 
   Returns:
     str.
@@ -35,6 +49,24 @@ def disk_full_message(error, path=None):
   if "the disk is full or the file-size limit" in text:  # From bert_tf.io.
     return re.sub(r"^\[Errno \d+\] ", "", text)
   name = path or getattr(error, "filename", None)
+  if not name:
+    found = _PATH.search(text)
+    name = found.group(0) if found else None
+  if name:
+    name = final_name(name)
   return ("%swrite failed: the disk is full or the file-size limit was "
           "reached (%s); free space and rerun" %
           ("%s: " % name if name else "", text))
+
+
+def final_name(path):
+  """The file a temporary name is written for (the name itself otherwise).
+
+  A checkpoint shard's temporary folder becomes the checkpoint prefix
+  (`.../model.ckpt-4_temp/part-00000-of-00001.data-00000-of-00001` ->
+  `.../model.ckpt-4`); TensorFlow's and this project's temporary files
+  become the file they are renamed to.
+  """
+  for pattern, replacement in _TEMP_NAMES:
+    path = pattern.sub(replacement, path)
+  return path

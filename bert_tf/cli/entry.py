@@ -15,6 +15,7 @@ from tensorflow.python.util import deprecation
 from tensorflow.python.util import module_wrapper
 
 from bert_tf.checks import disk
+from bert_tf.cli import quiet
 from bert_tf.checks import records
 from bert_tf.train import options as training_options
 
@@ -114,6 +115,8 @@ def run_main(main):
   `error: <message>` on stderr, and the process exits with status 1.
   `BERT_DEBUG=1` gives the full traceback (and TensorFlow's deprecation
   notices) instead. `--use_xla` takes effect at parsing (`_parse_flags`).
+  Ctrl-C outside training is one line too, `error: interrupted (Ctrl-C)`,
+  exit status 130.
 
   Args:
     main: the script's `main(argv)`; `--help` lists its module's flags.
@@ -121,6 +124,7 @@ def run_main(main):
   _show_in_help(main)
 
   def guarded(argv):
+    quiet.one_log_stream()  # Each TensorFlow log line once.
     if not os.environ.get("BERT_DEBUG"):
       # Deprecation notices of tf.compat.v1 APIs (a dozen lines before the
       # first line of the project's own log); BERT_DEBUG=1 shows them.
@@ -128,6 +132,13 @@ def run_main(main):
       module_wrapper._PER_MODULE_WARNING_LIMIT = 0  # pylint: disable=protected-access
     try:
       return main(argv)
+    except KeyboardInterrupt:
+      # Ctrl-C outside a training loop (which saves and exits itself).
+      if os.environ.get("BERT_DEBUG"):
+        raise
+      sys.stderr.write("error: interrupted (Ctrl-C)\n")
+      sys.stderr.flush()
+      sys.exit(130)
     except Exception as e:  # pylint: disable=broad-except
       if os.environ.get("BERT_DEBUG") or not _is_user_error(e):
         raise

@@ -9,10 +9,11 @@ module of the package imports TensorFlow, and every script imports
 `bert_tf.cli` first.
 """
 
+import logging
 import os
 import sys
 
-__all__ = ["quiet_tensorflow"]
+__all__ = ["quiet_tensorflow", "one_log_stream"]
 
 
 def quiet_tensorflow():
@@ -29,3 +30,29 @@ def quiet_tensorflow():
   if not os.environ.get("BERT_DEBUG"):
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
   return "tensorflow" not in sys.modules
+
+
+def one_log_stream():
+  """Prints each TensorFlow log line once, in absl's format.
+
+  TensorFlow's Python logger (`tensorflow`) gets its own stderr handler
+  (`INFO:tensorflow:...`) when it is first used before any handler is on
+  the root logger, and its records also reach absl's handler on the root
+  (`I1201 ... file.py:12] ...`), so every line came twice. Call once absl
+  has set up its handler (in `absl.app.run`'s main): TensorFlow's own
+  stream handlers are then removed, and its lines come through absl's, as
+  the scripts' own do. `BERT_DEBUG=1` changes nothing here.
+
+  Returns:
+    int, the handlers removed.
+  """
+  root = logging.getLogger()
+  if not any(type(h).__name__ == "ABSLHandler" for h in root.handlers):
+    return 0  # Not run by absl: TensorFlow's handler is the only one.
+  logger = logging.getLogger("tensorflow")
+  removed = 0
+  for handler in list(logger.handlers):
+    if type(handler) is logging.StreamHandler:  # pylint: disable=unidiomatic-typecheck
+      logger.removeHandler(handler)
+      removed += 1
+  return removed

@@ -16,13 +16,14 @@ import tensorflow.compat.v1 as tf
 
 from bert_tf.checks import checkpoint as checkpoint_checks
 from bert_tf.checks import config as config_checks
+from bert_tf.export import saved_model
 import modeling
 import tokenization
 
 __all__ = ["attempt", "positive_flag_problems", "fine_tuning_flag_problems",
            "load_bert_config", "check_max_seq_length", "check_vocab_size",
            "resolve_init_checkpoint", "Model", "prepare_model",
-           "load_tokenizer"]
+           "load_tokenizer", "check_special_tokens", "SPECIAL_TOKENS"]
 
 
 # ----------------------------------------------------------------------------
@@ -139,6 +140,28 @@ def check_vocab_size(tokenizer, bert_config, flag_name="vocab_file"):
         (flag_name, len(tokenizer.vocab), bert_config.vocab_size))
 
 
+# The tokens every fine-tuning input and unknown word needs.
+SPECIAL_TOKENS = ("[CLS]", "[SEP]", "[UNK]")
+
+
+def check_special_tokens(tokenizer, vocab_file, flag_name="vocab_file"):
+  """Refuses a vocabulary without `[CLS]`, `[SEP]` or `[UNK]`.
+
+  Every feature starts with `[CLS]` and ends its segments with `[SEP]`; a
+  word outside the vocabulary becomes `[UNK]`: without them the scripts
+  failed on the first example (or the first unknown word) with a KeyError.
+
+  Raises:
+    ValueError: naming the flag, the file and the tokens it lacks.
+  """
+  missing = [t for t in SPECIAL_TOKENS if t not in tokenizer.vocab]
+  if missing:
+    raise ValueError(
+        "--%s: %s lacks %s; expected a BERT WordPiece vocabulary with %s" %
+        (flag_name, vocab_file, ", ".join(missing),
+         ", ".join(SPECIAL_TOKENS)))
+
+
 def resolve_init_checkpoint(path, flag_name="init_checkpoint"):
   """The checkpoint prefix that `path` names.
 
@@ -189,15 +212,16 @@ Model = collections.namedtuple(
 
 def prepare_model(bert_config_file, max_seq_length=None, init_checkpoint=None,
                   do_lower_case=True, vocab_file=None, output_dir=None,
-                  need_output_dir=True, need_checkpoint=False, problems=()):
+                  need_output_dir=True, need_checkpoint=False, problems=(),
+                  export_now=False):
   """The start-up checks every script runs, in one fixed order.
 
   1. the config (`--bert_config_file`); 2. the sequence length against the
   model's position embeddings; 3. the checkpoint (`resolve_init_checkpoint`;
   then that it is whole and its `bert/` shapes fit the config);
   4. the casing against a released checkpoint's name (the reference's
-  `validate_case_matches_checkpoint`); 5. the vocabulary's size against the
-  model's; 6. the output folder. Every problem found is reported together,
+  `validate_case_matches_checkpoint`); 5. the vocabulary's special tokens
+  and its size against the model's; 6. the output folder. Every problem found is reported together,
   after the script's own `problems`, in one `ValueError` (one per line of
   the message would hide all but the last from a `error:` line, so they are
   joined with "; ").
@@ -213,6 +237,9 @@ def prepare_model(bert_config_file, max_seq_length=None, init_checkpoint=None,
     need_output_dir: bool, whether `--output_dir` is required.
     need_checkpoint: bool, whether `--init_checkpoint` is required.
     problems: list of str, the script's own flag problems found before.
+    export_now: bool, whether the run exports the checkpoint it finds now
+      (`--export_dir` without `--do_train`): that checkpoint must have a
+      task head (`saved_model.check_task_head`).
 
   Returns:
     `Model(bert_config, init_checkpoint, tokenizer)`: the `BertConfig`, the
@@ -239,8 +266,15 @@ def prepare_model(bert_config_file, max_seq_length=None, init_checkpoint=None,
   tokenizer = None
   if vocab_file is not None:
     tokenizer = attempt(problems, load_tokenizer, vocab_file, do_lower_case)
+    if tokenizer is not None:
+      attempt(problems, check_special_tokens, tokenizer, vocab_file)
     if tokenizer is not None and bert_config is not None:
       attempt(problems, check_vocab_size, tokenizer, bert_config)
+  if export_now:
+    exported = attempt(problems, saved_model.checkpoint_to_export,
+                       output_dir, checkpoint or init_checkpoint)
+    if exported is not None:
+      attempt(problems, saved_model.check_task_head, exported)
   if not output_dir and need_output_dir:
     problems.append("--output_dir is required: where checkpoints and "
                     "results go")

@@ -17,6 +17,7 @@ from absl import logging
 # safetensors numpy API can read bf16 checkpoints.
 import ml_dtypes  # pylint: disable=unused-import
 from safetensors import safe_open
+from safetensors import SafetensorError
 import tensorflow.compat.v1 as tf
 
 from bert_tf import io as io_utils
@@ -86,18 +87,44 @@ def read_hf_weights(hf_dir):
 
   Raises:
     FileNotFoundError: no safetensors file (see `safetensors_files`).
-    ValueError: a tensor stored in two shards.
+    ValueError: a tensor stored in two shards; a damaged file or one that
+      is not safetensors (`_read_safetensors`), the file named.
   """
   tensors = {}
   for path in safetensors_files(hf_dir):
     if not os.path.isfile(path):
       raise FileNotFoundError("%s not found (listed in the shard index)" % path)
-    with safe_open(path, framework="np") as f:
-      for name in f.keys():
-        if name in tensors:
-          raise ValueError("%s: tensor %r is stored twice" % (path, name))
-        tensors[name] = f.get_tensor(name)
+    for name, value in _read_safetensors(path):
+      if name in tensors:
+        raise ValueError("%s: tensor %r is stored twice" % (path, name))
+      tensors[name] = value
   return tensors
+
+
+def _read_safetensors(path):
+  """[(name, numpy array)] of one safetensors file, a damage in one line.
+
+  The format (safetensors' documentation): an 8-byte little-endian header
+  length, a JSON header of dtypes, shapes and byte offsets, then the data.
+  A header length past the file, offsets past its end, or a pickle saved
+  under the name make the library raise `SafetensorError` (or numpy a
+  ValueError) naming no file.
+
+  Raises:
+    ValueError: `<path>: not a valid safetensors file (...)`.
+  """
+  with open(path, "rb") as f:
+    head = f.read(2)
+  if head[:1] == b"\x80" or head == b"PK":  # A pickle, or torch.save's zip.
+    raise ValueError(
+        "%s: not a safetensors file but a PyTorch pickle; " % path +
+        _PYTORCH_BIN_HINT % (path, path + ".converted"))
+  try:
+    with safe_open(path, framework="np") as f:
+      return [(name, f.get_tensor(name)) for name in f.keys()]
+  except (SafetensorError, ValueError, TypeError, OverflowError) as e:
+    raise ValueError("%s: not a valid safetensors file (%s)" %
+                     (path, " ".join(str(e).split()))) from e
 
 
 def hf_vocab_text(hf_dir):

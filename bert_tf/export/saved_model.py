@@ -19,7 +19,8 @@ the layout TensorFlow Serving's `--model_base_path` expects) holding:
 
 An existing version is never overwritten: each export is a new version
 (the next free number when two exports share a second), built in a hidden
-`.temp-<version>-<pid>/` folder beside it and renamed into place whole.
+`.temp-<time>-<host>.<pid>.<random>/` folder beside it and renamed into
+place whole; work folders of killed exports are removed at the next one.
 
 The export builds the PREDICT graph itself and writes it with
 `SavedModelBuilder` (core TensorFlow, so it is the same on every stack and
@@ -29,12 +30,17 @@ with the default `serve` tag on CPU and GPU, on TensorFlow 2.15 and newer.
 
 import json
 import os
+import re
+import shutil
+import socket
 import time
 import types
+import uuid
 
 from absl import logging
 import tensorflow.compat.v1 as tf
 
+from bert_tf import io as io_utils
 from bert_tf.train import spec as spec_lib
 
 __all__ = [
@@ -42,7 +48,8 @@ __all__ = [
     "ASSETS_DIR", "VOCAB_ASSET", "CONFIG_ASSET", "SERVING_ASSET",
     "ASSET_NAMES", "CLASSIFIER_FEATURES", "REGRESSION_FEATURES",
     "SQUAD_FEATURES", "ner_features", "serving_input_fn_builder",
-    "checkpoint_to_export", "export_saved_model",
+    "checkpoint_to_export", "export_saved_model", "check_task_head",
+    "remove_killed_exports",
 ]
 
 # Kinds of export (`serving_config.json`'s "kind").
@@ -171,6 +178,66 @@ def _claim_version(export_dir, work_dir):
     version += 1
 
 
+# Variables of the pre-trained model and its pre-training heads; a task head
+# (classifier, NER, SQuAD) is a weight or bias outside them.
+_PRETRAINED_SCOPES = ("bert/", "cls/predictions/", "cls/seq_relationship/")
+_HEAD_NAMES = ("output_weights", "output_bias", "kernel", "bias")
+
+
+def check_task_head(checkpoint_path):
+  """Refuses a checkpoint without a task head, before any work.
+
+  A pre-trained checkpoint (`bert_model.ckpt`) has the encoder and the
+  pre-training heads only; the serving graph of a task needs the head that
+  fine-tuning trains (without it the export failed after building the
+  whole graph, leaving folders behind).
+
+  Raises:
+    ValueError: `--export_dir: checkpoint <path> has no task head ...`.
+  """
+  names = _checkpoint_variables(checkpoint_path)
+  heads = [n for n in names if not n.startswith(_PRETRAINED_SCOPES)
+           and n.rsplit("/", 1)[-1] in _HEAD_NAMES]
+  if not heads:
+    raise ValueError(
+        "--export_dir: checkpoint %s has no task head (only the pre-trained "
+        "model's %d variables): export a fine-tuned checkpoint (the "
+        "--output_dir of a --do_train run), not a pre-trained one" %
+        (checkpoint_path, len(names)))
+
+
+# `.temp-<time>-<host>.<pid>.<random>`: this module's work folders; and
+# `temp-<time>`, those of the Estimator exporter earlier versions used.
+_WORK_DIR = re.compile(r"\.temp-\d+-(.+)$")
+_OLD_WORK_DIR = re.compile(r"temp-\d+$")
+
+
+def remove_killed_exports(export_dir):
+  """Removes the work folders of exports whose process is gone.
+
+  Returns:
+    list of str, the folders removed.
+  """
+  if "://" in export_dir or not os.path.isdir(export_dir):
+    return []
+  removed = []
+  for name in sorted(os.listdir(export_dir)):
+    path = os.path.join(export_dir, name)
+    match = _WORK_DIR.match(name)
+    if not os.path.isdir(path):
+      continue
+    if match:
+      # The owner's host and pid: removed only when it no longer runs.
+      if io_utils._writer_may_run(match.group(1)):  # pylint: disable=protected-access
+        continue
+    elif not _OLD_WORK_DIR.match(name):
+      continue
+    logging.info("Removing %s, left by an export that did not finish", path)
+    shutil.rmtree(path, ignore_errors=True)
+    removed.append(path)
+  return removed
+
+
 def checkpoint_to_export(output_dir, init_checkpoint):
   """The checkpoint an `--export_dir` run exports.
 
@@ -243,11 +310,12 @@ def export_saved_model(model_fn, checkpoint_path, export_dir, max_seq_length,
             "label_list": None if label_list is None else list(label_list),
             "output_keys": list(output_keys)}
   config.update(extra_config or {})
-  tf.io.gfile.makedirs(export_dir)
   logging.info("Exporting %s (%s, outputs %s) to %s", checkpoint_path,
                kind, ", ".join(output_keys), export_dir)
-  work_dir = os.path.join(export_dir, ".temp-%d-%d" % (int(time.time()),
-                                                       os.getpid()))
+  remove_killed_exports(export_dir)
+  work_dir = os.path.join(export_dir, ".temp-%d-%s.%d.%s" % (
+      int(time.time()), socket.gethostname(), os.getpid(),
+      uuid.uuid4().hex[:8]))
   try:
     with tf.Graph().as_default() as graph:
       # Every variable is restored; a seed only lets the initializers be
@@ -256,6 +324,8 @@ def export_saved_model(model_fn, checkpoint_path, export_dir, max_seq_length,
       inputs = serving_input_fn_builder(max_seq_length, extra_features)()
       outputs, saver = _serving_graph(model_fn, list(output_keys),
                                       checkpoint_path, inputs)
+      # Checked: the folder is made only now (a refusal leaves nothing).
+      tf.io.gfile.makedirs(export_dir)
       with tf.Session() as session:
         session.run(tf.train.get_global_step().initializer)
         saver.restore(session, checkpoint_path)

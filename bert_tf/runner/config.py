@@ -28,7 +28,8 @@ class RunnerConfig:
       shuffle seed, through the input_fn's `config`).
     session_config: `tf.ConfigProto` of every session.
     strategy: a `tf.distribute` strategy for training, or None.
-    save_summary_steps, log_step_count_steps: int, the Estimator's 100.
+    save_summary_steps, log_step_count_steps: int, the Estimator's 100
+      (save_summary_steps None: the runner writes no summaries).
   """
 
   model_dir: Optional[str]
@@ -37,7 +38,7 @@ class RunnerConfig:
   tf_random_seed: Optional[int] = None
   session_config: Any = None
   strategy: Any = None
-  save_summary_steps: int = 100
+  save_summary_steps: Optional[int] = 100
   log_step_count_steps: int = 100
 
 
@@ -63,7 +64,11 @@ def runner_config_from_options(run, output_dir):
       run.training, base, run.distribute.random_seed)
   if session_config is None:
     session_config = training_options.default_session_config()
+  # With accumulation a run is a micro-batch: the summaries are written per
+  # update by hooks.SummaryFlushHook, not by the runner every 100 runs.
+  accumulating = run.training.optimizer_options.gradient_accumulation_steps > 1
   return RunnerConfig(
       model_dir=output_dir,
       save_checkpoints_steps=run.save_checkpoints_steps,
-      tf_random_seed=seed, session_config=session_config, strategy=strategy)
+      tf_random_seed=seed, session_config=session_config, strategy=strategy,
+      save_summary_steps=None if accumulating else 100)

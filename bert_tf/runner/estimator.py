@@ -22,7 +22,7 @@ def make_run_config(output_dir, save_checkpoints_steps, iterations_per_loop,
                     use_tpu=False, tpu_name=None, tpu_zone=None,
                     gcp_project=None, master=None, num_tpu_cores=8,
                     keep_checkpoint_max=5, tf_random_seed=None,
-                    session_config=None):
+                    session_config=None, save_summary_steps=100):
   """Builds the `tf.estimator.tpu.RunConfig` every script uses.
 
   With `use_tpu` and `tpu_name`, the TPU is resolved through
@@ -39,6 +39,8 @@ def make_run_config(output_dir, save_checkpoints_steps, iterations_per_loop,
     tf_random_seed: int or None, the graph seed (and the training input's
       shuffle seed in `tfrecord_input_fn_builder`).
     session_config: `tf.ConfigProto` or None (the Estimator's default).
+    save_summary_steps: int, or None for no summaries (with gradient
+      accumulation, where `hooks.SummaryFlushHook` writes them per update).
 
   Returns:
     A `tf.estimator.tpu.RunConfig`.
@@ -63,6 +65,7 @@ def make_run_config(output_dir, save_checkpoints_steps, iterations_per_loop,
       keep_checkpoint_max=keep_checkpoint_max,
       tf_random_seed=tf_random_seed,
       session_config=session_config,
+      save_summary_steps=save_summary_steps,
       tpu_config=tpu_config)
 
 
@@ -88,7 +91,8 @@ def run_config_from_options(run, output_dir):
         keep_checkpoint_max=shared.keep_checkpoint_max,
         tf_random_seed=shared.tf_random_seed,
         train_distribute=shared.strategy,
-        session_config=shared.session_config)
+        session_config=shared.session_config,
+        save_summary_steps=shared.save_summary_steps)
   return make_run_config(
       output_dir, save_checkpoints_steps=shared.save_checkpoints_steps,
       iterations_per_loop=run.iterations_per_loop, use_tpu=tpu.use_tpu,
@@ -97,7 +101,9 @@ def run_config_from_options(run, output_dir):
       num_tpu_cores=tpu.num_tpu_cores,
       keep_checkpoint_max=shared.keep_checkpoint_max,
       tf_random_seed=shared.tf_random_seed,
-      session_config=shared.session_config)
+      session_config=shared.session_config,
+      # On TPU no summary hook is added: the TPU writes them.
+      save_summary_steps=100 if tpu.use_tpu else shared.save_summary_steps)
 
 
 def make_estimator(model_fn, run_config, use_tpu, train_batch_size=None,

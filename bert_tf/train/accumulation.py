@@ -5,6 +5,12 @@ to the sums and advances the counter; `train_op` applies the mean of the N
 gradients every N-th run and zeroes the sums. On one device the state is
 checkpointed with the model. Under a strategy each replica keeps its own
 sums (no communication while accumulating; one all-reduce per update).
+
+Token-weighted losses (the masked-LM loss, NER's token loss) are means over
+the labelled tokens of the whole update, as one big batch gives them: the
+training input carries, in every micro-batch, its share of the update's
+token count (`with_update_shares`), which `model_fn.weighted_mean_loss`
+divides by in place of the micro-batch's own count.
 """
 
 import tensorflow.compat.v1 as tf
@@ -12,7 +18,74 @@ import tensorflow.compat.v1 as tf
 import modeling
 from bert_tf.train import variables as variables_lib
 
-__all__ = ["Accumulators"]
+__all__ = ["Accumulators", "UPDATE_SHARE_KEY", "with_update_shares",
+           "update_shares_input_fn"]
+
+# The feature holding a micro-batch's share of its update's total weight.
+UPDATE_SHARE_KEY = "update_weight_share"
+
+
+def with_update_shares(dataset, micro_batches, weight_fn):
+  """Adds to each micro-batch its share of its update's total weight.
+
+  An update takes `micro_batches` consecutive elements of the pipeline (N
+  accumulation steps times the R replicas it feeds, which take its elements
+  in turn). The total of `weight_fn` over those elements, divided by their
+  number, is the share: the mean loss of the update is then
+  sum(w * loss) / share per element, averaged over the N micro-batches and
+  the replicas (`weighted_mean_loss` sums the shares of the replicas).
+
+  Args:
+    dataset: `tf.data.Dataset` of batched feature dicts (repeated: training).
+    micro_batches: int, elements per update fed by this pipeline.
+    weight_fn: function(window dict of [micro_batches, batch, ...] Tensors)
+      -> float32 Tensor of the loss weights (any shape).
+
+  Returns:
+    The dataset, each element with `UPDATE_SHARE_KEY`: float32 [batch], the
+    share repeated for each example. Unchanged when `micro_batches` is 1.
+  """
+  if micro_batches <= 1:
+    return dataset
+
+  def add_share(window):
+    window = dict(window)
+    share = tf.reduce_sum(tf.cast(weight_fn(window), tf.float32)) / float(
+        micro_batches)
+    batch = tf.shape(next(iter(window.values())))[1]
+    window[UPDATE_SHARE_KEY] = tf.fill([micro_batches, batch], share)
+    return window
+
+  windows = dataset.batch(micro_batches, drop_remainder=True)
+  return windows.map(add_share).unbatch()
+
+
+def update_shares_input_fn(input_fn, accumulation_steps, weight_fn):
+  """`input_fn` whose micro-batches carry their update's weight share.
+
+  Args:
+    input_fn: a training `input_fn(params, config=None, input_context=None)`.
+    accumulation_steps: int, micro-batches per update
+      (`--gradient_accumulation_steps`).
+    weight_fn: as for `with_update_shares`.
+
+  Returns:
+    An input_fn of the same signature (`input_fn` itself when
+    `accumulation_steps` is 1: one batch is its own update).
+  """
+  if accumulation_steps <= 1:
+    return input_fn
+
+  def wrapped(params, config=None, input_context=None):
+    dataset = input_fn(params, config, input_context)
+    replicas = 1
+    if input_context is not None:
+      replicas = max(1, input_context.num_replicas_in_sync //
+                     max(1, input_context.num_input_pipelines))
+    return with_update_shares(dataset, accumulation_steps * replicas,
+                              weight_fn).prefetch(1)
+
+  return wrapped
 
 
 class Accumulators(object):

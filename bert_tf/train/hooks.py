@@ -3,13 +3,15 @@
 `ProgressHook` logs the step, examples/sec and the time left. Before
 training: `start_training` (the output-folder lock, then a check of the
 checkpoint training would resume from). During: `training_hooks` (SIGTERM
-saves a checkpoint at the current step; checkpoints by time as well as by
+or Ctrl-C saves a checkpoint at the current step; checkpoints by time as well as by
 steps; summaries at the final step and at a bounded interval). After:
 `exit_if_preempted`, which ends a run that SIGTERM stopped with
 `PREEMPTED_EXIT_STATUS`.
 """
 
 import os
+import re
+import shutil
 import signal
 import time
 
@@ -19,19 +21,25 @@ import tensorflow.compat.v1 as tf
 from bert_tf.checks import checkpoint as checkpoint_checks
 from bert_tf.checks import lock as lock_checks
 from bert_tf.train import distribute as distribute_utils
+from bert_tf.train import train_op as train_op_lib
 
-__all__ = ["PREEMPTED_EXIT_STATUS", "start_training", "ProgressHook",
+__all__ = ["PREEMPTED_EXIT_STATUS", "INTERRUPTED_EXIT_STATUS",
+           "start_training", "remove_killed_saves", "ProgressHook",
            "PreemptionHook",
            "TimedCheckpointHook", "SummaryFlushHook", "training_hooks",
+           "write_eval_summaries",
            "exit_if_preempted"]
 
 # Exit status of a run stopped by SIGTERM after saving its checkpoint: the
 # shell's 128 + 15, so a wrapper sees that the run did not finish.
 PREEMPTED_EXIT_STATUS = 143
+# The same after Ctrl-C (SIGINT): 128 + 2.
+INTERRUPTED_EXIT_STATUS = 130
 
 
 def start_training(output_dir):
-  """Before training into `output_dir`: `lock.lock_output_dir`, then
+  """Before training into `output_dir`: `lock.lock_output_dir`, the removal
+  of saves a killed run left (`remove_killed_saves`), then
   `checkpoint.check_resume_checkpoint`.
 
   The workers of one multi-worker run share `output_dir`; only the chief
@@ -48,8 +56,38 @@ def start_training(output_dir):
   held = None
   if distribute_utils.is_chief():
     held = lock_checks.lock_output_dir(output_dir)
+  if held is not None:  # No other run writes here now.
+    remove_killed_saves(output_dir)
   checkpoint_checks.check_resume_checkpoint(output_dir)
   return held
+
+
+# A checkpoint save writes its shards into `<prefix>_temp/` (sharded V2
+# format; older versions add a random suffix) and merges them into place.
+_KILLED_SAVE = re.compile(r"model\.ckpt-\d+_temp(_[0-9a-f]+)?$")
+
+
+def remove_killed_saves(output_dir):
+  """Removes the shard folders of saves that a kill or a full disk cut.
+
+  Call only while holding the folder's lock: a live run's save in progress
+  looks the same. Every such folder is a save that never became a
+  checkpoint (the merge removes it).
+
+  Returns:
+    list of str, the folders removed.
+  """
+  if "://" in output_dir or not os.path.isdir(output_dir):
+    return []
+  removed = []
+  for name in sorted(os.listdir(output_dir)):
+    path = os.path.join(output_dir, name)
+    if _KILLED_SAVE.match(name) and os.path.isdir(path):
+      logging.info("Removing %s, the unfinished save of an earlier run",
+                   path)
+      shutil.rmtree(path, ignore_errors=True)
+      removed.append(path)
+  return removed
 
 
 class ProgressHook(tf.train.SessionRunHook):
@@ -58,10 +96,12 @@ class ProgressHook(tf.train.SessionRunHook):
   A line at the first step of a run (a fresh start or a resume), every
   `every_n_steps` steps or `every_n_secs` seconds, whichever comes first,
   and at `total_steps`. In prediction, where the global step does not
-  advance, it counts batches.
+  advance, it counts batches. With gradient accumulation (or fp16 loss
+  scaling) a step is an update, not a run: the line, the rate and the ETA
+  follow the global step, read after each run.
 
   Args:
-    batch_size: int, examples per step.
+    batch_size: int, examples per step (per update).
     total_steps: int or None, the step at which the run ends (for the ETA).
     every_n_steps: int, how often to log, in steps.
     every_n_secs: float, how often to log at least, in seconds.
@@ -79,9 +119,12 @@ class ProgressHook(tf.train.SessionRunHook):
     self._calls = 0
     self._unit = None  # "step" (training) or "batch" (prediction).
     self._first = None  # (global step before the first call, its time).
+    self._conditional = False  # Whether a run may leave the step as is.
+    self._seen = None  # The global step after the latest run (then).
 
   def begin(self):
     self._global_step = tf.train.get_global_step()
+    self._conditional = train_op_lib.runs_per_update()[1]
 
   def before_run(self, run_context):
     del run_context
@@ -94,11 +137,31 @@ class ProgressHook(tf.train.SessionRunHook):
                  self._unit,
                  " (resumed)" if self._unit == "step" and step > 1 else "")
 
+  def _update_step(self, run_context, raw, now):
+    """The step an update just reached, or None when the run made none."""
+    step = int(run_context.session.run(self._global_step))
+    if self._seen is None:
+      self._seen = raw  # Before the first run.
+    if step == self._seen:
+      return None  # A micro-batch accumulated (or an fp16 run skipped).
+    self._seen = step
+    if self._unit is None:
+      self._unit = "step"
+      self._first_line(step)
+      self._last_time, self._last_step = now, step
+      return None
+    return step
+
   def after_run(self, run_context, run_values):
-    del run_context
     self._calls += 1
     now = time.time()
     raw = run_values.results if self._global_step is not None else None
+    if self._conditional and raw is not None:
+      # Not every run updates: the global step itself says which did.
+      step = self._update_step(run_context, raw, now)
+      if step is not None:
+        self._log(step, now)
+      return
     if self._unit is None:
       # Training advances the global step; prediction does not (then the
       # hook counts batches). Which one shows at the second call (or at the
@@ -116,7 +179,10 @@ class ProgressHook(tf.train.SessionRunHook):
       self._first_line(first_step)
       self._last_time, self._last_step = self._first[1], first_step
     # The global step read with the train op is the value before it.
-    step = raw + 1 if self._unit == "step" else self._calls
+    self._log(raw + 1 if self._unit == "step" else self._calls, now)
+
+  def _log(self, step, now):
+    """Logs `step` when it is due: every n steps or seconds, the final."""
     final = self._total_steps is not None and step >= self._total_steps
     if (step - self._last_step < self._every_n_steps and not final
         and now - self._last_time < self._every_n_secs):
@@ -147,48 +213,67 @@ def _format_seconds(seconds):
   return "%d:%02d:%02d" % (hours, minutes, secs)
 
 
+_SIGNAL_NAMES = {signal.SIGTERM: "SIGTERM", signal.SIGINT: "Ctrl-C (SIGINT)"}
+
+
 class PreemptionHook(tf.train.SessionRunHook):
-  """Turns SIGTERM into a checkpoint at the current step and a clean stop.
+  """Turns SIGTERM or Ctrl-C into a checkpoint at the current step and a stop.
 
   The handler only sets a flag; after the running step the hook asks the
-  session to stop, and the Estimator's checkpoint hook saves the current
-  step as the session ends. `exit_if_preempted` then exits.
+  session to stop, and the runner's checkpoint hook saves the current
+  step as the session ends. `exit_if_preempted` then exits (143 after
+  SIGTERM, 130 after Ctrl-C, the shell's 128 + signal number). A second
+  Ctrl-C stops the process at once (the default SIGINT action, no
+  checkpoint), as Ctrl-C does in any program.
 
   Attributes:
-    stopped_at_step: int, the global step at which SIGTERM stopped the
-      run; None while it has not.
+    stopped_at_step: int, the global step at which a signal stopped the
+      run; None while none has.
+    stopped_by: the signal number that stopped it (None while none has).
   """
 
   def __init__(self):
     self.stopped_at_step = None
+    self.stopped_by = None
     self._signal = None
-    self._previous = None
+    self._previous = {}
     self._global_step = None
 
   def _on_signal(self, signum, frame):
     del frame
-    self._signal = signum
+    if self._signal is None:
+      self._signal = signum
+    if signum == signal.SIGINT:
+      # The next Ctrl-C ends the process without waiting for the step.
+      signal.signal(signal.SIGINT, signal.SIG_DFL)
 
   def begin(self):
     self._global_step = tf.train.get_global_step()
-    try:
-      self._previous = signal.signal(signal.SIGTERM, self._on_signal)
-    except ValueError:  # Not the main thread.
-      self._previous = None
+    self._previous = {}
+    for signum in (signal.SIGTERM, signal.SIGINT):
+      try:
+        self._previous[signum] = signal.signal(signum, self._on_signal)
+      except ValueError:  # Not the main thread.
+        pass
 
   def after_run(self, run_context, run_values):
     del run_values
     if self._signal is not None and self.stopped_at_step is None:
       step = int(run_context.session.run(self._global_step))
       self.stopped_at_step = step
-      logging.warning("SIGTERM received: saving a checkpoint at step %d, "
-                      "then stopping", step)
+      self.stopped_by = self._signal
+      logging.warning("%s received: saving a checkpoint at step %d, then "
+                      "stopping%s", _SIGNAL_NAMES[self._signal], step,
+                      " (Ctrl-C again stops at once, without it)"
+                      if self._signal == signal.SIGINT else "")
       run_context.request_stop()
 
   def end(self, session):
     del session
-    if self._previous is not None:
-      signal.signal(signal.SIGTERM, self._previous)
+    for signum, previous in self._previous.items():
+      if previous is not None:
+        signal.signal(signum, previous)
+    self._previous = {}
 
 
 class TimedCheckpointHook(tf.train.SessionRunHook):
@@ -240,6 +325,13 @@ class SummaryFlushHook(tf.train.SessionRunHook):
   its last step, and a killed run's events could be lost. This hook also
   writes them at the last step and after `every_secs`, and flushes the
   event file each time.
+
+  With gradient accumulation a run is a micro-batch, and the runners' hook
+  wrote at the first run, before any update (step 0), and twice at some
+  steps. The runners then leave summaries to this hook
+  (`runner/config.py`), which writes them per update: at the first, every
+  `summary_steps`-th and the final update, once each, at the step the
+  update reached (read after the run).
   """
 
   def __init__(self, output_dir, total_steps, every_secs=60.0,
@@ -250,48 +342,94 @@ class SummaryFlushHook(tf.train.SessionRunHook):
     self._summary_steps = summary_steps
     self._summary_op = None
     self._global_step = None
-    self._next_step = None
+    self._step = None  # The global step now (before the coming run).
     self._last_time = None
     self._requested = False
+    self._conditional = False  # Whether a run may leave the step as is.
+    self._writes_all = False  # Whether the runner writes no summaries.
+    self._written = None  # The last step this hook wrote.
 
   def begin(self):
     self._global_step = tf.train.get_global_step()
     self._summary_op = tf.summary.merge_all()
+    runs, self._conditional = train_op_lib.runs_per_update()
+    self._writes_all = runs > 1
 
   def after_create_session(self, session, coord):
     del coord
-    self._next_step = int(session.run(self._global_step)) + 1
+    self._step = int(session.run(self._global_step))
     self._last_time = time.time()
 
   def _runner_writes(self, step):
-    return self._summary_steps and (step - 1) % self._summary_steps == 0
+    return (not self._writes_all and self._summary_steps and
+            (step - 1) % self._summary_steps == 0)
+
+  def _due(self, step):
+    """Whether an update reaching `step` gets summaries from this hook."""
+    if self._runner_writes(step):
+      return False
+    if self._writes_all and (self._written is None or (
+        self._summary_steps and (step - 1) % self._summary_steps == 0)):
+      return True
+    return (step == self._total_steps or
+            time.time() - self._last_time >= self._every_secs)
 
   def before_run(self, run_context):
     del run_context
-    step = self._next_step
-    self._requested = bool(
-        self._summary_op is not None and not self._runner_writes(step)
-        and (step == self._total_steps
-             or time.time() - self._last_time >= self._every_secs))
+    self._requested = bool(self._summary_op is not None and
+                           self._due(self._step + 1))
     fetches = {"step": self._global_step}
     if self._requested:
       fetches["summary"] = self._summary_op
     return tf.train.SessionRunArgs(fetches)
 
   def after_run(self, run_context, run_values):
-    del run_context
-    step = self._next_step
+    if self._conditional:
+      step = int(run_context.session.run(self._global_step))
+    else:  # The step read with the train op is the value before it.
+      step = int(run_values.results["step"]) + 1
+    updated = step != self._step and step != self._written
     writer = tf.summary.FileWriterCache.get(self._output_dir)
-    if self._requested:
+    if self._requested and updated:
       writer.add_summary(run_values.results["summary"], step)
-    if self._requested or self._runner_writes(step):
+      self._written = step
+    if (self._requested and updated) or (
+        updated and self._runner_writes(step)):
       writer.flush()
       self._last_time = time.time()
-    self._next_step = int(run_values.results["step"]) + 2
+    self._step = step
 
   def end(self, session):
     del session
     tf.summary.FileWriterCache.get(self._output_dir).flush()
+
+
+def write_eval_summaries(output_dir, values, global_step, name=None):
+  """Adds scalars computed after an evaluation to its TensorBoard folder.
+
+  Both runners write the in-graph metrics of an evaluation to
+  `<output_dir>/eval[_<name>]/`; scores computed from the predictions
+  afterwards (NER's entity precision, recall and F1) go to the same folder
+  at the same step, so they show beside `eval_loss` (as the classifier's
+  accuracy and F1 do). Only the chief writes.
+
+  Args:
+    output_dir: str, the model directory (None: nothing is written).
+    values: dict name -> number (non-numbers are left out).
+    global_step: int, the evaluated checkpoint's step.
+    name: str or None, the evaluation's name.
+  """
+  if not output_dir or not distribute_utils.is_chief():
+    return
+  summary = tf.Summary()
+  for key, value in sorted(values.items()):
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+      summary.value.add(tag=key, simple_value=float(value))
+  folder = os.path.join(output_dir, "eval" if not name else "eval_" + name)
+  with tf.Graph().as_default():  # FileWriter needs graph mode.
+    writer = tf.summary.FileWriter(folder)
+    writer.add_summary(summary, int(global_step))
+    writer.close()
 
 
 def training_hooks(output_dir, num_train_steps, save_checkpoints_steps,
@@ -307,7 +445,7 @@ def training_hooks(output_dir, num_train_steps, save_checkpoints_steps,
     save_checkpoints_steps: int or None, the step interval.
     save_checkpoints_secs: int, seconds between timed checkpoints (0: none).
     use_tpu: bool; on TPU the summary hook is left out (summaries are
-      computed on the TPU).
+      computed on the TPU), and on the workers other than the chief.
 
   Returns:
     list of `SessionRunHook`, a fresh `PreemptionHook` first; keep the list
@@ -323,13 +461,14 @@ def training_hooks(output_dir, num_train_steps, save_checkpoints_steps,
   hooks = [PreemptionHook()]
   if save_checkpoints_secs and save_checkpoints_secs > 0:
     hooks.append(TimedCheckpointHook(output_dir, save_checkpoints_secs))
-  if not use_tpu:
+  if not use_tpu and distribute_utils.is_chief():
+    # Only the chief writes summaries (a writer makes an events file).
     hooks.append(SummaryFlushHook(output_dir, num_train_steps))
   return hooks
 
 
 def exit_if_preempted(output_dir, hooks):
-  """Exits (status 143) after a SIGTERM stopped training, in one log line.
+  """Exits (143; 130 after Ctrl-C) after a signal stopped training: one line.
 
   Call right after the runner's `train`: a preempted run must not go on to
   evaluate or predict with a half-trained model.
@@ -340,14 +479,19 @@ def exit_if_preempted(output_dir, hooks):
       among them); their `PreemptionHook` knows whether SIGTERM stopped it.
 
   Raises:
-    SystemExit: with `PREEMPTED_EXIT_STATUS`, when it did.
+    SystemExit: with `PREEMPTED_EXIT_STATUS` (`INTERRUPTED_EXIT_STATUS`
+      after Ctrl-C), when it did.
   """
-  steps = [hook.stopped_at_step for hook in hooks
-           if isinstance(hook, PreemptionHook)
-           and hook.stopped_at_step is not None]
-  if not steps:
+  stopped = [hook for hook in hooks if isinstance(hook, PreemptionHook)
+             and hook.stopped_at_step is not None]
+  if not stopped:
     return
+  hook = stopped[0]
   latest = tf.train.latest_checkpoint(output_dir)
-  logging.warning("Stopped by SIGTERM at step %d; checkpoint %s saved; rerun "
-                  "the same command to resume", steps[0], latest)
-  raise SystemExit(PREEMPTED_EXIT_STATUS)
+  interrupted = hook.stopped_by == signal.SIGINT
+  logging.warning("Stopped by %s at step %d; checkpoint %s saved; rerun "
+                  "the same command to resume",
+                  "Ctrl-C" if interrupted else "SIGTERM",
+                  hook.stopped_at_step, latest)
+  raise SystemExit(INTERRUPTED_EXIT_STATUS if interrupted
+                   else PREEMPTED_EXIT_STATUS)

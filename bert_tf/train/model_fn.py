@@ -82,13 +82,16 @@ def init_from_checkpoint(init_checkpoint, use_tpu):
     note = ", *INIT_FROM_CKPT*" if var.name in initialized else ""
     logging.info("  name = %s, shape = %s%s", var.name, var.shape, note)
   if init_checkpoint:
-    logging.info("%d of %d trainable variables initialized from %s",
-                 sum(1 for v in tvars if v.name in initialized), len(tvars),
-                 init_checkpoint)
+    # Only a fresh training run keeps these values: a run that resumes,
+    # evaluates or predicts restores its model directory's checkpoint.
+    logging.info("%d of %d trainable variables initialized from %s (where "
+                 "the model directory holds a checkpoint, it is restored "
+                 "over them)", sum(1 for v in tvars if v.name in initialized),
+                 len(tvars), init_checkpoint)
   return scaffold_fn
 
 
-def weighted_mean_loss(values, weights):
+def weighted_mean_loss(values, weights, update_share=None):
   """sum(weights * values) / (sum(weights) + 1e-5), over the global batch.
 
   On one device (or TPU, per core) this is the plain weighted mean of the
@@ -102,15 +105,29 @@ def weighted_mean_loss(values, weights):
   replicas' losses and gradients is that of the global batch's weighted
   mean, as on one device.
 
+  With gradient accumulation the mean is over the whole update: each
+  micro-batch divides by `update_share`, the update's total weight over its
+  micro-batches (`accumulation.with_update_shares`), so the accumulated mean
+  of the N micro-batches' gradients is that of one batch N times larger,
+  however the labelled tokens fall among them (dividing each micro-batch by
+  its own count weighs a token of a sparse micro-batch more). The loss
+  value of one micro-batch is then its part of the update's mean, times N.
+
   Args:
     values: float32 Tensor, e.g. per-token losses [batch_size, seq_length].
     weights: float32 Tensor of the same shape (0 leaves a value out).
+    update_share: (optional) float32 Tensor [batch_size], the feature
+      `accumulation.UPDATE_SHARE_KEY` (every entry the same); None: the
+      batch is its own update.
 
   Returns:
     A float32 scalar Tensor; 0 when every weight is 0.
   """
   numerator = tf.reduce_sum(values * weights)
-  denominator = tf.reduce_sum(weights)
+  if update_share is None:
+    denominator = tf.reduce_sum(weights)
+  else:
+    denominator = tf.reshape(tf.cast(update_share, tf.float32), [-1])[0]
   if (tf.distribute.has_strategy() and
       not tf.distribute.in_cross_replica_context()):
     context = tf.distribute.get_replica_context()

@@ -295,6 +295,24 @@ def distribution_problems(run):
   return []
 
 
+def _default_gpus(run):
+  """`run` with `--num_gpus` left at its default made the visible GPUs.
+
+  Under a mirrored strategy an unset `--num_gpus` means every GPU that
+  TensorFlow sees, or none (the CPU) with `--num_cpu_devices` or on a
+  machine without GPUs: `--num_cpu_devices=2` alone needs no GPU flag.
+  """
+  options = run.distribute
+  if ("num_gpus" in run.flags_given or run.tpu.use_tpu or
+      options.distribution_strategy not in ("mirrored",
+                                            "multi_worker_mirrored")):
+    return run
+  visible = (0 if options.num_cpu_devices else
+             len(tf.config.list_physical_devices("GPU")))
+  return dataclasses.replace(
+      run, distribute=dataclasses.replace(options, num_gpus=visible))
+
+
 def from_flags(flag_values, problems=None):
   """The checked `RunOptions` of a script's parsed flags (call it in `main`).
 
@@ -306,9 +324,9 @@ def from_flags(flag_values, problems=None):
     problems: (optional) list of str, the script's own flag problems. When
       given, the training options' problems are appended to it, for the
       script to report together with the rest of its start-up checks
-      (`startup.prepare_model(problems=...)`), instead of raised here. The
-      distribution options' problem is always raised here, alone: the
-      devices are set up from them before any other check.
+      (`startup.prepare_model(problems=...)`), instead of raised here;
+      the runner or distribution options' problem too (the returned options
+      then run on one device, for the start-up checks only).
 
   Raises:
     ValueError: every problem (`check`), joined by "; " on one line: an
@@ -317,12 +335,19 @@ def from_flags(flag_values, problems=None):
       where TensorFlow was built without XLA, or a runner, distribution flag
       or `TF_CONFIG` that does not fit (only that one with `problems`).
   """
-  run = read_flags(flag_values)
+  run = _default_gpus(read_flags(flag_values))
   found = runner_problems(run) or distribution_problems(run)
   if problems is None:
     found += training_problems(run.training)
   else:
-    problems.extend(training_problems(run.training))
+    # Reported with the script's other start-up problems; the devices are
+    # then set up for one device (nothing runs: the start-up checks fail).
+    problems.extend(found + training_problems(run.training))
+    if found:
+      run = dataclasses.replace(
+          run, distribute=DistributeOptions(
+              random_seed=run.distribute.random_seed))
+    found = []
   if found:
     raise ValueError("; ".join(found))
   if (run.distribute.distribution_strategy == "multi_worker_mirrored" and

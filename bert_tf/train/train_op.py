@@ -15,7 +15,26 @@ from bert_tf.train import loss_scale as loss_scale_lib
 from bert_tf.train import xla
 
 __all__ = ["gradients", "all_reduce_mean", "clip", "apply_gradients",
-           "conditional_train_op"]
+           "conditional_train_op", "RUNS_PER_UPDATE_COLLECTION",
+           "runs_per_update"]
+
+# Holds, in a graph whose train op does not update on every run, the number
+# of runs per update (the accumulation steps; 1 with fp16 loss scaling
+# alone, whose skipped runs do not update): the hooks then count updates by
+# the global step itself.
+RUNS_PER_UPDATE_COLLECTION = "bert_tf_runs_per_update"
+
+
+def runs_per_update(graph=None):
+  """(runs per update, whether a run may leave the global step) of a graph.
+
+  (1, False) for the reference's train op, which updates on every run.
+  """
+  values = (graph or tf.get_default_graph()).get_collection(
+      RUNS_PER_UPDATE_COLLECTION)
+  if not values:
+    return 1, False
+  return int(values[0]), True
 
 
 def gradients(loss, tvars):
@@ -152,6 +171,10 @@ def conditional_train_op(loss, tvars, optimizer, global_step, learning_rate,
   """
   loss_scale = _make_loss_scale(options)
   grads, variables = _scaled_gradients(loss, tvars, loss_scale)
+  graph = tf.get_default_graph()
+  if not graph.get_collection(RUNS_PER_UPDATE_COLLECTION):
+    graph.add_to_collection(RUNS_PER_UPDATE_COLLECTION,
+                            options.gradient_accumulation_steps)
 
   def update(mean_grads):
     apply_op = apply_gradients(optimizer, clip(mean_grads, variables,

@@ -423,6 +423,9 @@ class TsvProcessor(DataProcessor):
           tokenization.convert_to_unicode(self._cell(path, i, cells,
                                                      self.label_column))
           for i, cells in read_tsv_rows(path, None, self.skip_header)))
+      if not self._labels:
+        raise ValueError("%s: no rows; the label set is read from the "
+                         "training file's label column" % path)
     return list(self._labels)
 
   @io_utils.gc_paused()

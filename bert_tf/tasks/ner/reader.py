@@ -177,14 +177,15 @@ def read_label_list(path):
   """Reads a file written by `write_label_list`.
 
   Raises:
-    ValueError: when it does not exist (no training run wrote it) or is empty.
+    ValueError: when it does not exist (no training run wrote it), is empty
+      or is not UTF-8 text (the file named).
   """
   if not tf.io.gfile.exists(path):
     raise ValueError("%s not found: the label list is written by --do_train; "
                      "train first, or use the --output_dir of a training run"
                      % path)
-  with tf.io.gfile.GFile(path, "r") as f:
-    labels = [line.rstrip("\r\n") for line in f if line.strip()]
+  labels = [text for _, text in io_utils.read_lines(path, strict=True)
+            if text.strip()]
   if not labels:
     raise ValueError("%s: empty label list" % path)
   return labels

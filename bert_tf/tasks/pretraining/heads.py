@@ -36,7 +36,7 @@ def gather_indexes(sequence_tensor, positions):
 
 
 def get_masked_lm_output(bert_config, input_tensor, output_weights, positions,
-                         label_ids, label_weights):
+                         label_ids, label_weights, update_share=None):
   """Masked LM head: loss and log-probabilities of the masked tokens.
 
   Variables `cls/predictions/transform/dense/{kernel,bias}`,
@@ -55,6 +55,9 @@ def get_masked_lm_output(bert_config, input_tensor, output_weights, positions,
       the original token ids.
     label_weights: float32 Tensor of shape [batch_size,
       max_predictions_per_seq], 1.0 for real predictions, 0.0 for padding.
+    update_share: (optional, an addition) float32 [batch_size], with
+      gradient accumulation the micro-batch's share of its update's masked
+      tokens (`accumulation.with_update_shares`); None: its own count.
 
   Returns:
     (loss, per_example_loss, log_probs): float32 scalar
@@ -85,5 +88,6 @@ def get_masked_lm_output(bert_config, input_tensor, output_weights, positions,
     per_example_loss = -tf.reduce_sum(log_probs * one_hot_labels, axis=[-1])
     # Padded prediction slots have weight 0; 1e-5 avoids 0 / 0. Under a
     # strategy the mean is over the global batch's predictions.
-    loss = model_fn_utils.weighted_mean_loss(per_example_loss, label_weights)
+    loss = model_fn_utils.weighted_mean_loss(per_example_loss, label_weights,
+                                             update_share)
   return loss, per_example_loss, log_probs
