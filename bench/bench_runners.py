@@ -238,7 +238,7 @@ def main(_):
     print(json.dumps(_measure()))
     return
   if FLAGS.quick:
-    FLAGS.repetitions, FLAGS.steps, FLAGS.warmup_steps = 3, 30, 10
+    FLAGS.steps, FLAGS.warmup_steps = 30, 10
   rows = _rows()
   print("CPU: %d cores, flags: %s" % (os.cpu_count(), _cpu_flags()))
   print("BERT %s, batch %d x %d tokens, %d timed steps after %d, %d "
