@@ -55,6 +55,12 @@ def _args(data, config, output_dir, **overrides):
   return helpers.flag_args(values)
 
 
+# TensorFlow 2.15 logs every XLA compilation; 2.21 does not (that XLA
+# compiles there is checked from the partition graphs, in
+# test_training_options.test_use_xla_compiles_clusters_on_cpu).
+_LOGS_XLA_COMPILES = tf.__version__.startswith("2.15")
+
+
 # ---------------------------------------------------------------------------
 # (a) Two CPU replicas vs one device, through run_pretraining.py.
 # ---------------------------------------------------------------------------
@@ -99,7 +105,8 @@ def test_two_cpu_replicas_with_xla_keep_identical_copies(
           gradient_accumulation_steps=accumulation,
           num_train_steps=3 if accumulation == 1 else 2, **strategy))
   # XLA did compile (the forward and backward passes).
-  assert "Compiled cluster using XLA" in mirrored.log
+  if _LOGS_XLA_COMPILES:
+    assert "Compiled cluster using XLA" in mirrored.log
   helpers.assert_matches_one_device(
       single, mirrored, tf.train.load_checkpoint(helpers.tiny_checkpoint()),
       steps=3 if accumulation == 1 else 2)
@@ -162,7 +169,8 @@ def test_two_workers_accumulate_gradients_and_stay_identical(tmp_path,
   logs = [helpers.read_log(tmp_path, "acc", i) for i in range(2)]
   assert codes == [0, 0], logs[0][-3000:] + logs[1][-3000:]
   for log in logs:
-    assert ("Compiled cluster using XLA" in log) == use_xla
+    if _LOGS_XLA_COMPILES:
+      assert ("Compiled cluster using XLA" in log) == use_xla
   # 2 updates of 2 micro-batches.
   dumps, _ = helpers.assert_workers_match_the_chiefs_checkpoint(
       tmp_path, "acc", out, 2)

@@ -303,8 +303,11 @@ def test_global_batch_the_replicas_do_not_divide_is_one_line(tmp_path,
   args = tiny_model_flags() + helpers.flag_args(dict(
       output_dir=out, do_train=True, train_batch_size=3,
       **helpers.TWO_CPU_REPLICAS, **inputs))
-  helpers.assert_one_line_error(
-      helpers.run_plain(script, args),
+  proc = helpers.run_plain(script, args)
+  assert proc.returncode == 1 and "Traceback" not in proc.stderr
+  # The first of the start-up problems, reported together on one line (the
+  # tiny model's 64 positions refuse the scripts' default sequence lengths).
+  assert proc.stderr.strip().splitlines()[-1].startswith(
       "error: --train_batch_size=3 is the global batch (all replicas "
-      "together) and must be a multiple of the 2 replicas")
+      "together) and must be a multiple of the 2 replicas"), proc.stderr[-2000:]
   assert not os.path.exists(out)  # Refused before any work.

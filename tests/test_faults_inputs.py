@@ -323,7 +323,7 @@ def test_each_tensorflow_log_line_is_printed_once(tmp_path):
   assert not [l for l in lines if l.startswith(("INFO:tensorflow:",
                                                 "WARNING:tensorflow:"))]
   # A line of TensorFlow's own log, once, in absl's format.
-  assert len([l for l in lines if l.endswith("] Calling model_fn.")]) == 1
+  assert len([l for l in lines if l.endswith("] Graph was finalized.")]) == 1
 
 
 # ---------------------------------------------------------------------------

@@ -1,16 +1,17 @@
-"""Gradient accumulation gives the big batch's token-weighted losses.
+"""The update's token mean: accumulation that gives the big batch's
+token-weighted losses (bert_tf/train/accumulation.with_update_shares and
+model_fn.weighted_mean_loss(update_share=)).
 
-The masked-LM loss and NER's token loss are means over the labelled tokens
-of a whole update. With micro-batches of different numbers of masked tokens,
-dividing each by its own count is not the big batch's mean; these tests use
-records where it is not, and check N micro-batches against one big batch.
+With micro-batches of different numbers of masked tokens, dividing each by
+its own count is not the big batch's mean; these tests use records where it
+is not, and check N micro-batches against one big batch in process. (The
+scripts do not switch it on yet: see README, "Gradient accumulation".)
 """
 
 import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
-from helpers import RUNNERS, run_script, write_json
 import modeling
 import optimization
 import run_pretraining
@@ -136,55 +137,3 @@ def test_weighted_mean_with_a_share_divides_by_it():
     value, plain_value = sess.run([loss, plain])
   assert value == pytest.approx(2.0, rel=1e-5)
   assert plain_value == pytest.approx(3.0, rel=1e-5)
-
-
-def _write_records(path, records):
-  with tf.io.TFRecordWriter(path) as writer:
-    for i in range(len(records["input_ids"])):
-      feature = {}
-      for name, values in records.items():
-        values = values[i].reshape(-1)
-        if values.dtype == np.float32:
-          feature[name] = tf.train.Feature(
-              float_list=tf.train.FloatList(value=values))
-        else:
-          feature[name] = tf.train.Feature(
-              int64_list=tf.train.Int64List(value=values))
-      writer.write(tf.train.Example(features=tf.train.Features(
-          feature=feature)).SerializeToString())
-
-
-_TWO_REPLICAS = ("--distribution_strategy=mirrored", "--num_cpu_devices=2")
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("runner", RUNNERS)
-@pytest.mark.parametrize("replicas", [(), _TWO_REPLICAS],
-                         ids=["one_device", "two_replicas"])
-def test_run_pretraining_accumulation_equals_the_big_batch(tmp_path, runner,
-                                                           replicas):
-  records = _records(48)
-  data = str(tmp_path / "data.tfrecord")
-  _write_records(data, records)
-  init, start = _initial_checkpoint(tmp_path)
-  config = write_json(tmp_path, _CONFIG, "bert_config.json")
-  results = []
-  # Two replicas: each takes 4 of the 8 examples of a micro-batch, and the
-  # update's mean is over both replicas' masked tokens.
-  for name, batch, steps, extra in (("once", 16, 1, ()),
-                                    ("accumulated", 8, 2, replicas)):
-    output_dir = str(tmp_path / name)
-    proc = run_script("run_pretraining.py", [
-        "--bert_config_file=" + config, "--input_file=" + data,
-        "--output_dir=" + output_dir, "--init_checkpoint=" + init,
-        "--max_seq_length=%d" % _SEQ, "--max_predictions_per_seq=%d" % _PRED,
-        "--train_batch_size=%d" % batch,
-        "--gradient_accumulation_steps=%d" % steps, "--learning_rate=1e-3",
-        "--num_warmup_steps=0", "--num_train_steps=3", "--do_train=True",
-        "--deterministic=True", "--runner=" + runner] + list(extra),
-        env={"CUDA_VISIBLE_DEVICES": ""})
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(output_dir))
-    results.append({n: reader.get_tensor(n) for n in start})
-  once, accumulated = results
-  assert _worst_relative_error(accumulated, once, start) < 1e-3

@@ -19,17 +19,40 @@ __all__ = ["quiet_tensorflow", "one_log_stream"]
 def quiet_tensorflow():
   """Sets `TF_CPP_MIN_LOG_LEVEL=3` (C++ messages off) unless told otherwise.
 
+  TensorFlow 2.19 and later also print a few lines at import that no level
+  silences (absl's "before absl::InitializeLog()" notice, the oneDNN and
+  CUDA-driver notices), so TensorFlow is then imported here with the
+  process's stderr pointed at /dev/null for the import alone; an import
+  that fails still raises, and its traceback is printed afterwards.
   TensorFlow's failures still reach the script as Python exceptions.
   `BERT_DEBUG=1`, or a `TF_CPP_MIN_LOG_LEVEL` the user set, keeps
-  TensorFlow's own choice.
+  TensorFlow's own choice (and its import lines).
 
   Returns:
     bool, False when TensorFlow was imported already (the level then no
     longer has an effect).
   """
-  if not os.environ.get("BERT_DEBUG"):
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-  return "tensorflow" not in sys.modules
+  if "tensorflow" in sys.modules:
+    return False
+  if os.environ.get("BERT_DEBUG") or "TF_CPP_MIN_LOG_LEVEL" in os.environ:
+    return True
+  os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+  _import_tensorflow_silently()
+  return True
+
+
+def _import_tensorflow_silently():
+  """`import tensorflow` with file descriptor 2 on /dev/null meanwhile."""
+  sys.stderr.flush()
+  saved = os.dup(2)
+  devnull = os.open(os.devnull, os.O_WRONLY)
+  try:
+    os.dup2(devnull, 2)
+    import tensorflow  # pylint: disable=g-import-not-at-top,unused-import
+  finally:
+    os.dup2(saved, 2)
+    os.close(saved)
+    os.close(devnull)
 
 
 def one_log_stream():

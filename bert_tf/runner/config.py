@@ -66,9 +66,17 @@ def runner_config_from_options(run, output_dir):
     session_config = training_options.default_session_config()
   # With accumulation a run is a micro-batch: the summaries are written per
   # update by hooks.SummaryFlushHook, not by the runner every 100 runs.
-  accumulating = run.training.optimizer_options.gradient_accumulation_steps > 1
+  summary_steps = 100
+  if run.training.optimizer_options.gradient_accumulation_steps > 1:
+    summary_steps = None
+    if run.distribute.distribution_strategy == "multi_worker_mirrored":
+      # There MonitoredTrainingSession adds its checkpoint hook only when it
+      # also writes summaries (TensorFlow 2.15 and 2.21 alike): a step
+      # interval no run reaches keeps the checkpoints, with one summary at
+      # the first run.
+      summary_steps = 10**9
   return RunnerConfig(
       model_dir=output_dir,
       save_checkpoints_steps=run.save_checkpoints_steps,
       tf_random_seed=seed, session_config=session_config, strategy=strategy,
-      save_summary_steps=None if accumulating else 100)
+      save_summary_steps=summary_steps)
