@@ -148,9 +148,12 @@ def _pip_install(python, *args):
 
 
 def _module_file(python, module, cwd):
+  # Without PYTHONPATH: a Beam pipeline run in this process puts the
+  # checkout there for its worker processes.
+  env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
   result = subprocess.run(
       [python, "-c", "import %s; print(%s.__file__)" % (module, module)],
-      capture_output=True, text=True, cwd=cwd, timeout=300)
+      capture_output=True, text=True, cwd=cwd, timeout=300, env=env)
   assert result.returncode == 0, result.stderr[-2000:]
   return result.stdout.strip().splitlines()[-1]
 

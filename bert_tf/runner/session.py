@@ -22,16 +22,15 @@ checkpoint through either runner (tests/test_runners.py).
 """
 
 import contextlib
-import os
 
 from absl import logging
-import numpy as np
 import tensorflow.compat.v1 as tf
 # The coordinator that ran the Estimator's multi-worker training; TensorFlow
 # keeps it (not in the public API) up to 2.21 at least.
 from tensorflow.python.distribute import distribute_coordinator
 
 from bert_tf.train import distribute as distribute_utils
+from bert_tf.train import hooks as train_hooks
 from bert_tf.train import input_fn as input_utils
 from bert_tf.train import spec as spec_lib
 
@@ -305,25 +304,9 @@ class SessionRunner(object):
     logging.info("Evaluated %s over %d batches, for global step %d: %s",
                  path, batches[0], results["global_step"],
                  ", ".join("%s = %s" % item for item in sorted(results.items())))
-    self._write_eval_summary(results, name)
+    train_hooks.write_eval_summaries(self.model_dir, results,
+                                     results["global_step"], name)
     return results
-
-  def _write_eval_summary(self, results, name):
-    if not self.model_dir:
-      return
-    folder = os.path.join(self.model_dir,
-                          "eval" if not name else "eval_" + name)
-    summary = tf.Summary()
-    for key, value in sorted(results.items()):
-      if key == "global_step":
-        continue
-      array = np.asarray(value)
-      if array.shape == () and np.issubdtype(array.dtype, np.number):
-        summary.value.add(tag=key, simple_value=float(array))
-    with tf.Graph().as_default():  # FileWriter needs graph mode.
-      writer = tf.summary.FileWriter(folder)
-      writer.add_summary(summary, int(results["global_step"]))
-      writer.close()
 
   # --------------------------------------------------------------------------
   # Predict

@@ -14,8 +14,10 @@ import re
 import shutil
 import signal
 import time
+import uuid
 
 from absl import logging
+import numpy as np
 import tensorflow.compat.v1 as tf
 
 from bert_tf.checks import checkpoint as checkpoint_checks
@@ -423,11 +425,16 @@ def write_eval_summaries(output_dir, values, global_step, name=None):
     return
   summary = tf.Summary()
   for key, value in sorted(values.items()):
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-      summary.value.add(tag=key, simple_value=float(value))
+    array = np.asarray(value)
+    if (key != "global_step" and array.shape == () and
+        array.dtype.kind in "iuf"):
+      summary.value.add(tag=key, simple_value=float(array))
   folder = os.path.join(output_dir, "eval" if not name else "eval_" + name)
   with tf.Graph().as_default():  # FileWriter needs graph mode.
-    writer = tf.summary.FileWriter(folder)
+    # Event files are named by the second and the host: a suffix of their
+    # own keeps two writes of one second from overwriting each other.
+    writer = tf.summary.FileWriter(folder,
+                                   filename_suffix="." + uuid.uuid4().hex)
     writer.add_summary(summary, int(global_step))
     writer.close()
 
