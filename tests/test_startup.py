@@ -246,9 +246,10 @@ def test_importing_the_cli_package_quiets_tensorflow_before_it_loads():
   result = subprocess.run([sys.executable, "-c", code], capture_output=True,
                           text=True, env=env, cwd=REPO_ROOT, timeout=120)
   assert result.returncode == 0, result.stderr[-2000:]
-  # The package's __init__ set the level and did not load TensorFlow; its
-  # submodules (which do) come after it.
-  assert result.stdout.split() == ["False", "3"]
+  # The package's __init__ set the level, then imported TensorFlow with its
+  # start-up lines off (TensorFlow 2.19+ prints some that no level stops).
+  assert result.stdout.split() == ["True", "3"]
+  assert result.stderr == ""
 
 
 @pytest.mark.slow
