@@ -18,7 +18,7 @@ the ratios beam/workers and 2 vs 1. Then, for memory: one shard of a corpus
 on two Beam processes, with each worker's peak RSS. Prints the CPU model and
 flags; on a shared machine, the CPU-seconds columns are the ones to trust.
 
-  /work/venv-beam/bin/python bench/bench_beam_pretraining_data.py --reps=3
+  .venv/bin/python bench/bench_beam_pretraining_data.py --reps=3  (after ./setup.sh --beam)
 """
 
 import hashlib

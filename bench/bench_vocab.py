@@ -9,7 +9,7 @@ and `[UNK]` rate on the held-out documents for each learned vocabulary and
 for the released `uncased_L-12_H-768_A-12/vocab.txt` (the reference, in the
 same run), with learning times and the CPU flags.
 
-  /work/venv-beam/bin/python bench/bench_vocab.py
+  .venv/bin/python bench/bench_vocab.py  (after ./setup.sh --beam)
 """
 
 import os
