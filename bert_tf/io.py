@@ -22,7 +22,7 @@ import uuid
 from absl import logging
 import numpy as np
 
-__all__ = [
+__all__ = ["varint", 
     "iter_raw_lines",
     "decode_line",
     "read_lines",
@@ -478,8 +478,9 @@ def float_feature(values):
   return _tf_train().Feature(float_list=_tf_train().FloatList(value=list(values)))
 
 
-def _varint(value):
-  """Protobuf base-128 varint of a non-negative int."""
+def varint(value):
+  """Protobuf base-128 varint of an int (negatives as uint64, as protobuf)."""
+  value &= (1 << 64) - 1
   out = bytearray()
   while value > 0x7f:
     out.append((value & 0x7f) | 0x80)
@@ -490,7 +491,7 @@ def _varint(value):
 
 def _length_delimited(payload):
   """Field 1 (wire type 2, tag byte 0x0a) holding `payload`."""
-  return b"\n" + _varint(len(payload)) + payload
+  return b"\n" + varint(len(payload)) + payload
 
 
 def serialize_example(features, wire_order):
@@ -524,7 +525,7 @@ def serialize_example(features, wire_order):
     value = features[name].SerializeToString()
     entries.append(_length_delimited(
         _length_delimited(name.encode("utf-8")) +
-        b"\x12" + _varint(len(value)) + value))
+        b"\x12" + varint(len(value)) + value))
   return _length_delimited(b"".join(entries))
 
 

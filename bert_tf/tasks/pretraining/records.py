@@ -78,23 +78,12 @@ _FLOAT_ONE = struct.pack("<f", 1.0)
 _FLOAT_ZERO = struct.pack("<f", 0.0)
 
 
-def _varint(value):
-  """Protobuf base-128 varint of a non-negative int (negatives as uint64)."""
-  value &= (1 << 64) - 1
-  out = bytearray()
-  while value > 0x7f:
-    out.append((value & 0x7f) | 0x80)
-    value >>= 7
-  out.append(value)
-  return bytes(out)
-
-
 # Varints of small numbers (lengths, positions), looked up instead of encoded.
-_SMALL_VARINTS = tuple(_varint(value) for value in range(1 << 12))
+_SMALL_VARINTS = tuple(io_utils.varint(value) for value in range(1 << 12))
 
 
 def _varint_of(value):
-  return _SMALL_VARINTS[value] if value < 4096 else _varint(value)
+  return _SMALL_VARINTS[value] if value < 4096 else io_utils.varint(value)
 
 
 def _length_delimited(tag, payload):
@@ -117,9 +106,10 @@ class ExampleSerializer(object):
 
   def __init__(self, tokenizer, max_seq_length, max_predictions_per_seq):
     self._vocab = tokenizer.vocab
-    self._token_varints = {token: _varint(token_id)
+    self._token_varints = {token: io_utils.varint(token_id)
                            for token, token_id in tokenizer.vocab.items()}
-    self._position_varints = [_varint(p) for p in range(max_seq_length)]
+    self._position_varints = [io_utils.varint(p)
+                              for p in range(max_seq_length)]
     self._max_seq_length = max_seq_length
     self._max_predictions_per_seq = max_predictions_per_seq
     # Entry = b"\n" len {b"\n" len key, b"\x12" len Feature}.
