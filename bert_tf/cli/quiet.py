@@ -9,6 +9,8 @@ module of the package imports TensorFlow, and every script imports
 `bert_tf.cli` first.
 """
 
+import importlib.abc
+import importlib.util
 import logging
 import os
 import sys
@@ -21,12 +23,14 @@ def quiet_tensorflow():
 
   TensorFlow 2.19 and later also print a few lines at import that no level
   silences (absl's "before absl::InitializeLog()" notice, the oneDNN and
-  CUDA-driver notices), so TensorFlow is then imported here with the
-  process's stderr pointed at /dev/null for the import alone; an import
-  that fails still raises, and its traceback is printed afterwards.
-  TensorFlow's failures still reach the script as Python exceptions.
-  `BERT_DEBUG=1`, or a `TF_CPP_MIN_LOG_LEVEL` the user set, keeps
-  TensorFlow's own choice (and its import lines).
+  CUDA-driver notices), so TensorFlow's first import, whenever it comes,
+  runs with the process's stderr pointed at /dev/null (`_SilentImport`);
+  an import that fails still raises, and its traceback is printed
+  afterwards. Nothing imports TensorFlow here: a module that needs no
+  TensorFlow (`bert_tf.io`'s readers) stays free of it. TensorFlow's
+  failures still reach the script as Python exceptions. `BERT_DEBUG=1`, or
+  a `TF_CPP_MIN_LOG_LEVEL` the user set, keeps TensorFlow's own choice (and
+  its import lines).
 
   Returns:
     bool, False when TensorFlow was imported already (the level then no
@@ -37,22 +41,46 @@ def quiet_tensorflow():
   if os.environ.get("BERT_DEBUG") or "TF_CPP_MIN_LOG_LEVEL" in os.environ:
     return True
   os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
-  _import_tensorflow_silently()
+  if not any(isinstance(f, _SilentImport) for f in sys.meta_path):
+    sys.meta_path.insert(0, _SilentImport())
   return True
 
 
-def _import_tensorflow_silently():
-  """`import tensorflow` with file descriptor 2 on /dev/null meanwhile."""
-  sys.stderr.flush()
-  saved = os.dup(2)
-  devnull = os.open(os.devnull, os.O_WRONLY)
-  try:
-    os.dup2(devnull, 2)
-    import tensorflow  # pylint: disable=g-import-not-at-top,unused-import
-  finally:
-    os.dup2(saved, 2)
-    os.close(saved)
-    os.close(devnull)
+class _SilentImport(importlib.abc.MetaPathFinder):
+  """Runs the first `import tensorflow` with file descriptor 2 on
+  /dev/null, then leaves `sys.meta_path`."""
+
+  def find_spec(self, name, path, target=None):
+    del path, target
+    if name != "tensorflow":
+      return None
+    sys.meta_path.remove(self)
+    spec = importlib.util.find_spec(name)
+    if spec is not None and spec.loader is not None:
+      spec.loader = _SilentLoader(spec.loader)
+    return spec
+
+
+class _SilentLoader(importlib.abc.Loader):
+  """A loader whose module code runs with file descriptor 2 on /dev/null."""
+
+  def __init__(self, loader):
+    self._loader = loader
+
+  def create_module(self, spec):
+    return self._loader.create_module(spec)
+
+  def exec_module(self, module):
+    sys.stderr.flush()
+    saved = os.dup(2)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+      os.dup2(devnull, 2)
+      self._loader.exec_module(module)
+    finally:
+      os.dup2(saved, 2)
+      os.close(saved)
+      os.close(devnull)
 
 
 def one_log_stream():
