@@ -443,6 +443,11 @@ def main(_):
     # The features are written before the hooks' warnings are logged.
     train_input_fn = _input_fn(FLAGS, train_features, "train",
                                is_training=True)
+    if not use_tpu:  # The token mean over the whole update.
+      train_input_fn = accumulation.update_shares_input_fn(
+          train_input_fn,
+          run.training.optimizer_options.gradient_accumulation_steps,
+          _label_weights)
 
     def train_to(max_steps):
       run_hooks = train_hooks.training_hooks(

@@ -397,6 +397,11 @@ def main(_):
     train_input_fn = input_fn_builder(input_files, FLAGS.max_seq_length,
                                       FLAGS.max_predictions_per_seq,
                                       is_training=True)
+    if not use_tpu:  # The masked-LM mean over the whole update.
+      train_input_fn = accumulation.update_shares_input_fn(
+          train_input_fn,
+          run.training.optimizer_options.gradient_accumulation_steps,
+          lambda window: window["masked_lm_weights"])
     with record_checks.reading(input_files):
       model_runner.train(
           input_fn=train_input_fn,

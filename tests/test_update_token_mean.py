@@ -1,19 +1,23 @@
-"""The update's token mean: accumulation that gives the big batch's
-token-weighted losses (bert_tf/train/accumulation.with_update_shares and
-model_fn.weighted_mean_loss(update_share=)).
+"""Gradient accumulation gives the big batch's token-weighted losses.
 
-With micro-batches of different numbers of masked tokens, dividing each by
-its own count is not the big batch's mean; these tests use records where it
-is not, and check N micro-batches against one big batch in process. (The
-scripts do not switch it on yet: see README, "Gradient accumulation".)
+The masked-LM loss and NER's token loss are means over the labelled tokens
+of a whole update. With micro-batches of different numbers of masked tokens,
+dividing each by its own count is not the big batch's mean; these tests use
+records where it is not, and check N micro-batches against one big batch, in
+process and through the scripts (run_pretraining.py, run_ner.py).
 """
+
+import json
+import os
 
 import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
+from helpers import RUNNERS, data_path, run_script, write_json
 import modeling
 import optimization
+import run_ner
 import run_pretraining
 from bert_tf.train import accumulation
 from bert_tf.train import model_fn as model_fn_utils
@@ -137,3 +141,148 @@ def test_weighted_mean_with_a_share_divides_by_it():
     value, plain_value = sess.run([loss, plain])
   assert value == pytest.approx(2.0, rel=1e-5)
   assert plain_value == pytest.approx(3.0, rel=1e-5)
+
+
+def _write_records(path, records):
+  with tf.io.TFRecordWriter(path) as writer:
+    for i in range(len(records["input_ids"])):
+      feature = {}
+      for name, values in records.items():
+        values = values[i].reshape(-1)
+        if values.dtype == np.float32:
+          feature[name] = tf.train.Feature(
+              float_list=tf.train.FloatList(value=values))
+        else:
+          feature[name] = tf.train.Feature(
+              int64_list=tf.train.Int64List(value=values))
+      writer.write(tf.train.Example(features=tf.train.Features(
+          feature=feature)).SerializeToString())
+
+
+_TWO_REPLICAS = ("--distribution_strategy=mirrored", "--num_cpu_devices=2")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("runner", RUNNERS)
+@pytest.mark.parametrize("replicas", [(), _TWO_REPLICAS],
+                         ids=["one_device", "two_replicas"])
+def test_run_pretraining_accumulation_equals_the_big_batch(tmp_path, runner,
+                                                           replicas):
+  records = _records(48)
+  data = str(tmp_path / "data.tfrecord")
+  _write_records(data, records)
+  init, start = _initial_checkpoint(tmp_path)
+  config = write_json(tmp_path, _CONFIG, "bert_config.json")
+  results = []
+  # Two replicas: each takes 4 of the 8 examples of a micro-batch, and the
+  # update's mean is over both replicas' masked tokens.
+  for name, batch, steps, extra in (("once", 16, 1, ()),
+                                    ("accumulated", 8, 2, replicas)):
+    output_dir = str(tmp_path / name)
+    proc = run_script("run_pretraining.py", [
+        "--bert_config_file=" + config, "--input_file=" + data,
+        "--output_dir=" + output_dir, "--init_checkpoint=" + init,
+        "--max_seq_length=%d" % _SEQ, "--max_predictions_per_seq=%d" % _PRED,
+        "--train_batch_size=%d" % batch,
+        "--gradient_accumulation_steps=%d" % steps, "--learning_rate=1e-3",
+        "--num_warmup_steps=0", "--num_train_steps=3", "--do_train=True",
+        "--deterministic=True", "--runner=" + runner] + list(extra),
+        env={"CUDA_VISIBLE_DEVICES": ""})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(output_dir))
+    results.append({n: reader.get_tensor(n) for n in start})
+  once, accumulated = results
+  assert _worst_relative_error(accumulated, once, start) < 1e-3
+
+
+def _ner_records(num, seed=5):
+  """NER features, 1 to 10 labelled tokens each (uneven micro-batches)."""
+  pretraining = _records(num, seed)
+  rng = np.random.RandomState(seed)
+  weights = np.zeros([num, _SEQ], np.float32)
+  weights[:, :_PRED] = pretraining["masked_lm_weights"]
+  return {
+      "input_ids": pretraining["input_ids"],
+      "input_mask": pretraining["input_mask"],
+      "segment_ids": pretraining["segment_ids"],
+      "label_ids": rng.randint(0, 5, size=(num, _SEQ)).astype(np.int32),
+      "label_weights": weights,
+      "is_real_example": np.ones([num], np.int32),
+  }
+
+
+def _train_ner(records, batch_size, accumulation_steps, init, num_updates=3,
+               shares=True):
+  """Trains run_ner's token classifier in a plain session; its variables.
+
+  run_ner's input wiring (`update_shares_input_fn` with its own
+  `_label_weights`) and loss, without dropout: run_ner.py's head always
+  drops 10% when training (as the reference's classifier head), so runs
+  with other batch shapes never see the same masks.
+  """
+  with tf.Graph().as_default():
+    tf.set_random_seed(7)
+
+    def input_fn(params, config=None, input_context=None):
+      del config, input_context
+      return tf.data.Dataset.from_tensor_slices(records).repeat().batch(
+          params["batch_size"], drop_remainder=True)
+    if shares:
+      input_fn = accumulation.update_shares_input_fn(
+          input_fn, accumulation_steps, run_ner._label_weights)  # pylint: disable=protected-access
+    features = tf.data.make_one_shot_iterator(
+        input_fn({"batch_size": batch_size})).get_next()
+    loss, _, _, _ = run_ner.create_model(
+        modeling.BertConfig(**_CONFIG), False, features["input_ids"],
+        features["input_mask"], features["segment_ids"],
+        features["label_ids"], run_ner._label_weights(features), 5, False,  # pylint: disable=protected-access
+        update_share=features.get(accumulation.UPDATE_SHARE_KEY))
+    tvars = tf.trainable_variables()
+    assignment, _ = modeling.get_assignment_map_from_checkpoint(tvars, init)
+    tf.train.init_from_checkpoint(init, assignment)
+    train_op = optimization.create_optimizer(
+        loss, 1e-3, 10, 0, False, options=optimization.OptimizerOptions(
+            gradient_accumulation_steps=accumulation_steps))
+    with tf.Session() as sess:
+      sess.run(tf.global_variables_initializer())
+      start = sess.run({v.op.name: v for v in tvars})
+      for _ in range(num_updates * accumulation_steps):
+        sess.run(train_op)
+      return sess.run({v.op.name: v for v in tvars}), start
+
+
+def test_ner_micro_batches_give_the_big_batch_token_mean(tmp_path):
+  records = _ner_records(48)
+  init, _ = _initial_checkpoint(tmp_path)
+  # The head (cls/ner) is not in the checkpoint: the graph seed gives it
+  # the same initial values in every run (all graphs build the same ops
+  # before it but the input's).
+  once, start = _train_ner(records, 16, 1, init)
+  accumulated, start_accumulated = _train_ner(records, 8, 2, init)
+  per_micro_batch, _ = _train_ner(records, 8, 2, init, shares=False)
+  assert _worst_relative_error(per_micro_batch, once, start) > 0.05
+  for name, value in start.items():
+    np.testing.assert_array_equal(start_accumulated[name], value)
+  assert _worst_relative_error(accumulated, once, start) < 1e-3
+
+
+@pytest.mark.slow
+def test_run_ner_trains_on_the_update_token_mean(tmp_path):
+  # The numbers are checked in process above (the head's dropout keeps two
+  # runs of run_ner.py with other batch shapes apart); here, that the script
+  # feeds its training through the update's shares.
+  from test_run_ner import _conll, _head_of_conll
+  data = tmp_path / "data"
+  _head_of_conll(_conll("eng.train"), data / "eng.train", 24)
+  model_dir = data_path("conformance", "modeling")
+  proc = run_script("run_ner.py", [
+      "--data_dir=%s" % data, "--output_dir=%s" % (tmp_path / "out"),
+      "--vocab_file=" + os.path.join(model_dir, "vocab.txt"),
+      "--bert_config_file=" + os.path.join(model_dir, "bert_config.json"),
+      "--init_checkpoint=" + os.path.join(model_dir, "bert_model.ckpt"),
+      "--max_seq_length=24", "--do_train=True", "--train_batch_size=4",
+      "--gradient_accumulation_steps=2", "--num_train_epochs=1"],
+      env={"CUDA_VISIBLE_DEVICES": ""})
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert ("Token-weighted loss: the mean over the labelled tokens of each "
+          "update's 2 micro-batches (2 per replica)") in proc.stderr

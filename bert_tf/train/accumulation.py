@@ -13,6 +13,7 @@ token count (`with_update_shares`), which `model_fn.weighted_mean_loss`
 divides by in place of the micro-batch's own count.
 """
 
+from absl import logging
 import tensorflow.compat.v1 as tf
 
 import modeling
@@ -82,6 +83,9 @@ def update_shares_input_fn(input_fn, accumulation_steps, weight_fn):
     if input_context is not None:
       replicas = max(1, input_context.num_replicas_in_sync //
                      max(1, input_context.num_input_pipelines))
+    logging.info("Token-weighted loss: the mean over the labelled tokens of "
+                 "each update's %d micro-batches (%d per replica)",
+                 accumulation_steps * replicas, accumulation_steps)
     return with_update_shares(dataset, accumulation_steps * replicas,
                               weight_fn).prefetch(1)
 
