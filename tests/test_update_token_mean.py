@@ -53,20 +53,30 @@ def _records(num, seed=3):
   }
 
 
+def _masked_lm_weights(window):
+  return window["masked_lm_weights"]
+
+
+def _features(records, batch_size, accumulation_steps, weight_fn):
+  """The next training batch of `records`, repeated; with `weight_fn`, each
+  carries its update's share (`accumulation.update_shares_input_fn`)."""
+  def input_fn(params, config=None, input_context=None):
+    del config, input_context
+    return tf.data.Dataset.from_tensor_slices(records).repeat().batch(
+        params["batch_size"], drop_remainder=True)
+  if weight_fn is not None:
+    input_fn = accumulation.update_shares_input_fn(
+        input_fn, accumulation_steps, weight_fn)
+  return tf.data.make_one_shot_iterator(
+      input_fn({"batch_size": batch_size})).get_next()
+
+
 def _train(records, batch_size, accumulation_steps, init, num_updates=3,
            shares=True, optimizer="adamw"):
   """Trains run_pretraining's model_fn in a plain session; its variables."""
   with tf.Graph().as_default():
-    def input_fn(params, config=None, input_context=None):
-      del config, input_context
-      return tf.data.Dataset.from_tensor_slices(records).repeat().batch(
-          params["batch_size"], drop_remainder=True)
-    if shares:
-      input_fn = accumulation.update_shares_input_fn(
-          input_fn, accumulation_steps,
-          lambda window: window["masked_lm_weights"])
-    features = tf.data.make_one_shot_iterator(
-        input_fn({"batch_size": batch_size})).get_next()
+    features = _features(records, batch_size, accumulation_steps,
+                         _masked_lm_weights if shares else None)
     model_fn = run_pretraining.model_fn_builder(
         modeling.BertConfig(**_CONFIG), init, 1e-3, 10, 0, False, False,
         options=optimization.OptimizerOptions(
@@ -222,16 +232,8 @@ def _train_ner(records, batch_size, accumulation_steps, init, num_updates=3,
   """
   with tf.Graph().as_default():
     tf.set_random_seed(7)
-
-    def input_fn(params, config=None, input_context=None):
-      del config, input_context
-      return tf.data.Dataset.from_tensor_slices(records).repeat().batch(
-          params["batch_size"], drop_remainder=True)
-    if shares:
-      input_fn = accumulation.update_shares_input_fn(
-          input_fn, accumulation_steps, run_ner._label_weights)  # pylint: disable=protected-access
-    features = tf.data.make_one_shot_iterator(
-        input_fn({"batch_size": batch_size})).get_next()
+    features = _features(records, batch_size, accumulation_steps,
+                         run_ner._label_weights if shares else None)  # pylint: disable=protected-access
     loss, _, _, _ = run_ner.create_model(
         modeling.BertConfig(**_CONFIG), False, features["input_ids"],
         features["input_mask"], features["segment_ids"],
