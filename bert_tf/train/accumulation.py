@@ -51,10 +51,15 @@ def with_update_shares(dataset, micro_batches, weight_fn):
 
   def add_share(window):
     window = dict(window)
-    share = tf.reduce_sum(tf.cast(weight_fn(window), tf.float32)) / float(
-        micro_batches)
-    batch = tf.shape(next(iter(window.values())))[1]
-    window[UPDATE_SHARE_KEY] = tf.fill([micro_batches, batch], share)
+    # Input ops: with --use_xla under multi_worker_mirrored, XLA's CPU
+    # auto-clustering took them onto the local job's CPU beside the
+    # worker's, and the input iterator failed to start ("Multiple CPU
+    # devices").
+    with tf.xla.experimental.jit_scope(compile_ops=False):
+      share = tf.reduce_sum(tf.cast(weight_fn(window), tf.float32)) / float(
+          micro_batches)
+      batch = tf.shape(next(iter(window.values())))[1]
+      window[UPDATE_SHARE_KEY] = tf.fill([micro_batches, batch], share)
     return window
 
   windows = dataset.batch(micro_batches, drop_remainder=True)
