@@ -14,10 +14,21 @@ import time
 import pytest
 import tensorflow.compat.v1 as tf
 
+from tensorflow.python.data.ops import multi_device_iterator_ops
+
+import extract_features
 import fault_helpers as fh
 from helpers import RUNNERS
+import predict_masked_lm
+import run_pretraining
 from bert_tf.checks import lock as lock_checks
+from bert_tf.runner import select as runner_lib
+from bert_tf.tasks.classifier import features as classifier_features
+from bert_tf.tasks.squad import model as squad_model
 from bert_tf.train import hooks as train_hooks
+from bert_tf.train import input_fn as input_utils
+from bert_tf.train import options as training_options
+from bert_tf.train import spec as spec_lib
 
 
 def _steps_of(output_dir):
@@ -343,13 +354,11 @@ entry.run_main(script.main)
 
 def _iterators_autotune(graph):
   """{iterator op name: whether its dataset autotunes} of `graph`."""
-  from bert_tf.train import input_fn as input_utils  # pylint: disable=g-import-not-at-top
   return {op.name: input_utils.autotune_enabled(op.inputs[0].op)
           for op in graph.get_operations() if op.type in _ITERATOR_OPS}
 
 
 def test_autotune_enabled_reads_the_nearest_options():
-  from bert_tf.train import input_fn as input_utils  # pylint: disable=g-import-not-at-top
   with tf.Graph().as_default():
     plain = tf.data.Dataset.range(4).map(lambda x: x + 1).batch(2)
     assert input_utils.autotune_enabled(plain._variant_tensor.op)  # pylint: disable=protected-access
@@ -367,12 +376,6 @@ def test_autotune_enabled_reads_the_nearest_options():
 
 
 def test_every_scripts_input_pipeline_runs_without_autotune(tmp_path):
-  import extract_features  # pylint: disable=g-import-not-at-top
-  import predict_masked_lm  # pylint: disable=g-import-not-at-top
-  import run_pretraining  # pylint: disable=g-import-not-at-top
-  from bert_tf.tasks.classifier import features as classifier_features  # pylint: disable=g-import-not-at-top
-  from bert_tf.tasks.squad import model as squad_model  # pylint: disable=g-import-not-at-top
-  from bert_tf.train import input_fn as input_utils  # pylint: disable=g-import-not-at-top
   records = fh.write_records(str(tmp_path / "data.tfrecord"), 4)
   params = {"batch_size": 2}
   ids = [1] * fh.SEQ
@@ -409,9 +412,6 @@ def test_every_scripts_input_pipeline_runs_without_autotune(tmp_path):
 def test_session_runner_iterators_run_without_autotune(tmp_path):
   """Whatever the input_fn sets: its training, evaluation and prediction
   sessions have no iterator that autotunes."""
-  from bert_tf.runner import select as runner_lib  # pylint: disable=g-import-not-at-top
-  from bert_tf.train import options as training_options  # pylint: disable=g-import-not-at-top
-  from bert_tf.train import spec as spec_lib  # pylint: disable=g-import-not-at-top
 
   def model_fn(features, labels, mode, params):
     del labels, params
@@ -453,8 +453,6 @@ def test_session_runner_iterators_run_without_autotune(tmp_path):
 
 
 def test_per_replica_input_without_autotune_wraps_once():
-  from tensorflow.python.data.ops import multi_device_iterator_ops  # pylint: disable=g-import-not-at-top
-  from bert_tf.train import input_fn as input_utils  # pylint: disable=g-import-not-at-top
   input_utils.per_replica_input_without_autotune()
   wrapped = multi_device_iterator_ops._create_device_dataset  # pylint: disable=protected-access
   input_utils.per_replica_input_without_autotune()

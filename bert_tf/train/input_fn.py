@@ -13,6 +13,10 @@ so do the per-replica pipelines a strategy makes
 import inspect
 
 import tensorflow.compat.v1 as tf
+from tensorflow.core.framework import dataset_options_pb2
+# Where a MultiDeviceIterator makes its per-replica datasets (not in the
+# public API; the same in TensorFlow 2.15 and 2.21).
+from tensorflow.python.data.ops import multi_device_iterator_ops
 
 from bert_tf.train import distribute as distribute_utils
 
@@ -59,7 +63,6 @@ def autotune_enabled(dataset_op):
   off (nearest to `dataset_op` wins where two set it). For tests and checks
   of the graphs the runners build.
   """
-  from tensorflow.core.framework import dataset_options_pb2  # pylint: disable=g-import-not-at-top
   seen = set()
   queue = [dataset_op]
   while queue:
@@ -90,7 +93,6 @@ def per_replica_input_without_autotune():
   autotuning off. Idempotent; called by the runners where they make a
   strategy.
   """
-  from tensorflow.python.data.ops import multi_device_iterator_ops  # pylint: disable=g-import-not-at-top
   create = multi_device_iterator_ops._create_device_dataset  # pylint: disable=protected-access
   if getattr(create, "without_autotune", False):
     return
