@@ -33,6 +33,7 @@ from absl import flags
 from absl import logging
 import tensorflow.compat.v1 as tf
 
+from bert_tf.train import input_fn as input_utils
 from bert_tf.train import model_fn as model_fn_utils
 from bert_tf.train import spec as spec_lib
 from bert_tf.runner import select as runner_lib
@@ -195,7 +196,8 @@ def input_fn_builder(features, seq_length):
         [seq_length] if name != "unique_ids" else []), dtype=tf.int32)
                for name, values in columns.items()}
     d = tf.data.Dataset.from_tensor_slices(tensors)
-    return d.batch(params["batch_size"], drop_remainder=False)
+    return input_utils.without_autotune(
+        d.batch(params["batch_size"], drop_remainder=False))
 
   return input_fn
 
@@ -219,7 +221,8 @@ def streaming_input_fn_builder(feature_factory, seq_length):
   def input_fn(params):
     d = tf.data.Dataset.from_generator(generate, output_types=types,
                                        output_shapes=shapes)
-    return d.batch(params["batch_size"], drop_remainder=False)
+    return input_utils.without_autotune(
+        d.batch(params["batch_size"], drop_remainder=False))
 
   return input_fn
 

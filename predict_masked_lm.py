@@ -38,6 +38,7 @@ from bert_tf.cli import startup
 from bert_tf.runner import select as runner_lib
 from bert_tf.tasks import features as feature_utils
 from bert_tf.tasks.pretraining.heads import get_masked_lm_output
+from bert_tf.train import input_fn as input_utils
 from bert_tf.train import model_fn as model_fn_utils
 from bert_tf.train import options as training_options
 from bert_tf.train import spec as spec_lib
@@ -170,8 +171,9 @@ def _input_fn_builder(lines, max_seq_length, max_predictions):
     for name in ("input_ids", "input_mask", "segment_ids"):
       columns[name] = tf.constant([getattr(line, name) for line in lines],
                                   tf.int32, [len(lines), max_seq_length])
-    return tf.data.Dataset.from_tensor_slices(columns).batch(
-        params["batch_size"], drop_remainder=False)
+    return input_utils.without_autotune(
+        tf.data.Dataset.from_tensor_slices(columns).batch(
+            params["batch_size"], drop_remainder=False))
 
   return input_fn
 

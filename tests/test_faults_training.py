@@ -8,15 +8,27 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import time
 
 import pytest
 import tensorflow.compat.v1 as tf
 
+from tensorflow.python.data.ops import multi_device_iterator_ops
+
+import extract_features
 import fault_helpers as fh
 from helpers import RUNNERS
+import predict_masked_lm
+import run_pretraining
 from bert_tf.checks import lock as lock_checks
+from bert_tf.runner import select as runner_lib
+from bert_tf.tasks.classifier import features as classifier_features
+from bert_tf.tasks.squad import model as squad_model
 from bert_tf.train import hooks as train_hooks
+from bert_tf.train import input_fn as input_utils
+from bert_tf.train import options as training_options
+from bert_tf.train import spec as spec_lib
 
 
 def _steps_of(output_dir):
@@ -300,3 +312,179 @@ def test_only_the_chief_gets_the_summary_writer(monkeypatch, tmp_path):
   # A non-chief's eval scores are not written either.
   train_hooks.write_eval_summaries(str(tmp_path), {"eval_f1": 0.5}, 3)
   assert not os.path.exists(tmp_path / "eval")
+
+
+# ----------------------------------------------------------------------------
+# A prompt exit: no tf.data autotuning thread to wait for at Session.close.
+# ----------------------------------------------------------------------------
+# Each tf.data iterator with autotuning on runs a thread that sleeps between
+# tuning rounds, for periods that double as it lives; destroying the
+# iterator (Session.close) often fails to wake it, and the close then waits
+# out the period: 8-14 s after 20 steps, on both runners and stacks. The
+# tests check the mechanism (no iterator of the sessions autotunes), not
+# the time.
+
+# Graph ops that start an iterator over a dataset (their input 0).
+_ITERATOR_OPS = ("MakeIterator", "MultiDeviceIteratorInit")
+
+# run_pretraining.py whose ProgressHook also writes, at the end of training,
+# which of the graph's iterators autotune ({op name: bool}) to AUTOTUNE_PATH.
+_AUTOTUNE_DUMPING_MAIN = """
+import json, os
+import tensorflow.compat.v1 as tf
+from bert_tf.cli import entry
+from bert_tf.train import hooks as train_hooks
+from bert_tf.train import input_fn as input_utils
+import run_pretraining as script
+
+class Hook(train_hooks.ProgressHook):
+  def end(self, session):
+    super().end(session)
+    ops = [op for op in tf.get_default_graph().get_operations()
+           if op.type in %r]
+    with open(os.environ["AUTOTUNE_PATH"], "w") as f:
+      json.dump({op.name: input_utils.autotune_enabled(op.inputs[0].op)
+                 for op in ops}, f)
+
+train_hooks.ProgressHook = Hook
+script.define_flags()
+entry.run_main(script.main)
+""" % (_ITERATOR_OPS,)
+
+
+def _iterators_autotune(graph):
+  """{iterator op name: whether its dataset autotunes} of `graph`."""
+  return {op.name: input_utils.autotune_enabled(op.inputs[0].op)
+          for op in graph.get_operations() if op.type in _ITERATOR_OPS}
+
+
+def test_autotune_enabled_reads_the_nearest_options():
+  with tf.Graph().as_default():
+    plain = tf.data.Dataset.range(4).map(lambda x: x + 1).batch(2)
+    assert input_utils.autotune_enabled(plain._variant_tensor.op)  # pylint: disable=protected-access
+    off = input_utils.without_autotune(plain).prefetch(1)
+    assert not input_utils.autotune_enabled(off._variant_tensor.op)  # pylint: disable=protected-access
+    on = tf.data.Options()
+    on.autotune.enabled = True
+    again = off.with_options(on)
+    assert input_utils.autotune_enabled(again._variant_tensor.op)  # pylint: disable=protected-access
+    # Options that leave autotuning unset keep the earlier setting.
+    other = tf.data.Options()
+    other.deterministic = True
+    assert not input_utils.autotune_enabled(
+        off.with_options(other)._variant_tensor.op)  # pylint: disable=protected-access
+
+
+def test_every_scripts_input_pipeline_runs_without_autotune(tmp_path):
+  records = fh.write_records(str(tmp_path / "data.tfrecord"), 4)
+  params = {"batch_size": 2}
+  ids = [1] * fh.SEQ
+  builders = {
+      "pretraining %s" % training: run_pretraining.input_fn_builder(
+          [records], fh.SEQ, fh.PREDS, is_training=training)
+      for training in (True, False)}
+  for training in (True, False):
+    builders["classifier file %s" % training] = (
+        classifier_features.file_based_input_fn_builder(
+            records, fh.SEQ, is_training=training, drop_remainder=training))
+    builders["squad %s" % training] = squad_model.input_fn_builder(
+        records, fh.SEQ, is_training=training, drop_remainder=training)
+    builders["classifier memory %s" % training] = (
+        classifier_features.input_fn_builder(
+            [classifier_features.InputFeatures(ids, ids, ids, 0, True)],
+            fh.SEQ, is_training=training, drop_remainder=training))
+  features = [extract_features.InputFeatures(0, ["a"], ids, ids, ids)]
+  builders["extract_features"] = extract_features.input_fn_builder(
+      features, fh.SEQ)
+  builders["extract_features streaming"] = (
+      extract_features.streaming_input_fn_builder(lambda: iter(features),
+                                                  fh.SEQ))
+  builders["predict_masked_lm"] = predict_masked_lm._input_fn_builder(  # pylint: disable=protected-access
+      [predict_masked_lm.MaskedLine(1, "a", ["a"], ids, ids, ids, [1])],
+      fh.SEQ, fh.PREDS)
+  for name, input_fn in builders.items():
+    with tf.Graph().as_default():
+      dataset = input_fn(params=params)
+      assert not input_utils.autotune_enabled(dataset._variant_tensor.op), (  # pylint: disable=protected-access
+          name)
+
+
+def test_session_runner_iterators_run_without_autotune(tmp_path):
+  """Whatever the input_fn sets: its training, evaluation and prediction
+  sessions have no iterator that autotunes."""
+
+  def model_fn(features, labels, mode, params):
+    del labels, params
+    w = tf.get_variable("w", [], initializer=tf.zeros_initializer())
+    loss = tf.reduce_mean(tf.square(w * features["x"] - 1.0))
+    if mode == spec_lib.ModeKeys.TRAIN:
+      train_op = tf.group(
+          tf.train.GradientDescentOptimizer(0.01).minimize(loss),
+          tf.assign_add(tf.train.get_global_step(), 1))
+      return spec_lib.model_spec(mode=mode, loss=loss, train_op=train_op)
+    if mode == spec_lib.ModeKeys.EVAL:
+      return spec_lib.model_spec(mode=mode, loss=loss)
+    return spec_lib.model_spec(mode=mode, predictions={"p": w * features["x"]})
+
+  def input_fn(params):  # Autotuning left on, as tf.data has it.
+    return tf.data.Dataset.from_tensor_slices(
+        {"x": [1.0, 2.0, 3.0, 4.0]}).batch(params["batch_size"])
+
+  graphs = []
+
+  class Capture(tf.train.SessionRunHook):
+
+    def begin(self):
+      graphs.append(tf.get_default_graph())
+
+  run = training_options.RunOptions(
+      tpu=training_options.TpuOptions(runner="session"), train_batch_size=2,
+      save_checkpoints_steps=5)
+  runner = runner_lib.make_runner(model_fn, run, str(tmp_path),
+                                  eval_batch_size=2, predict_batch_size=2)
+  runner.train(lambda params: input_fn(params).repeat(), max_steps=3,
+               hooks=[Capture()])
+  runner.evaluate(input_fn, hooks=[Capture()])
+  list(runner.predict(input_fn, hooks=[Capture()]))
+  assert len(graphs) == 3
+  for graph in graphs:
+    found = _iterators_autotune(graph)
+    assert found and not any(found.values()), found
+
+
+def test_per_replica_input_without_autotune_wraps_once():
+  input_utils.per_replica_input_without_autotune()
+  wrapped = multi_device_iterator_ops._create_device_dataset  # pylint: disable=protected-access
+  input_utils.per_replica_input_without_autotune()
+  assert multi_device_iterator_ops._create_device_dataset is wrapped  # pylint: disable=protected-access
+  assert wrapped.without_autotune
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("runner", RUNNERS)
+@pytest.mark.parametrize("replicas", [1, 2])
+def test_training_sessions_have_no_autotuning_iterator(tmp_path, data, runner,
+                                                       replicas):
+  """run_pretraining.py, one device or two CPU replicas (whose input goes
+  through a MultiDeviceIterator and a pipeline per replica), either runner:
+  no iterator of the training session autotunes, so none keeps
+  Session.close waiting (also after SIGTERM, which closes the same
+  session)."""
+  output_dir = str(tmp_path / "out")
+  dump = str(tmp_path / "autotune.json")
+  extra = {}
+  if replicas == 2:
+    extra = dict(distribution_strategy="mirrored", num_cpu_devices=2)
+  proc = subprocess.run(
+      [sys.executable, "-c", _AUTOTUNE_DUMPING_MAIN] + fh.pretraining_flags(
+          data, output_dir, num_train_steps=2, runner=runner, **extra),
+      cwd=fh.REPO_ROOT, env=fh.env(AUTOTUNE_PATH=dump, PYTHONPATH=fh.REPO_ROOT),
+      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+      timeout=300)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  with open(dump) as f:
+    found = json.load(f)
+  # One iterator on one device; under two replicas the host's and one per
+  # replica.
+  assert len(found) == (1 if replicas == 1 else 3), found
+  assert not any(found.values()), found

@@ -11,6 +11,7 @@ import dataclasses
 from typing import Any, Optional
 
 from bert_tf.train import distribute as distribute_utils
+from bert_tf.train import input_fn as input_utils
 from bert_tf.train import options as training_options
 
 __all__ = ["RunnerConfig", "runner_config_from_options"]
@@ -46,7 +47,9 @@ def runner_config_from_options(run, output_dir):
   """The `RunnerConfig` of a run's options.
 
   Under a strategy (`distribute_utils.make_strategy`) the session has the
-  strategy's threads and devices (`distribute_utils.session_config`); else
+  strategy's threads and devices (`distribute_utils.session_config`), and
+  its per-replica input pipelines run without tf.data's autotuning
+  (`input_utils.per_replica_input_without_autotune`); else
   the Estimator's default (`training_options.default_session_config`).
   Then `training_options.session_settings` applies --use_xla and
   --deterministic.
@@ -57,6 +60,8 @@ def runner_config_from_options(run, output_dir):
   """
   strategy = distribute_utils.make_strategy(run.distribute, run.tpu.use_tpu)
   if strategy is not None:
+    # Its per-replica input pipelines, too, close promptly.
+    input_utils.per_replica_input_without_autotune()
     base = distribute_utils.session_config(run.distribute.num_cpu_devices)
   else:
     base = None

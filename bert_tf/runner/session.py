@@ -88,8 +88,11 @@ class SessionRunner(object):
     return graph
 
   def _dataset(self, input_fn, mode, input_context=None):
+    """The input_fn's dataset, without tf.data's autotuning whatever the
+    input_fn sets (`input_utils.without_autotune`: prompt `Session.close`)."""
     call = input_utils.with_batch_size(input_fn, self._batch_sizes[mode])
-    return call(params={}, config=self._config, input_context=input_context)
+    return input_utils.without_autotune(
+        call(params={}, config=self._config, input_context=input_context))
 
   def _batch(self, input_fn, mode):
     """(features, labels, iterator initializer) of a one-device input."""

@@ -258,7 +258,8 @@ def input_fn_builder(features, seq_length, is_training, drop_remainder):
     })
     if is_training:
       d = d.repeat().shuffle(buffer_size=100)
-    return d.batch(params["batch_size"], drop_remainder=drop_remainder)
+    return input_utils.without_autotune(
+        d.batch(params["batch_size"], drop_remainder=drop_remainder))
 
   return input_fn
 
