@@ -12,6 +12,8 @@ so do the per-replica pipelines a strategy makes
 
 import inspect
 
+from absl import logging
+
 import tensorflow.compat.v1 as tf
 from tensorflow.core.framework import dataset_options_pb2
 # Where a MultiDeviceIterator makes its per-replica datasets (not in the
@@ -93,7 +95,13 @@ def per_replica_input_without_autotune():
   autotuning off. Idempotent; called by the runners where they make a
   strategy.
   """
-  create = multi_device_iterator_ops._create_device_dataset  # pylint: disable=protected-access
+  create = getattr(multi_device_iterator_ops, "_create_device_dataset", None)
+  if create is None:
+    # Another TensorFlow: training runs as before, its exit maybe slower.
+    logging.warning("tf.data's per-replica pipelines keep autotuning (this "
+                    "TensorFlow has no multi_device_iterator_ops."
+                    "_create_device_dataset): the exit may wait for it")
+    return
   if getattr(create, "without_autotune", False):
     return
 
