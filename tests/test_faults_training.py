@@ -62,10 +62,10 @@ def test_sigterm_saves_the_current_step_and_rerun_resumes(tmp_path, data,
   lines = fh.Lines(proc)
   lines.wait_for(r"step 1: first step of this run")
   time.sleep(2.0)
-  sent = time.time()
   proc.send_signal(signal.SIGTERM)
+  # (A bound against a hang, not a timing: what held the exit up is checked
+  # by test_training_sessions_have_no_autotuning_iterator.)
   assert proc.wait(timeout=60) == train_hooks.PREEMPTED_EXIT_STATUS
-  took = time.time() - sent
   text = lines.text()
   received = re.search(r"SIGTERM received: saving a checkpoint at step (\d+), "
                        "then stopping", text)
@@ -79,7 +79,6 @@ def test_sigterm_saves_the_current_step_and_rerun_resumes(tmp_path, data,
                    r"model\.ckpt-%d saved; rerun the same command" %
                    (step, step), text)
   assert "Running evaluation" not in text  # Stopped, not evaluated.
-  assert took < 30, took
 
   again = fh.run("run_pretraining.py", fh.pretraining_flags(
       data, output_dir, num_train_steps=step + 3, runner=runner))
