@@ -194,3 +194,14 @@ def write_corpus(tmp_path):
     path.write_text(text, encoding="utf-8")
     files.append(str(path))
   return files
+
+
+def sgd_train_spec(loss):
+  """The TRAIN spec of a test model_fn: one SGD step (rate 0.01) on `loss`
+  and the global step's increment."""
+  import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
+  train_op = tf.group(
+      tf.train.GradientDescentOptimizer(0.01).minimize(loss),
+      tf.assign_add(tf.train.get_global_step(), 1))
+  return _spec.model_spec(mode=_spec.ModeKeys.TRAIN, loss=loss,
+                          train_op=train_op)

@@ -19,6 +19,7 @@ from tensorflow.python.data.ops import multi_device_iterator_ops
 import extract_features
 import fault_helpers as fh
 from helpers import RUNNERS
+from helpers import sgd_train_spec
 import predict_masked_lm
 import run_pretraining
 from bert_tf.checks import lock as lock_checks
@@ -417,10 +418,7 @@ def test_session_runner_iterators_run_without_autotune(tmp_path):
     w = tf.get_variable("w", [], initializer=tf.zeros_initializer())
     loss = tf.reduce_mean(tf.square(w * features["x"] - 1.0))
     if mode == spec_lib.ModeKeys.TRAIN:
-      train_op = tf.group(
-          tf.train.GradientDescentOptimizer(0.01).minimize(loss),
-          tf.assign_add(tf.train.get_global_step(), 1))
-      return spec_lib.model_spec(mode=mode, loss=loss, train_op=train_op)
+      return sgd_train_spec(loss)
     if mode == spec_lib.ModeKeys.EVAL:
       return spec_lib.model_spec(mode=mode, loss=loss)
     return spec_lib.model_spec(mode=mode, predictions={"p": w * features["x"]})

@@ -21,6 +21,7 @@ from helpers import data_path
 from helpers import HAS_ESTIMATOR
 from helpers import needs_estimator
 from helpers import read_lines
+from helpers import sgd_train_spec
 from helpers import run_script
 from helpers import shared_path
 from helpers import tiny_model_flags
@@ -104,10 +105,7 @@ def test_session_runner_trains_evaluates_and_predicts_in_process(tmp_path):
     prediction = w * features["x"]
     loss = tf.reduce_mean(tf.square(prediction - features["y"]))
     if mode == spec_lib.ModeKeys.TRAIN:
-      train_op = tf.group(
-          tf.train.GradientDescentOptimizer(0.01).minimize(loss),
-          tf.assign_add(tf.train.get_global_step(), 1))
-      return spec_lib.model_spec(mode=mode, loss=loss, train_op=train_op)
+      return sgd_train_spec(loss)
     if mode == spec_lib.ModeKeys.EVAL:
       return spec_lib.model_spec(
           mode=mode, loss=loss,
