@@ -302,3 +302,29 @@ class Lines(object):
   def text(self):
     self._thread.join(timeout=60)
     return "\n".join(l for l in self.lines if l is not None)
+
+
+def autotune_enabled(dataset_op):
+  """Whether the dataset made by graph op `dataset_op` autotunes.
+
+  Reads the options set by `with_options` on it or any dataset it is made
+  from (their `OptionsDataset` ops); autotuning is on unless one turns it
+  off (nearest to `dataset_op` wins where two set it).
+  """
+  import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
+  from tensorflow.core.framework import dataset_options_pb2  # pylint: disable=g-import-not-at-top
+  seen = set()
+  queue = [dataset_op]
+  while queue:
+    op = queue.pop(0)
+    if op.name in seen:
+      continue
+    seen.add(op.name)
+    if op.type == "OptionsDataset":
+      options = dataset_options_pb2.Options()
+      options.ParseFromString(op.get_attr("serialized_options"))
+      autotune = options.autotune_options
+      if autotune.WhichOneof("optional_enabled") is not None:
+        return autotune.enabled
+    queue.extend(t.op for t in op.inputs if t.dtype == tf.variant)
+  return True

@@ -330,11 +330,12 @@ _ITERATOR_OPS = ("MakeIterator", "MultiDeviceIteratorInit")
 # run_pretraining.py whose ProgressHook also writes, at the end of training,
 # which of the graph's iterators autotune ({op name: bool}) to AUTOTUNE_PATH.
 _AUTOTUNE_DUMPING_MAIN = """
-import json, os
+import json, os, sys
 import tensorflow.compat.v1 as tf
+sys.path.insert(0, os.path.join(os.getcwd(), "tests"))
+import fault_helpers as fh
 from bert_tf.cli import entry
 from bert_tf.train import hooks as train_hooks
-from bert_tf.train import input_fn as input_utils
 import run_pretraining as script
 
 class Hook(train_hooks.ProgressHook):
@@ -343,7 +344,7 @@ class Hook(train_hooks.ProgressHook):
     ops = [op for op in tf.get_default_graph().get_operations()
            if op.type in %r]
     with open(os.environ["AUTOTUNE_PATH"], "w") as f:
-      json.dump({op.name: input_utils.autotune_enabled(op.inputs[0].op)
+      json.dump({op.name: fh.autotune_enabled(op.inputs[0].op)
                  for op in ops}, f)
 
 train_hooks.ProgressHook = Hook
@@ -354,24 +355,24 @@ entry.run_main(script.main)
 
 def _iterators_autotune(graph):
   """{iterator op name: whether its dataset autotunes} of `graph`."""
-  return {op.name: input_utils.autotune_enabled(op.inputs[0].op)
+  return {op.name: fh.autotune_enabled(op.inputs[0].op)
           for op in graph.get_operations() if op.type in _ITERATOR_OPS}
 
 
 def test_autotune_enabled_reads_the_nearest_options():
   with tf.Graph().as_default():
     plain = tf.data.Dataset.range(4).map(lambda x: x + 1).batch(2)
-    assert input_utils.autotune_enabled(plain._variant_tensor.op)  # pylint: disable=protected-access
+    assert fh.autotune_enabled(plain._variant_tensor.op)  # pylint: disable=protected-access
     off = input_utils.without_autotune(plain).prefetch(1)
-    assert not input_utils.autotune_enabled(off._variant_tensor.op)  # pylint: disable=protected-access
+    assert not fh.autotune_enabled(off._variant_tensor.op)  # pylint: disable=protected-access
     on = tf.data.Options()
     on.autotune.enabled = True
     again = off.with_options(on)
-    assert input_utils.autotune_enabled(again._variant_tensor.op)  # pylint: disable=protected-access
+    assert fh.autotune_enabled(again._variant_tensor.op)  # pylint: disable=protected-access
     # Options that leave autotuning unset keep the earlier setting.
     other = tf.data.Options()
     other.deterministic = True
-    assert not input_utils.autotune_enabled(
+    assert not fh.autotune_enabled(
         off.with_options(other)._variant_tensor.op)  # pylint: disable=protected-access
 
 
@@ -405,7 +406,7 @@ def test_every_scripts_input_pipeline_runs_without_autotune(tmp_path):
   for name, input_fn in builders.items():
     with tf.Graph().as_default():
       dataset = input_fn(params=params)
-      assert not input_utils.autotune_enabled(dataset._variant_tensor.op), (  # pylint: disable=protected-access
+      assert not fh.autotune_enabled(dataset._variant_tensor.op), (  # pylint: disable=protected-access
           name)
 
 

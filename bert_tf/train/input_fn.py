@@ -15,7 +15,6 @@ import inspect
 from absl import logging
 
 import tensorflow.compat.v1 as tf
-from tensorflow.core.framework import dataset_options_pb2
 # Where a MultiDeviceIterator makes its per-replica datasets (not in the
 # public API; the same in TensorFlow 2.15 and 2.21).
 from tensorflow.python.data.ops import multi_device_iterator_ops
@@ -24,7 +23,7 @@ from bert_tf.train import distribute as distribute_utils
 
 __all__ = ["decode_record", "tfrecord_input_fn_builder", "with_batch_size",
            "features_and_labels", "without_autotune",
-           "per_replica_input_without_autotune", "autotune_enabled"]
+           "per_replica_input_without_autotune"]
 
 
 def _no_autotune_options():
@@ -55,31 +54,6 @@ def without_autotune(dataset):
     over to the datasets made from it.
   """
   return dataset.with_options(_no_autotune_options())
-
-
-def autotune_enabled(dataset_op):
-  """Whether the dataset made by graph op `dataset_op` autotunes.
-
-  Reads the options set by `with_options` on it or any dataset it is made
-  from (their `OptionsDataset` ops); autotuning is on unless one turns it
-  off (nearest to `dataset_op` wins where two set it). For tests and checks
-  of the graphs the runners build.
-  """
-  seen = set()
-  queue = [dataset_op]
-  while queue:
-    op = queue.pop(0)
-    if op.name in seen:
-      continue
-    seen.add(op.name)
-    if op.type == "OptionsDataset":
-      options = dataset_options_pb2.Options()
-      options.ParseFromString(op.get_attr("serialized_options"))
-      autotune = options.autotune_options
-      if autotune.WhichOneof("optional_enabled") is not None:
-        return autotune.enabled
-    queue.extend(t.op for t in op.inputs if t.dtype == tf.variant)
-  return True
 
 
 def per_replica_input_without_autotune():
