@@ -11,10 +11,9 @@ import dataclasses
 from typing import Any, Optional
 
 from bert_tf.train import distribute as distribute_utils
-from bert_tf.train import input_fn as input_utils
 from bert_tf.train import options as training_options
 
-__all__ = ["RunnerConfig", "runner_config_from_options"]
+__all__ = ["RunnerConfig", "summary_steps", "runner_config_from_options"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,45 +42,49 @@ class RunnerConfig:
   log_step_count_steps: int = 100
 
 
+def summary_steps(run):
+  """The runner's summary interval in session runs, or None for none.
+
+  The Estimator's 100; with gradient accumulation a run is a micro-batch,
+  so the runner writes none and `hooks.SummaryFlushHook` (given this same
+  value by `loop`) writes them per update. Under `multi_worker_mirrored`
+  MonitoredTrainingSession adds its checkpoint hook only when it also
+  writes summaries (TensorFlow 2.15 and 2.21 alike): an interval no run
+  reaches keeps the checkpoints, with one summary at the first run.
+
+  Args:
+    run: `options.RunOptions`.
+  """
+  if run.training.optimizer_options.runs_per_update == 1:
+    return 100
+  if run.distribute.distribution_strategy == "multi_worker_mirrored":
+    return 10**9
+  return None
+
+
 def runner_config_from_options(run, output_dir):
   """The `RunnerConfig` of a run's options.
 
   Under a strategy (`distribute_utils.make_strategy`) the session has the
-  strategy's threads and devices (`distribute_utils.session_config`), and
-  its per-replica input pipelines run without tf.data's autotuning
-  (`input_utils.per_replica_input_without_autotune`); else
+  strategy's threads and devices (`distribute_utils.session_config`); else
   the Estimator's default (`training_options.default_session_config`).
   Then `training_options.session_settings` applies --use_xla and
-  --deterministic.
+  --deterministic; `summary_steps` gives the summary interval.
 
   Args:
     run: `options.RunOptions`.
     output_dir: str or None (a temporary directory), the model directory.
   """
   strategy = distribute_utils.make_strategy(run.distribute, run.tpu.use_tpu)
+  base = None
   if strategy is not None:
-    # Its per-replica input pipelines, too, close promptly.
-    input_utils.per_replica_input_without_autotune()
     base = distribute_utils.session_config(run.distribute.num_cpu_devices)
-  else:
-    base = None
   session_config, seed = training_options.session_settings(
       run.training, base, run.distribute.random_seed)
   if session_config is None:
     session_config = training_options.default_session_config()
-  # With accumulation a run is a micro-batch: the summaries are written per
-  # update by hooks.SummaryFlushHook, not by the runner every 100 runs.
-  summary_steps = 100
-  if run.training.optimizer_options.gradient_accumulation_steps > 1:
-    summary_steps = None
-    if run.distribute.distribution_strategy == "multi_worker_mirrored":
-      # There MonitoredTrainingSession adds its checkpoint hook only when it
-      # also writes summaries (TensorFlow 2.15 and 2.21 alike): a step
-      # interval no run reaches keeps the checkpoints, with one summary at
-      # the first run.
-      summary_steps = 10**9
   return RunnerConfig(
       model_dir=output_dir,
       save_checkpoints_steps=run.save_checkpoints_steps,
       tf_random_seed=seed, session_config=session_config, strategy=strategy,
-      save_summary_steps=summary_steps)
+      save_summary_steps=summary_steps(run))

@@ -10,6 +10,7 @@ sizes). Both already have the runner interface (`train`, `evaluate`,
 
 import tensorflow.compat.v1 as tf
 
+from bert_tf import tf_private
 from bert_tf.runner import config as config_lib
 from bert_tf.train import distribute as distribute_utils
 from bert_tf.train import input_fn as input_utils
@@ -219,7 +220,7 @@ class DistributedEstimator(object):
     """`Estimator.train`; multi-worker: through `train_and_evaluate`."""
     input_fn = input_utils.with_batch_size(input_fn,
                                 self._batch_sizes[tf.estimator.ModeKeys.TRAIN])
-    if not getattr(self.config, "_distribute_coordinator_mode", None):
+    if not tf_private.estimator_in_coordinator_mode(self.config):
       self.estimator.train(input_fn, hooks=hooks, steps=steps,
                            max_steps=max_steps,
                            saving_listeners=saving_listeners)

@@ -25,10 +25,8 @@ import contextlib
 
 from absl import logging
 import tensorflow.compat.v1 as tf
-# The coordinator that ran the Estimator's multi-worker training; TensorFlow
-# keeps it (not in the public API) up to 2.21 at least.
-from tensorflow.python.distribute import distribute_coordinator
 
+from bert_tf import tf_private
 from bert_tf.train import distribute as distribute_utils
 from bert_tf.train import hooks as train_hooks
 from bert_tf.train import input_fn as input_utils
@@ -197,7 +195,7 @@ class SessionRunner(object):
                    "max_steps is %d", self.model_dir, start, max_steps)
       return self
     strategy = self._config.strategy
-    if strategy is None or not strategy.extended._in_multi_worker_mode():  # pylint: disable=protected-access
+    if strategy is None or not tf_private.in_multi_worker_mode(strategy):
       self._train_here(input_fn, hooks, max_steps, strategy)
       return self
     # Several workers: as the Estimator, through TensorFlow's distribute
@@ -206,11 +204,10 @@ class SessionRunner(object):
     # reads the worker context (the chief alone checkpoints and summarizes).
     distribute_utils.start_peer_watchdog(self._worker_timeout_secs)
     try:
-      distribute_coordinator.run_distribute_coordinator(
+      tf_private.run_distribute_coordinator(
           lambda worker_strategy: self._train_here(
               input_fn, hooks, max_steps, worker_strategy),
-          strategy, mode=distribute_coordinator.CoordinatorMode.
-          INDEPENDENT_WORKER, session_config=self._config.session_config)
+          strategy, self._config.session_config)
     except tf.errors.UnknownError as e:
       explained = distribute_utils.explain_server_error(e)
       if explained is None:

@@ -15,10 +15,8 @@ import inspect
 from absl import logging
 
 import tensorflow.compat.v1 as tf
-# Where a MultiDeviceIterator makes its per-replica datasets (not in the
-# public API; the same in TensorFlow 2.15 and 2.21).
-from tensorflow.python.data.ops import multi_device_iterator_ops
 
+from bert_tf import tf_private
 from bert_tf.train import distribute as distribute_utils
 
 __all__ = ["decode_record", "tfrecord_input_fn_builder", "with_batch_size",
@@ -59,31 +57,18 @@ def without_autotune(dataset):
 def per_replica_input_without_autotune():
   """Turns autotuning off in the per-replica pipelines of tf.distribute.
 
-  Under a strategy a `MultiDeviceIterator` feeds each replica from the
-  input through a small pipeline of its own (a generator and a 1-element
-  prefetch), made by `multi_device_iterator_ops._create_device_dataset`;
-  each such pipeline's iterator also runs an autotuning thread with the
-  same shutdown race (`without_autotune`), and the options of the input
-  do not reach it. This wraps that function (TensorFlow keeps it, with
-  the same arguments, in 2.15 and 2.21) so that its datasets have
-  autotuning off. Idempotent; called by the runners where they make a
-  strategy.
+  Under a strategy a `MultiDeviceIterator` feeds each replica through a
+  small pipeline of its own, whose iterator has the same shutdown race
+  (`without_autotune`) and which the input's options do not reach:
+  `tf_private.per_replica_input_without_autotune` wraps the private
+  function that makes those pipelines, for the whole process. Called where
+  a run sets up its strategy (`distribute.setup`); idempotent.
   """
-  create = getattr(multi_device_iterator_ops, "_create_device_dataset", None)
-  if create is None:
+  if not tf_private.per_replica_input_without_autotune(without_autotune):
     # Another TensorFlow: training runs as before, its exit maybe slower.
     logging.warning("tf.data's per-replica pipelines keep autotuning (this "
-                    "TensorFlow has no multi_device_iterator_ops."
-                    "_create_device_dataset): the exit may wait for it")
-    return
-  if getattr(create, "without_autotune", False):
-    return
-
-  def create_device_dataset(*args, **kwargs):
-    return without_autotune(create(*args, **kwargs))
-
-  create_device_dataset.without_autotune = True
-  multi_device_iterator_ops._create_device_dataset = create_device_dataset  # pylint: disable=protected-access
+                    "TensorFlow lacks what tf_private wraps): the exit may "
+                    "wait for it")
 
 
 def with_batch_size(input_fn, batch_size):

@@ -14,13 +14,7 @@ import tensorflow.compat.v1 as tf
 from bert_tf.train import variables as variables_lib
 from bert_tf.train import xla
 
-__all__ = ["LOSS_SCALE_COLLECTION", "SKIPPED_UPDATES_COLLECTION",
-           "DynamicLossScale", "all_finite"]
-
-# Graph collections holding the loss-scale variables of an fp16 train op
-# (float32 scale; int64 count of updates skipped for non-finite gradients).
-LOSS_SCALE_COLLECTION = "loss_scale"
-SKIPPED_UPDATES_COLLECTION = "skipped_updates"
+__all__ = ["DynamicLossScale", "all_finite"]
 
 
 def all_finite(grads):
@@ -35,8 +29,8 @@ class DynamicLossScale(object):
   (float32), `loss_scale/good_steps` (int64, finite gradients in a row) and
   `loss_scale/skipped_updates` (int64, gradients skipped for being
   non-finite). The scale and the skip count are written as summaries
-  (`loss_scale`, `skipped_updates`) off TPU and put in the graph collections
-  `LOSS_SCALE_COLLECTION` and `SKIPPED_UPDATES_COLLECTION` (for logging).
+  (`loss_scale`, `skipped_updates`) off TPU; the train step that made the
+  scale hands it on (`update.TrainStep.loss_scale`) for logging.
   Under a strategy the variables are mirrored and `update` runs in
   cross-replica context, so every replica keeps the same scale.
 
@@ -60,8 +54,6 @@ class DynamicLossScale(object):
     self.skipped = variables_lib.root_variable(
         "loss_scale/skipped_updates", [], tf.int64, tf.zeros_initializer())
     self.value = self.scale.read_value()
-    tf.add_to_collection(LOSS_SCALE_COLLECTION, self.scale)
-    tf.add_to_collection(SKIPPED_UPDATES_COLLECTION, self.skipped)
 
   def scale_loss(self, loss):
     """The loss times the scale (float32 scalar Tensor)."""

@@ -11,8 +11,8 @@ from absl import logging
 import tensorflow.compat.v1 as tf
 
 from bert_tf.train import spec as spec_lib
+from bert_tf.train import update
 import modeling
-import optimization
 
 __all__ = ["fine_tuning_steps", "init_from_checkpoint", "weighted_mean_loss",
            "train_spec"]
@@ -97,7 +97,7 @@ def weighted_mean_loss(values, weights, update_share=None):
   On one device (or TPU, per core) this is the plain weighted mean of the
   batch. In the replica context of a `tf.distribute` strategy, each replica
   sees only its share of the batch, and the optimizer averages the replicas'
-  gradients (`optimization.create_optimizer`): a per-replica weighted mean
+  gradients (`update.build_train_step`): a per-replica weighted mean
   would weigh every replica's share alike, whatever its total weight (with
   token weights: its number of labelled tokens). So the denominator is the
   sum of the weights over all replicas (one scalar all-reduce, no gradient)
@@ -150,25 +150,22 @@ def train_spec(total_loss, learning_rate, num_train_steps, num_warmup_steps,
     num_warmup_steps: int, steps (updates) of linear warmup.
     use_tpu: bool; on TPU gradients are averaged across shards.
     scaffold_fn: from `init_from_checkpoint`, or None.
-    options: (optional) `optimization.OptimizerOptions` (optimizer,
-      accumulation, fp16 loss scaling); default the reference's training.
+    options: (optional) `OptimizerOptions` (optimizer, accumulation, fp16
+      loss scaling); default the reference's training.
 
   Returns:
-    A `spec.model_spec` in TRAIN mode whose train op
-    applies `optimization.create_optimizer` (and increments the global step).
-    With fp16 loss scaling off TPU, a hook logs the loss scale and the
-    skipped updates every 100 steps.
+    A `spec.model_spec` in TRAIN mode whose train op is
+    `update.build_train_step`'s (the update and the global-step increment,
+    as `optimization.create_optimizer`). With fp16 loss scaling off TPU, a
+    hook logs the loss scale and the skipped updates every 100 steps.
   """
-  train_op = optimization.create_optimizer(
-      total_loss, learning_rate, num_train_steps, num_warmup_steps, use_tpu,
-      options=options)
+  step = update.build_train_step(total_loss, learning_rate, num_train_steps,
+                                 num_warmup_steps, use_tpu, options=options)
   hooks = []
-  if options is not None and options.loss_scaling and not use_tpu:
+  if step.loss_scale is not None and not use_tpu:
     hooks.append(tf.train.LoggingTensorHook(
-        {"loss_scale": tf.get_collection(optimization.LOSS_SCALE_COLLECTION)[0],
-         "skipped_updates": tf.get_collection(
-             optimization.SKIPPED_UPDATES_COLLECTION)[0]},
-        every_n_iter=100))
+        {"loss_scale": step.loss_scale.scale,
+         "skipped_updates": step.loss_scale.skipped}, every_n_iter=100))
   return spec_lib.model_spec(
-      mode=spec_lib.ModeKeys.TRAIN, loss=total_loss, train_op=train_op,
+      mode=spec_lib.ModeKeys.TRAIN, loss=total_loss, train_op=step.train_op,
       scaffold_fn=scaffold_fn, training_hooks=hooks or None)

@@ -7,7 +7,7 @@ TPU), and under a `tf.distribute` strategy in cross-replica context, once
 on every replica's copy, so mirrored variables stay identical. Weight decay
 exclusion by name and the `tf.train.Optimizer` slot interface live here
 too. The update rules themselves are in the subclasses:
-`optimization.AdamWeightDecayOptimizer` and `lamb.LAMBOptimizer`.
+`adamw.AdamWeightDecayOptimizer` and `lamb.LAMBOptimizer`.
 """
 
 import re

@@ -60,6 +60,18 @@ class OptimizerOptions:
   loss_scale_growth_steps: int = 2000
   exclude_from_weight_decay: tuple = _EXCLUDE_FROM_WEIGHT_DECAY
 
+  @property
+  def runs_per_update(self):
+    """Session runs (micro-batches) per update."""
+    return self.gradient_accumulation_steps
+
+  @property
+  def conditional_update(self):
+    """Whether a run of the train op may leave the global step as it is
+    (accumulation, or an fp16 run skipping a non-finite gradient): the
+    hooks then read the step after each run."""
+    return self.gradient_accumulation_steps > 1 or self.loss_scaling
+
   def __post_init__(self):
     if self.optimizer not in _OPTIMIZERS:
       raise ValueError("optimizer must be one of %s, got %r" %

@@ -1,8 +1,8 @@
 """The pieces of the train op: gradients, all-reduce, the conditional update.
 
-`optimization.create_optimizer` builds the reference's train op (gradients,
-clip, apply, global-step increment) from `gradients`, `all_reduce_mean` and
-`apply_gradients`. With gradient accumulation or fp16 loss scaling the update
+`update.build_train_step` (behind `optimization.create_optimizer`) builds the
+reference's train op (gradients, clip, apply, global-step increment) from
+`gradients`, `all_reduce_mean` and `apply_gradients`. With gradient accumulation or fp16 loss scaling the update
 does not run on every step; `conditional_train_op` builds that op, on one
 device and under a `tf.distribute` strategy, with every collective operation
 placed where all replicas run it together.
@@ -15,27 +15,7 @@ from bert_tf.train import loss_scale as loss_scale_lib
 from bert_tf.train import xla
 
 __all__ = ["gradients", "all_reduce_mean", "clip", "apply_gradients",
-           "conditional_train_op", "RUNS_PER_UPDATE_COLLECTION",
-           "runs_per_update"]
-
-# Holds, in a graph whose train op does not update on every run, the number
-# of runs per update (the accumulation steps; 1 with fp16 loss scaling
-# alone, whose skipped runs do not update): the hooks then count updates by
-# the global step itself.
-RUNS_PER_UPDATE_COLLECTION = "bert_tf_runs_per_update"
-
-
-def runs_per_update(graph=None):
-  """(runs per update, whether a run may leave the global step) of a graph.
-
-  (1, False) for the reference's train op, which updates on every run.
-  """
-  values = (graph or tf.get_default_graph()).get_collection(
-      RUNS_PER_UPDATE_COLLECTION)
-  if not values:
-    return 1, False
-  return int(values[0]), True
-
+           "conditional_train_op"]
 
 def gradients(loss, tvars):
   """The gradients of `loss` with respect to the variables that have one.
@@ -164,17 +144,14 @@ def conditional_train_op(loss, tvars, optimizer, global_step, learning_rate,
     use_tpu: bool; no loss-scale summaries on TPU.
 
   Returns:
-    The train Operation (`train_op`), one micro-batch per run.
+    (train_op, loss_scale): the train Operation, one micro-batch per run,
+    and the `loss_scale.DynamicLossScale` (None without loss scaling).
 
   Raises:
     ValueError: if `loss` depends on none of `tvars`.
   """
   loss_scale = _make_loss_scale(options)
   grads, variables = _scaled_gradients(loss, tvars, loss_scale)
-  graph = tf.get_default_graph()
-  if not graph.get_collection(RUNS_PER_UPDATE_COLLECTION):
-    graph.add_to_collection(RUNS_PER_UPDATE_COLLECTION,
-                            options.gradient_accumulation_steps)
 
   def update(mean_grads):
     apply_op = apply_gradients(optimizer, clip(mean_grads, variables,
@@ -188,7 +165,8 @@ def conditional_train_op(loss, tvars, optimizer, global_step, learning_rate,
     finite = (loss_scale_lib.all_finite(grads) if loss_scale
               else tf.constant(True))
     return _gated_train_op(None, grads, variables, finite, update,
-                           options.gradient_accumulation_steps, loss_scale)
+                           options.gradient_accumulation_steps,
+                           loss_scale), loss_scale
 
   overflow = (tf.cast(tf.logical_not(loss_scale_lib.all_finite(grads)),
                       tf.float32)
@@ -207,7 +185,7 @@ def conditional_train_op(loss, tvars, optimizer, global_step, learning_rate,
                              options.gradient_accumulation_steps, loss_scale)
 
   return tf.distribute.get_replica_context().merge_call(
-      cross_replica_step, args=(grads, overflow))
+      cross_replica_step, args=(grads, overflow)), loss_scale
 
 
 def _gated_train_op(strategy, grads, variables, finite, update, num_micro,

@@ -14,7 +14,8 @@ without a strategy.
 import contextlib
 
 import tensorflow.compat.v1 as tf
-from tensorflow.core.framework import attr_value_pb2
+
+from bert_tf import tf_private
 
 __all__ = ["kept_out_of_xla", "cond"]
 
@@ -41,10 +42,7 @@ def kept_out_of_xla():
   graph = tf.get_default_graph()
   first = len(graph.get_operations())
   yield
-  not_compiled = attr_value_pb2.AttrValue(b=False)
-  for op in graph.get_operations()[first:]:
-    # pylint: disable-next=protected-access
-    op._set_attr("_XlaCompile", not_compiled)
+  tf_private.keep_out_of_xla(graph.get_operations()[first:])
 
 
 def cond(pred, true_fn, false_fn):

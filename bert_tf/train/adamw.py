@@ -1,0 +1,80 @@
+"""AdamW as the reference release trains: Adam without bias correction.
+
+Loshchilov and Hutter 2017, "Decoupled Weight Decay Regularization"; Devlin
+et al. 2018, appendix A.2. The optimizer of every script by default
+(`--optimizer=adamw`); re-exported by the root `optimization.py`.
+"""
+
+import tensorflow.compat.v1 as tf
+
+from bert_tf.train import optimizer_base
+
+__all__ = ["AdamWeightDecayOptimizer"]
+
+
+class AdamWeightDecayOptimizer(optimizer_base.PerVariableOptimizer):
+  """Adam with decoupled weight decay and no bias correction.
+
+  Per variable, with gradient g:
+    m = beta_1 * m + (1 - beta_1) * g
+    v = beta_2 * v + (1 - beta_2) * g^2
+    update = m / (sqrt(v) + epsilon) [+ weight_decay_rate * param]
+    param = param - learning_rate * update
+  Kept for parity: no bias correction of m and v (the released models were
+  trained this way). Weight decay is added to the update rather than to the
+  loss, so it does not interact with m and v.
+
+  Slot variables are named `<var>/adam_m` and `<var>/adam_v` (the names in
+  the released pre-training checkpoints), in the root variable scope.
+
+  `apply_gradients` (`optimizer_base.PerVariableOptimizer`) skips pairs
+  whose gradient is None, creates each variable's slots and applies
+  `_apply_one` to it, grouping the assignments into one op; under a
+  `tf.distribute` strategy it runs in cross-replica context, averages the
+  gradients across replicas (unless the caller already did) and gives every
+  replica's copy of each variable and slot the same update.
+  """
+
+  _SLOT_NAMES = ("adam_m", "adam_v")
+
+  def __init__(self,
+               learning_rate,
+               weight_decay_rate=0.0,
+               beta_1=0.9,
+               beta_2=0.999,
+               epsilon=1e-6,
+               exclude_from_weight_decay=None,
+               name="AdamWeightDecayOptimizer"):
+    """Constructs the optimizer.
+
+    Args:
+      learning_rate: float or float32 scalar Tensor.
+      weight_decay_rate: float, decoupled weight decay per unit of learning
+        rate (0.0 disables it).
+      beta_1: float, decay of the first-moment estimate.
+      beta_2: float, decay of the second-moment estimate.
+      epsilon: float, added to sqrt(v).
+      exclude_from_weight_decay: (optional) list of regular expressions;
+        variables whose name matches any (`re.search`) get no weight decay.
+      name: str, name of the update op.
+    """
+    super(AdamWeightDecayOptimizer, self).__init__(
+        learning_rate, weight_decay_rate=weight_decay_rate, beta_1=beta_1,
+        beta_2=beta_2, epsilon=epsilon,
+        exclude_from_weight_decay=exclude_from_weight_decay, name=name)
+
+  def _apply_one(self, grad, param, param_name, adam_m, adam_v):
+    """The three assignments (param, m, v) of one variable's update."""
+    if isinstance(grad, tf.IndexedSlices):  # From gathers: update is dense.
+      grad = tf.convert_to_tensor(grad)
+    # Standard Adam update, without bias correction.
+    next_m = self.beta_1 * adam_m + (1.0 - self.beta_1) * grad
+    next_v = self.beta_2 * adam_v + (1.0 - self.beta_2) * tf.square(grad)
+    update = next_m / (tf.sqrt(next_v) + self.epsilon)
+    # Decoupled weight decay: added to the update, not to the loss, so that
+    # it does not interact with the moments.
+    if self._do_use_weight_decay(param_name):
+      update += self.weight_decay_rate * param
+    next_param = param - self.learning_rate * update
+    return [param.assign(next_param), adam_m.assign(next_m),
+            adam_v.assign(next_v)]
