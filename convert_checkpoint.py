@@ -45,7 +45,8 @@ the two directions) is `bert_tf.convert`; this script keeps the flags and
 re-exports its public names (`hf_to_tf`, `tf_to_hf`, `tensor_table`, ...; see
 `__all__`).
 """
-import bert_tf.cli  # pylint: disable=unused-import  # First: quiets TensorFlow's start-up log.
+from bert_tf.cli import quiet  # First: TensorFlow's start-up lines off.
+quiet.when_run_as_command(__name__)
 
 from absl import flags
 

@@ -15,10 +15,9 @@ next-sentence sampling, truncation and masking in a fixed draw order.
 
 `--num_workers N` (N > 1) cuts the corpus at document boundaries into N parts
 of about equal size; part k runs the same algorithm in its own process with
-seed `random_seed + k`. That gives different (equally valid) instances than
-N = 1: random-next segments are drawn from the worker's own part and the final
-shuffle is per part. Memory then grows with the largest part, not the corpus.
-`--num_shards N` runs the same N parts as an Apache Beam pipeline instead.
+seed `random_seed + k` (other, equally valid instances than N = 1: random-next
+segments come from the part, the final shuffle is per part; memory grows with
+the largest part). `--num_shards N` runs them as an Apache Beam pipeline.
 
 Differences from the reference (see README): a corpus (or, with
 `--num_workers`, a part) with fewer than two documents is refused, because
@@ -27,7 +26,8 @@ when ten draws in a row pick the current document as the "random" one, drawing
 continues until another document comes up.
 """
 
-import bert_tf.cli  # pylint: disable=unused-import  # First: quiets TensorFlow's start-up log.
+from bert_tf.cli import quiet  # First: TensorFlow's start-up lines off.
+quiet.when_run_as_command(__name__)
 
 import collections
 import contextlib

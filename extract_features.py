@@ -19,7 +19,8 @@ Example:
     --max_seq_length=128 --batch_size=8
 """
 
-import bert_tf.cli  # pylint: disable=unused-import  # First: quiets TensorFlow's start-up log.
+from bert_tf.cli import quiet  # First: TensorFlow's start-up lines off.
+quiet.when_run_as_command(__name__)
 
 import collections
 import dataclasses
@@ -40,6 +41,7 @@ from bert_tf.runner import select as runner_lib
 from bert_tf.tasks import features as feature_utils
 from bert_tf import io as io_utils
 import modeling
+from bert_tf.checks.problems import Problems
 from bert_tf.cli import flags as cli_flags
 from bert_tf.cli import entry
 from bert_tf.cli import startup
@@ -366,17 +368,20 @@ def _write_predictions(model_runner, input_fn, pending, layer_indexes,
 
 def main(_):
   logging.set_verbosity(logging.INFO)
-  # 1. Flags, config, checkpoint, vocabulary: checked before any work.
+  # 1. Flags, the runner and TPU options (no training), config,
+  # checkpoint, vocabulary: every problem reported before any work.
+  problems = Problems(_flag_problems(FLAGS))
+  run = training_options.from_flags(FLAGS, problems)
   model = startup.prepare_model(
       FLAGS.bert_config_file, FLAGS.max_seq_length, FLAGS.init_checkpoint,
       FLAGS.do_lower_case, FLAGS.vocab_file, need_output_dir=False,
-      need_checkpoint=True, problems=_flag_problems(FLAGS))
+      need_checkpoint=True, problems=problems)
+  problems.raise_if_any()
   bert_config, init_checkpoint, tokenizer = model
   layer_indexes = parse_layer_indexes(FLAGS.layers,
                                       bert_config.num_hidden_layers)
 
-  # 2. The runner (the runner and TPU options; no training).
-  run = training_options.from_flags(FLAGS)
+  # 2. The runner.
   use_tpu = run.tpu.use_tpu
   model_fn = model_fn_builder(bert_config, init_checkpoint, layer_indexes,
                               use_tpu, FLAGS.use_one_hot_embeddings)

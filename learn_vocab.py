@@ -22,7 +22,8 @@ vocabulary, keeping every other id (the reference FAQ's advice):
       --extra_tokens=domain_words.txt --output_file=vocab_with_domain.txt
 """
 
-import bert_tf.cli  # pylint: disable=unused-import  # First: quiets TensorFlow's start-up log.
+from bert_tf.cli import quiet  # First: TensorFlow's start-up lines off.
+quiet.when_run_as_command(__name__)
 
 from absl import flags
 from absl import logging

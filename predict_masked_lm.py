@@ -21,7 +21,8 @@ Example:
     --init_checkpoint=$BERT_DIR --top_k=5
 """
 
-import bert_tf.cli  # pylint: disable=unused-import  # First: quiets TensorFlow's start-up log.
+from bert_tf.cli import quiet  # First: TensorFlow's start-up lines off.
+quiet.when_run_as_command(__name__)
 
 import dataclasses
 import json
@@ -33,6 +34,7 @@ import tensorflow.compat.v1 as tf
 
 from bert_tf import io as io_utils
 from bert_tf.cli import entry
+from bert_tf.checks.problems import Problems
 from bert_tf.cli import flags as cli_flags
 from bert_tf.cli import startup
 from bert_tf.runner import select as runner_lib
@@ -253,10 +255,13 @@ def main(_):
   logging.set_verbosity(logging.INFO)
   # 1. Flags, config, checkpoint (with its head), vocabulary, every line:
   # checked before any work.
+  problems = Problems(_flag_problems(FLAGS))
+  run = training_options.from_flags(FLAGS, problems)
   model = startup.prepare_model(
       FLAGS.bert_config_file, FLAGS.max_seq_length, FLAGS.init_checkpoint,
       FLAGS.do_lower_case, FLAGS.vocab_file, need_output_dir=False,
-      need_checkpoint=True, problems=_flag_problems(FLAGS))
+      need_checkpoint=True, problems=problems)
+  problems.raise_if_any()
   bert_config, init_checkpoint, tokenizer = model
   check_masked_lm_head(init_checkpoint)
   if FLAGS.top_k > bert_config.vocab_size:
@@ -266,7 +271,6 @@ def main(_):
                             FLAGS.max_predictions_per_seq)
 
   # 2. The runner (the runner and TPU options; no training).
-  run = training_options.from_flags(FLAGS)
   model_runner = runner_lib.make_runner(
       model_fn_builder(bert_config, init_checkpoint, FLAGS.top_k,
                        run.tpu.use_tpu),

@@ -19,7 +19,8 @@ Usage:
     --input_file=$GLUE_DIR/MRPC/test.tsv --output_dir=/tmp/mrpc_served
 """
 
-import bert_tf.cli  # pylint: disable=unused-import  # First: quiets TensorFlow's start-up log.
+from bert_tf.cli import quiet  # First: TensorFlow's start-up lines off.
+quiet.when_run_as_command(__name__)
 
 import os
 import time

@@ -20,7 +20,8 @@ mwparserfromhell); every paragraph is split into sentences with sentencex.
 The shards are the same for the same input, whatever the runner.
 """
 
-import bert_tf.cli  # pylint: disable=unused-import  # First: quiets TensorFlow's start-up log.
+from bert_tf.cli import quiet  # First: TensorFlow's start-up lines off.
+quiet.when_run_as_command(__name__)
 
 import time
 

@@ -11,9 +11,8 @@ import sys
 from absl import app
 from absl import flags
 import tensorflow.compat.v1 as tf
-from tensorflow.python.util import deprecation
-from tensorflow.python.util import module_wrapper
 
+from bert_tf import tf_private
 from bert_tf.checks import disk
 from bert_tf.cli import quiet
 from bert_tf.checks import records
@@ -128,8 +127,7 @@ def run_main(main):
     if not os.environ.get("BERT_DEBUG"):
       # Deprecation notices of tf.compat.v1 APIs (a dozen lines before the
       # first line of the project's own log); BERT_DEBUG=1 shows them.
-      deprecation._PRINT_DEPRECATION_WARNINGS = False  # pylint: disable=protected-access
-      module_wrapper._PER_MODULE_WARNING_LIMIT = 0  # pylint: disable=protected-access
+      tf_private.quiet_deprecation_notices()
     try:
       return main(argv)
     except KeyboardInterrupt:

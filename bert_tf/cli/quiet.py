@@ -4,9 +4,12 @@
 registration, TensorRT, CPU feature notices) before a script says anything,
 so a one-line `error:` came after a screen of noise. TensorFlow reads
 `TF_CPP_MIN_LOG_LEVEL` once, when it is imported, so the level must be set
-before: `bert_tf/cli/__init__.py` calls `quiet_tensorflow()` before any
-module of the package imports TensorFlow, and every script imports
-`bert_tf.cli` first.
+before. Only the command line asks for it: each script's first statements
+are `from bert_tf.cli import quiet` and `quiet.when_run_as_command(__name__)`,
+which quiets TensorFlow when the script runs as a command (`python
+run_classifier.py`, or its console command `bert-run-classifier`) and does
+nothing when it is imported as a module. Importing the package changes
+nothing in the process.
 """
 
 import importlib.abc
@@ -15,7 +18,30 @@ import logging
 import os
 import sys
 
-__all__ = ["quiet_tensorflow", "one_log_stream"]
+__all__ = ["when_run_as_command", "quiet_tensorflow", "one_log_stream"]
+
+
+def when_run_as_command(module_name):
+  """`quiet_tensorflow()` when module `module_name` runs as a command.
+
+  A script runs as a command when it is `__main__` (`python
+  run_classifier.py`) or when the process is its console command, whose
+  name is the module's with a `bert-` prefix and dashes
+  (`bert-run-classifier`, see pyproject.toml), which imports the module
+  and calls its `cli()`. Imported as a module (tests, a user's code), it
+  changes nothing.
+
+  Args:
+    module_name: str, the script's `__name__`.
+
+  Returns:
+    bool, whether it quieted TensorFlow (see `quiet_tensorflow`).
+  """
+  command = "bert-" + module_name.replace("_", "-")
+  if module_name != "__main__" and (
+      os.path.basename(sys.argv[0] if sys.argv else "") != command):
+    return False
+  return quiet_tensorflow()
 
 
 def quiet_tensorflow():
