@@ -2,6 +2,7 @@
 
 A `bert_config.json` (`config`), a checkpoint (`checkpoint`), which TFRecord
 file a `DataLossError` came from (`records`), a write that hit a full disk
-(`disk`) and the lock that keeps two training runs out of one folder
-(`lock`).
+(`disk`), the lock that keeps two training runs out of one folder
+(`lock`), and `Problems`, which collects the start-up problems of a run to
+report them together (`problems`).
 """

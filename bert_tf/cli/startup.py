@@ -5,7 +5,8 @@ vocabulary, output folder) and reports every problem together;
 `load_bert_config`, `check_max_seq_length`, `resolve_init_checkpoint`,
 `load_tokenizer` and `check_vocab_size` are the single checks, and
 `positive_flag_problems` / `fine_tuning_flag_problems` the flag checks the
-scripts add to it (`attempt` collects any other check's message).
+scripts add to it. Every problem goes to the script's one
+`checks.problems.Problems`, reported together.
 """
 
 import collections
@@ -20,7 +21,7 @@ from bert_tf.export import saved_model
 import modeling
 import tokenization
 
-__all__ = ["attempt", "positive_flag_problems", "fine_tuning_flag_problems",
+__all__ = ["positive_flag_problems", "fine_tuning_flag_problems",
            "load_bert_config", "check_max_seq_length", "check_vocab_size",
            "resolve_init_checkpoint", "Model", "prepare_model",
            "load_tokenizer", "check_special_tokens", "SPECIAL_TOKENS"]
@@ -29,21 +30,6 @@ __all__ = ["attempt", "positive_flag_problems", "fine_tuning_flag_problems",
 # ----------------------------------------------------------------------------
 # Start-up checks
 # ----------------------------------------------------------------------------
-
-
-def attempt(problems, check, *args):
-  """`check(*args)`, or None with its message appended to `problems`.
-
-  Args:
-    problems: list of str, the problems found so far (appended to).
-    check: a function raising `ValueError` or `OSError` on bad input.
-    *args: its arguments.
-  """
-  try:
-    return check(*args)
-  except (ValueError, OSError) as e:
-    problems.append(str(e))
-    return None
 
 
 def positive_flag_problems(flag_values, names):
@@ -212,7 +198,7 @@ Model = collections.namedtuple(
 
 def prepare_model(bert_config_file, max_seq_length=None, init_checkpoint=None,
                   do_lower_case=True, vocab_file=None, output_dir=None,
-                  need_output_dir=True, need_checkpoint=False, problems=(),
+                  need_output_dir=True, need_checkpoint=False, *, problems,
                   export_now=False):
   """The start-up checks every script runs, in one fixed order.
 
@@ -221,10 +207,9 @@ def prepare_model(bert_config_file, max_seq_length=None, init_checkpoint=None,
   then that it is whole and its `bert/` shapes fit the config);
   4. the casing against a released checkpoint's name (the reference's
   `validate_case_matches_checkpoint`); 5. the vocabulary's special tokens
-  and its size against the model's; 6. the output folder. Every problem found is reported together,
-  after the script's own `problems`, in one `ValueError` (one per line of
-  the message would hide all but the last from a `error:` line, so they are
-  joined with "; ").
+  and its size against the model's; 6. the output folder. Every problem
+  found is added to `problems`, after the script's own, for the script to
+  report together (`Problems.raise_if_any`); nothing is raised here.
 
   Args:
     bert_config_file: str, the `--bert_config_file` flag.
@@ -236,53 +221,49 @@ def prepare_model(bert_config_file, max_seq_length=None, init_checkpoint=None,
     output_dir: str or None, the `--output_dir` flag.
     need_output_dir: bool, whether `--output_dir` is required.
     need_checkpoint: bool, whether `--init_checkpoint` is required.
-    problems: list of str, the script's own flag problems found before.
+    problems: `checks.problems.Problems`, added to.
     export_now: bool, whether the run exports the checkpoint it finds now
       (`--export_dir` without `--do_train`): that checkpoint must have a
       task head (`saved_model.check_task_head`).
 
   Returns:
     `Model(bert_config, init_checkpoint, tokenizer)`: the `BertConfig`, the
-    resolved checkpoint prefix (or None) and a `FullTokenizer` (or None).
-
-  Raises:
-    ValueError: listing every problem found.
+    resolved checkpoint prefix (or None) and a `FullTokenizer` (or None);
+    a part whose check failed is None.
   """
-  problems = list(problems)
+  attempt = problems.attempt
 
-  bert_config = attempt(problems, load_bert_config, bert_config_file)
+  bert_config = attempt(load_bert_config, bert_config_file)
   if bert_config is not None and max_seq_length is not None:
-    attempt(problems, check_max_seq_length, max_seq_length, bert_config)
+    attempt(check_max_seq_length, max_seq_length, bert_config)
   checkpoint = None
   if init_checkpoint:
-    checkpoint = attempt(problems, resolve_init_checkpoint, init_checkpoint)
+    checkpoint = attempt(resolve_init_checkpoint, init_checkpoint)
     if checkpoint is not None:
-      attempt(problems, _check_checkpoint, checkpoint, bert_config)
+      attempt(_check_checkpoint, checkpoint, bert_config)
   elif need_checkpoint:
-    problems.append("--init_checkpoint is required")
+    problems.add("--init_checkpoint is required")
   if init_checkpoint and do_lower_case is not None:
-    attempt(problems, tokenization.validate_case_matches_checkpoint,
+    attempt(tokenization.validate_case_matches_checkpoint,
             do_lower_case, checkpoint or init_checkpoint)
   tokenizer = None
   if vocab_file is not None:
-    tokenizer = attempt(problems, load_tokenizer, vocab_file, do_lower_case)
+    tokenizer = attempt(load_tokenizer, vocab_file, do_lower_case)
     if tokenizer is not None:
-      attempt(problems, check_special_tokens, tokenizer, vocab_file)
+      attempt(check_special_tokens, tokenizer, vocab_file)
     if tokenizer is not None and bert_config is not None:
-      attempt(problems, check_vocab_size, tokenizer, bert_config)
+      attempt(check_vocab_size, tokenizer, bert_config)
   if export_now:
-    exported = attempt(problems, saved_model.checkpoint_to_export,
+    exported = attempt(saved_model.checkpoint_to_export,
                        output_dir, checkpoint or init_checkpoint)
     if exported is not None:
-      attempt(problems, saved_model.check_task_head, exported)
+      attempt(saved_model.check_task_head, exported)
   if not output_dir and need_output_dir:
-    problems.append("--output_dir is required: where checkpoints and "
-                    "results go")
+    problems.add("--output_dir is required: where checkpoints and results "
+                 "go")
   elif output_dir and os.path.isfile(output_dir):
-    problems.append("--output_dir: %s is a file; expected a folder" %
-                    output_dir)
-  if problems:
-    raise ValueError("; ".join(problems))
+    problems.add("--output_dir: %s is a file; expected a folder" %
+                 output_dir)
   return Model(bert_config, checkpoint, tokenizer)
 
 

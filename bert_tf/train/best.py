@@ -3,7 +3,8 @@
 `--eval_every_steps=N` trains to the next multiple of N with the runner's
 `train(max_steps=...)`, evaluates the checkpoint written there with
 `evaluate`, and repeats (`train_with_evaluation`): the same calls on every
-runner. `--keep_best_by=<key>` copies the checkpoint with the best value of
+runner. The options are `options.EvalOptions`; `runner/loop.py` calls
+`train`. `--keep_best_by=<key>` copies the checkpoint with the best value of
 that `eval_results.txt` key, with its `eval_results.txt`, into
 `<output_dir>/best/` (`BestKeeper`); keys ending in `loss` are better lower,
 the others higher. `--early_stopping_patience=K` stops after K evaluations
@@ -12,73 +13,19 @@ and value, every evaluation so far) is rewritten atomically after each
 evaluation, so a run killed and resumed carries on with it.
 """
 
-import dataclasses
 import json
 import os
-from typing import Optional
 
 from absl import logging
 import tensorflow.compat.v1 as tf
 
 from bert_tf import io as io_utils
 
-__all__ = ["BEST_DIR", "RECORD_FILE", "EvalOptions", "options_from_flags",
-           "higher_is_better", "check_key", "BestKeeper", "train",
-           "train_with_evaluation"]
+__all__ = ["BEST_DIR", "RECORD_FILE", "higher_is_better", "check_key",
+           "BestKeeper", "train", "train_with_evaluation"]
 
 BEST_DIR = "best"
 RECORD_FILE = "best.json"
-
-
-@dataclasses.dataclass(frozen=True)
-class EvalOptions:
-  """The evaluation-during-training flags.
-
-  Attributes:
-    every_steps: int or None, evaluate after every this many steps.
-    keep_best_by: str or None, the eval key that ranks checkpoints.
-    patience: int or None, evaluations without improvement before stopping.
-  """
-  every_steps: Optional[int] = None
-  keep_best_by: Optional[str] = None
-  patience: Optional[int] = None
-
-
-def options_from_flags(flag_values, problems):
-  """`EvalOptions` from the flags; their problems appended to `problems`.
-
-  Args:
-    flag_values: parsed flags with `eval_every_steps`, `keep_best_by`,
-      `early_stopping_patience`, `do_train`, `do_eval` and
-      `distribution_strategy`.
-    problems: list of str, appended to (one line each).
-  """
-  every = flag_values.eval_every_steps
-  key = flag_values.keep_best_by or None
-  patience = flag_values.early_stopping_patience
-  if every is not None:
-    if every < 1:
-      problems.append("--eval_every_steps: got %d, expected at least 1" %
-                      every)
-    if not (flag_values.do_train and flag_values.do_eval):
-      problems.append("--eval_every_steps needs --do_train and --do_eval "
-                      "(it evaluates the dev set during training)")
-  if key and every is None:
-    problems.append("--keep_best_by needs --eval_every_steps (the "
-                    "evaluations that rank the checkpoints)")
-  if patience is not None:
-    if patience < 1:
-      problems.append("--early_stopping_patience: got %d, expected at "
-                      "least 1" % patience)
-    if not key:
-      problems.append("--early_stopping_patience needs --keep_best_by (the "
-                      "key whose improvement it waits for)")
-    if flag_values.distribution_strategy == "multi_worker_mirrored":
-      problems.append("--early_stopping_patience: not with "
-                      "--distribution_strategy=multi_worker_mirrored (only "
-                      "the chief evaluates; the other workers would wait "
-                      "for it)")
-  return EvalOptions(every_steps=every, keep_best_by=key, patience=patience)
 
 
 def higher_is_better(key):
@@ -275,7 +222,8 @@ def train(model_runner, train_fn, evaluate_fn, num_train_steps, options,
   Args:
     model_runner, train_fn, evaluate_fn, num_train_steps: as for
       `train_with_evaluation`.
-    options: `EvalOptions`; without `every_steps`, one `train_fn` call.
+    options: `options.EvalOptions`; without `eval_every_steps`, one
+      `train_fn` call.
     evaluates: bool, whether this process evaluates (`--do_eval`; False on
       a worker that is not the chief, which trains to the same steps).
 
@@ -283,15 +231,15 @@ def train(model_runner, train_fn, evaluate_fn, num_train_steps, options,
     (keeper, results): the `BestKeeper` (None when none is kept) and the
     last evaluation's results (None when nothing was evaluated).
   """
-  if not options.every_steps:
+  if not options.eval_every_steps:
     train_fn(num_train_steps)
     return None, None
   keeper = None
   if evaluates:
-    keeper = BestKeeper(model_runner.model_dir, options.keep_best_by,
-                        options.patience)
+    keeper = BestKeeper(model_runner.model_dir, options.keep_best_by or None,
+                        options.early_stopping_patience)
   results = train_with_evaluation(model_runner, train_fn,
                                   evaluate_fn if evaluates else None,
-                                  num_train_steps, options.every_steps,
+                                  num_train_steps, options.eval_every_steps,
                                   keeper)
   return keeper, results

@@ -1,11 +1,16 @@
-"""A run's options (training, TPU, tf.distribute), read from the flags once.
+"""A run's options (training, TPU, tf.distribute, evaluation during
+training), read from the flags once.
 
 Each script's `main` builds one `RunOptions` from its parsed flags and
 passes it (or its parts) down: the compute dtype to the model, the
-optimizer options to `train_spec`, the whole value to
-the runner (`bert_tf/runner/config.py`) and the hooks.
+optimizer options to `train_spec`, the whole value to the training loop
+(`bert_tf/runner/loop.py`), the runner and the hooks. Nothing below the
+scripts reads a flag.
 
-  run = options.from_flags(FLAGS)    # read, checked once, decisions logged
+  problems = Problems()
+  run = options.from_flags(FLAGS, problems)   # read once, problems added
+  ...                                         # the other start-up checks
+  problems.raise_if_any()
 
 The dataclasses' fields are named after the flags (`cli/flags.py`) and
 filled from them generically (`read_flags`): a new option is one field, one
@@ -17,6 +22,7 @@ extra determinism, one device).
 """
 
 import dataclasses
+import math
 import os
 import types
 from typing import Optional
@@ -24,17 +30,16 @@ from typing import Optional
 from absl import logging
 import tensorflow as tf_v2  # enable_op_determinism has no compat.v1 name.
 import tensorflow.compat.v1 as tf
-from tensorflow.core.protobuf import rewriter_config_pb2
 
 from bert_tf.train import distribute as distribute_utils
 from bert_tf.train import optimizer_options
 from bert_tf.train import spec as spec_lib
 
 __all__ = ["PRECISION_DTYPES", "OPTIMIZERS", "RUNNERS", "DETERMINISTIC_SEED",
-           "TrainingOptions", "TpuOptions", "DistributeOptions", "RunOptions",
-           "field_names", "read_flags", "check", "distribution_problems",
-           "runner_problems",
-           "training_problems", "from_flags",
+           "TrainingOptions", "TpuOptions", "DistributeOptions", "EvalOptions",
+           "RunOptions", "field_names", "read_flags", "check",
+           "distribution_problems", "runner_problems", "training_problems",
+           "evaluation_problems", "number_flag_problems", "from_flags",
            "default_session_config", "session_settings",
            "enable_xla_cpu_clustering"]
 
@@ -136,11 +141,28 @@ class DistributeOptions:
 
 
 @dataclasses.dataclass(frozen=True)
+class EvalOptions:
+  """Evaluation during fine-tuning (`cli.flags.BEST_CHECKPOINT_FLAGS`;
+  `best.py`).
+
+  Attributes:
+    eval_every_steps: int or None, evaluate after every this many steps.
+    keep_best_by: str or None, the eval key that ranks checkpoints.
+    early_stopping_patience: int or None, evaluations without improvement
+      before stopping.
+  """
+
+  eval_every_steps: Optional[int] = None
+  keep_best_by: Optional[str] = None
+  early_stopping_patience: Optional[int] = None
+
+
+@dataclasses.dataclass(frozen=True)
 class RunOptions:
   """Everything about a run beyond its model and data.
 
   Attributes:
-    training, tpu, distribute: the three groups of options.
+    training, tpu, distribute, evaluation: the groups of options.
     do_train, do_eval, do_predict: the steps this process runs: the flags,
       except that a multi-worker task other than the chief neither
       evaluates nor predicts (the chief alone writes result files).
@@ -156,6 +178,7 @@ class RunOptions:
   tpu: TpuOptions = dataclasses.field(default_factory=TpuOptions)
   distribute: DistributeOptions = dataclasses.field(
       default_factory=DistributeOptions)
+  evaluation: EvalOptions = dataclasses.field(default_factory=EvalOptions)
   do_train: bool = False
   do_eval: bool = False
   do_predict: bool = False
@@ -244,11 +267,11 @@ def training_problems(training):
 
 
 def check(run):
-  """Every problem of a `RunOptions`, each a one-line message.
+  """Every problem of a `RunOptions`' runner, devices and training options.
 
   The runner (`runner_problems`) and tf.distribute options first
-  (`distribution_problems`), then each training option
-  (`training_problems`).
+  (`distribution_problems`: its first problem only), then each training
+  option (`training_problems`).
 
   Returns:
     list of str.
@@ -313,43 +336,111 @@ def _default_gpus(run):
       run, distribute=dataclasses.replace(options, num_gpus=visible))
 
 
-def from_flags(flag_values, problems=None):
-  """The checked `RunOptions` of a script's parsed flags (call it in `main`).
+def evaluation_problems(run):
+  """The problems of the evaluation-during-training options, one line each.
 
-  A multi-worker task other than the chief gets `do_eval` and `do_predict`
-  off when it trains (logged here, once): the chief alone writes results.
+  Checked against the flags as given (`do_train`, `do_eval`), before a
+  multi-worker task other than the chief leaves evaluation to the chief.
+  """
+  options = run.evaluation
+  every = options.eval_every_steps
+  problems = []
+  if every is not None:
+    if every < 1:
+      problems.append("--eval_every_steps: got %d, expected at least 1" %
+                      every)
+    if not (run.do_train and run.do_eval):
+      problems.append("--eval_every_steps needs --do_train and --do_eval "
+                      "(it evaluates the dev set during training)")
+  if options.keep_best_by and every is None:
+    problems.append("--keep_best_by needs --eval_every_steps (the "
+                    "evaluations that rank the checkpoints)")
+  patience = options.early_stopping_patience
+  if patience is not None:
+    if patience < 1:
+      problems.append("--early_stopping_patience: got %d, expected at "
+                      "least 1" % patience)
+    if not options.keep_best_by:
+      problems.append("--early_stopping_patience needs --keep_best_by (the "
+                      "key whose improvement it waits for)")
+    if run.distribute.distribution_strategy == "multi_worker_mirrored":
+      problems.append("--early_stopping_patience: not with "
+                      "--distribution_strategy=multi_worker_mirrored (only "
+                      "the chief evaluates; the other workers would wait "
+                      "for it)")
+  return problems
+
+
+# Number flags of training: name -> (lowest, highest or None, whether the
+# lowest itself is allowed). Every value must also be finite.
+_NUMBER_FLAGS = types.MappingProxyType({
+    "learning_rate": (0.0, None, True),
+    "num_train_epochs": (0.0, None, False),
+    "warmup_proportion": (0.0, 1.0, True),
+    "num_train_steps": (1, None, True),
+    "num_warmup_steps": (0, None, True),
+    "save_checkpoints_steps": (1, None, True),
+    "save_checkpoints_secs": (0, None, True),
+    "iterations_per_loop": (1, None, True),
+})
+
+
+def number_flag_problems(flag_values):
+  """The training number flags that are not finite or out of range.
+
+  A NaN learning rate, `--num_train_epochs=inf` or `-1`, a negative
+  `--save_checkpoints_steps` (the session runner then wrote no
+  checkpoint) or a warmup share above 1 are refused before any work.
+  Flags the script does not define are skipped.
+
+  Args:
+    flag_values: the parsed flags (or any object with them as attributes).
+
+  Returns:
+    list of one-line messages.
+  """
+  problems = []
+  for name, (low, high, low_allowed) in _NUMBER_FLAGS.items():
+    value = getattr(flag_values, name, None)
+    if value is None or isinstance(value, bool):
+      continue
+    if isinstance(value, float) and not math.isfinite(value):
+      ok = False
+    else:
+      ok = (value >= low if low_allowed else value > low) and (
+          high is None or value <= high)
+    if not ok:
+      if high is not None:
+        expected = "a number in [%s, %s]" % (low, high)
+      else:
+        expected = "a finite number %s %s" % (">=" if low_allowed else ">",
+                                              low)
+      problems.append("--%s=%s: expected %s" % (name, value, expected))
+  return problems
+
+
+def from_flags(flag_values, problems):
+  """The `RunOptions` of a script's parsed flags (call it once, in `main`).
+
+  Every problem of the options (`check`, `evaluation_problems`,
+  `number_flag_problems`) is added to `problems`, which the script reports
+  together with the rest of its start-up checks (`Problems.raise_if_any`,
+  before it sets up devices or does any work); nothing is raised here.
+
+  A multi-worker task other than the chief gets `do_eval` and
+  `do_predict` off when it trains (logged here, once): the chief alone
+  writes results.
 
   Args:
     flag_values: the parsed `absl.flags.FLAGS`.
-    problems: (optional) list of str, the script's own flag problems. When
-      given, the training options' problems are appended to it, for the
-      script to report together with the rest of its start-up checks
-      (`startup.prepare_model(problems=...)`), instead of raised here;
-      the runner or distribution options' problem too (the returned options
-      then run on one device, for the start-up checks only).
+    problems: `checks.problems.Problems`, added to.
 
-  Raises:
-    ValueError: every problem (`check`), joined by "; " on one line: an
-      unknown --precision or --optimizer, --gradient_accumulation_steps
-      below 1, --poly_power <= 0, --precision=fp16 without a GPU, --use_xla
-      where TensorFlow was built without XLA, or a runner, distribution flag
-      or `TF_CONFIG` that does not fit (only that one with `problems`).
+  Returns:
+    `RunOptions`; usable once `problems` holds none.
   """
   run = _default_gpus(read_flags(flag_values))
-  found = runner_problems(run) or distribution_problems(run)
-  if problems is None:
-    found += training_problems(run.training)
-  else:
-    # Reported with the script's other start-up problems; the devices are
-    # then set up for one device (nothing runs: the start-up checks fail).
-    problems.extend(found + training_problems(run.training))
-    if found:
-      run = dataclasses.replace(
-          run, distribute=DistributeOptions(
-              random_seed=run.distribute.random_seed))
-    found = []
-  if found:
-    raise ValueError("; ".join(found))
+  problems.extend(check(run) + evaluation_problems(run) +
+                  number_flag_problems(flag_values))
   if (run.distribute.distribution_strategy == "multi_worker_mirrored" and
       run.do_train and not distribute_utils.is_chief()):
     left = [name for name in ("do_eval", "do_predict") if getattr(run, name)]
@@ -366,12 +457,10 @@ def default_session_config():
   estimator's `run_config.get_default_session_config` values): the same
   graph under the same config gives the same numbers in either runner.
   """
-  return tf.ConfigProto(
-      allow_soft_placement=True,
-      graph_options=tf.GraphOptions(
-          rewrite_options=rewriter_config_pb2.RewriterConfig(
-              meta_optimizer_iterations=(
-                  rewriter_config_pb2.RewriterConfig.ONE))))
+  config = tf.ConfigProto(allow_soft_placement=True)
+  rewrite = config.graph_options.rewrite_options
+  rewrite.meta_optimizer_iterations = type(rewrite).ONE
+  return config
 
 
 def session_settings(training, session_config=None, seed=None):

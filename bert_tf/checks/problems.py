@@ -1,0 +1,57 @@
+"""`Problems`: every start-up problem of a run, reported together.
+
+Each start-up check (the flags, the options, the config, the checkpoint,
+the vocabulary, the input files) adds what it finds to one `Problems`
+value that the script makes and passes down; the script then calls
+`raise_if_any()` once, before any work, so the user reads every problem
+in one `error:` line rather than one per rerun. A check either returns
+its problems (a list of one-line messages) or adds them here; none both
+adds and raises.
+"""
+
+__all__ = ["Problems"]
+
+
+class Problems(object):
+  """The one-line problems that the start-up checks found, in order.
+
+  Attributes:
+    lines: list of str, one message each.
+  """
+
+  def __init__(self, lines=()):
+    self.lines = list(lines)
+
+  def add(self, message):
+    """Adds one problem (a one-line message)."""
+    self.lines.append(message)
+
+  def extend(self, messages):
+    """Adds several problems (an iterable of one-line messages)."""
+    self.lines.extend(messages)
+
+  def attempt(self, check, *args):
+    """`check(*args)`, or None with its `ValueError`/`OSError` added.
+
+    Args:
+      check: a function raising `ValueError` or `OSError` on bad input.
+      *args: its arguments.
+    """
+    try:
+      return check(*args)
+    except (ValueError, OSError) as e:
+      self.add(str(e))
+      return None
+
+  def __bool__(self):
+    return bool(self.lines)
+
+  def __len__(self):
+    return len(self.lines)
+
+  def raise_if_any(self):
+    """Raises one `ValueError` holding every problem, joined by "; " (one
+    line: one per line would hide all but the last from an `error:`
+    line); does nothing when there is none."""
+    if self.lines:
+      raise ValueError("; ".join(self.lines))
