@@ -27,16 +27,17 @@ imported from `bert_tf.tasks.classifier` (`data`, `features`, `model`); see
 `__all__`.
 """
 
-import bert_tf.cli  # pylint: disable=unused-import  # First: quiets TensorFlow's start-up log.
+from bert_tf.cli import quiet  # First: TensorFlow's start-up lines off.
+quiet.when_run_as_command(__name__)
 
+import functools
 import os
 
 from absl import flags
 from absl import logging
 import tensorflow.compat.v1 as tf
 
-from bert_tf import io as io_utils
-from bert_tf.checks import records as record_checks
+from bert_tf.checks.problems import Problems
 from bert_tf.cli import flags as cli_flags
 from bert_tf.cli import entry
 from bert_tf.cli import startup
@@ -65,11 +66,9 @@ from bert_tf.tasks.classifier.model import create_model
 from bert_tf.tasks.classifier.model import eval_keys
 from bert_tf.tasks.classifier.model import model_fn_builder
 from bert_tf.tasks.classifier.model import write_test_results
+from bert_tf.runner import loop
 from bert_tf.train import best as best_lib
-from bert_tf.train import distribute as distribute_utils
 from bert_tf.train import model_fn as model_fn_utils
-from bert_tf.runner import select as runner_lib
-from bert_tf.train import hooks as train_hooks
 from bert_tf.train import options as training_options
 # `run_classifier.modeling` and `.tokenization`, as in the reference.
 import modeling  # pylint: disable=unused-import
@@ -288,164 +287,144 @@ class _Records(object):
         self.flag_values.window_aggregation))
 
 
+def _processor(flag_values):
+  """The task's `DataProcessor` (a multi-label tsv task's with
+  `--multi_label`)."""
+  tsv_columns = dict(
+      data_dir=flag_values.data_dir, text_a_column=flag_values.text_a_column,
+      text_b_column=flag_values.text_b_column,
+      label_column=flag_values.label_column,
+      skip_header=flag_values.skip_header)
+  if flag_values.multi_label:
+    return multi_label_lib.MultiLabelTsvProcessor(
+        separator=flag_values.label_separator, **tsv_columns)
+  return get_processor(flag_values.task_name, **tsv_columns)
+
+
+def _input_fn(flag_values, path, is_training, is_regression, label_list,
+              use_tpu):
+  """The `input_fn` over a records file `_Records` wrote."""
+  return file_based_input_fn_builder(
+      path, flag_values.max_seq_length, is_training=is_training,
+      drop_remainder=is_training or use_tpu, is_regression=is_regression,
+      num_labels=len(label_list) if flag_values.multi_label else None)
+
+
+def _training(flag_values, run, records, examples, label_list, is_regression):
+  """Writes the training records; their `loop.Training` (steps count
+  updates, of --train_batch_size times --gradient_accumulation_steps)."""
+  output_dir = flag_values.output_dir
+  if flag_values.multi_label:
+    multi_label_lib.write_labels_file(output_dir, label_list)
+  train_file = os.path.join(output_dir, "train.tf_record")
+  # With windows, every window is a training example.
+  num_records = records.write(train_file, examples)
+  num_train_steps, num_warmup_steps = model_fn_utils.fine_tuning_steps(
+      num_records, run.examples_per_update, flag_values.num_train_epochs,
+      flag_values.warmup_proportion)
+  logging.info("  Num examples = %d (%d records)", len(examples),
+               num_records)
+  return loop.Training(
+      input_fn=_input_fn(flag_values, train_file, True, is_regression,
+                         label_list, run.tpu.use_tpu),
+      num_train_steps=num_train_steps, num_warmup_steps=num_warmup_steps,
+      learning_rate=flag_values.learning_rate, records=[train_file],
+      # Progress about ten times a run, at most every 100 steps.
+      progress_every=min(100, max(1, num_train_steps // 10)))
+
+
+def _evaluate(flag_values, records, examples, eval_input_fn, use_tpu):
+  """Writes the dev records; the `loop.run` evaluation over them."""
+  eval_file = os.path.join(flag_values.output_dir, "eval.tf_record")
+  batch_size = flag_values.eval_batch_size
+  num_written = records.write(eval_file, examples, batch_size)
+
+  def evaluate(steps):
+    # On TPU every batch is whole; elsewhere the last partial batch is kept
+    # and evaluation runs until the data is exhausted.
+    return steps.evaluate(eval_input_fn(eval_file), records=[eval_file],
+                          steps=num_written // batch_size if use_tpu else None)
+
+  return evaluate
+
+
+def _predict(flag_values, records, examples, predict_input_fn, steps,
+             checkpoint):
+  """Writes test_results.tsv: a line of probabilities per test example."""
+  predict_file = os.path.join(flag_values.output_dir, "predict.tf_record")
+  batch_size = flag_values.predict_batch_size
+  num_written = records.write(predict_file, examples, batch_size)
+  predictions = steps.predict(
+      predict_input_fn(predict_file), records=[predict_file],
+      num_batches=-(-num_written // batch_size), checkpoint_path=checkpoint,
+      batch_size=batch_size)
+  output_file = os.path.join(flag_values.output_dir, "test_results.tsv")
+  write_test_results(output_file,
+                     records.per_example(predictions, len(examples)),
+                     len(examples))
+  logging.info("Wrote %d lines to %s", len(examples), output_file)
+
+
 def main(_):
   logging.set_verbosity(logging.INFO)
-  # 1. The run's options and their devices (before TensorFlow makes any);
-  # flags, config, checkpoint, vocabulary: all checked before any work.
-  problems = _flag_problems(FLAGS)
-  eval_options = best_lib.options_from_flags(FLAGS, problems)
+  # 1. Flags, options, config, checkpoint, vocabulary: every problem
+  # reported together, before any work; then the devices.
+  problems = Problems(_flag_problems(FLAGS))
   run = training_options.from_flags(FLAGS, problems)
-  distribute_utils.setup(run.distribute)
-  use_tpu = run.tpu.use_tpu
   model = startup.prepare_model(
       FLAGS.bert_config_file, FLAGS.max_seq_length, FLAGS.init_checkpoint,
       FLAGS.do_lower_case, FLAGS.vocab_file, FLAGS.output_dir,
       problems=problems,
       export_now=bool(FLAGS.export_dir) and not FLAGS.do_train)
-  multi_label = FLAGS.multi_label
-  tsv_columns = dict(
-      data_dir=FLAGS.data_dir, text_a_column=FLAGS.text_a_column,
-      text_b_column=FLAGS.text_b_column, label_column=FLAGS.label_column,
-      skip_header=FLAGS.skip_header)
-  if multi_label:
-    processor = multi_label_lib.MultiLabelTsvProcessor(
-        separator=FLAGS.label_separator, **tsv_columns)
-  else:
-    processor = get_processor(FLAGS.task_name, **tsv_columns)
-  label_list = processor.get_labels()
-  is_regression = processor.is_regression
-  if eval_options.keep_best_by:
-    best_lib.check_key(eval_options.keep_best_by,
-                       eval_keys(processor, label_list, multi_label))
-  tokenizer, output_dir, seq_length = (model.tokenizer, FLAGS.output_dir,
-                                       FLAGS.max_seq_length)
-  records = _Records(FLAGS, label_list, tokenizer, use_tpu)
-  num_labels = len(label_list) if multi_label else None
+  problems.raise_if_any()
+  loop.setup_devices(run)
+  use_tpu = run.tpu.use_tpu
 
-  # 2. Every input the run needs, read (and checked) up front.
-  splits = [split for split, wanted in (("train", run.do_train),
-                                        ("dev", run.do_eval),
-                                        ("test", run.do_predict)) if wanted]
-  examples = _read_examples(processor, FLAGS.data_dir, splits)
-  tf.io.gfile.makedirs(output_dir)
-  if run.do_train:
-    # Held while main runs: no other training run may use the folder.
-    output_lock = train_hooks.start_training(output_dir)
-    if multi_label:
-      multi_label_lib.write_labels_file(output_dir, label_list)
-    train_file = os.path.join(output_dir, "train.tf_record")
-    # With windows, every window is a training example.
-    num_train_records = records.write(train_file, examples["train"])
+  # 2. The task and every split the run needs, read (and checked) up front.
+  processor = _processor(FLAGS)
+  label_list, is_regression = processor.get_labels(), processor.is_regression
+  if run.evaluation.keep_best_by:
+    best_lib.check_key(run.evaluation.keep_best_by,
+                       eval_keys(processor, label_list, FLAGS.multi_label))
+  examples = _read_examples(processor, FLAGS.data_dir, [
+      split for split, wanted in (("train", run.do_train),
+                                  ("dev", run.do_eval),
+                                  ("test", run.do_predict)) if wanted])
+  records = _Records(FLAGS, label_list, model.tokenizer, use_tpu)
+  input_fn = functools.partial(_input_fn, FLAGS, is_training=False,
+                               is_regression=is_regression,
+                               label_list=label_list, use_tpu=use_tpu)
 
-  # 3. The runner. Steps count updates, of --train_batch_size times
-  # --gradient_accumulation_steps examples each.
-  update_size = run.examples_per_update
-  num_train_steps, num_warmup_steps = None, None
-  if run.do_train:
-    num_train_steps, num_warmup_steps = model_fn_utils.fine_tuning_steps(
-        num_train_records, update_size, FLAGS.num_train_epochs,
-        FLAGS.warmup_proportion)
-  model_fn = model_fn_builder(
-      bert_config=model.bert_config,
-      num_labels=1 if is_regression else len(label_list),
-      init_checkpoint=model.init_checkpoint,
-      learning_rate=FLAGS.learning_rate, num_train_steps=num_train_steps,
-      num_warmup_steps=num_warmup_steps, use_tpu=use_tpu,
-      use_one_hot_embeddings=use_tpu, is_regression=is_regression,
-      metric_names=processor.metric_names,
-      options=run.training.optimizer_options,
-      compute_dtype=run.training.compute_dtype, multi_label=multi_label,
-      label_names=label_list, threshold=FLAGS.multi_label_threshold)
-  model_runner = runner_lib.make_runner(
-      model_fn, run, output_dir,
-      eval_batch_size=FLAGS.eval_batch_size,
-      predict_batch_size=FLAGS.predict_batch_size)
-
-  def evaluate(checkpoint_path=None):
-    eval_file = os.path.join(output_dir, "eval.tf_record")
-    if not evaluate.written:
-      evaluate.num_written = records.write(eval_file, examples["dev"],
-                                           FLAGS.eval_batch_size)
-      evaluate.written = True
-    # On TPU every batch is whole; elsewhere the last partial batch is kept
-    # and evaluation runs until the data is exhausted.
-    with record_checks.reading([eval_file]):
-      return model_runner.evaluate(
-          input_fn=file_based_input_fn_builder(
-              eval_file, seq_length, is_training=False,
-              drop_remainder=use_tpu, is_regression=is_regression,
-              num_labels=num_labels),
-          steps=(evaluate.num_written // FLAGS.eval_batch_size if use_tpu
-                 else None), checkpoint_path=checkpoint_path)
-  evaluate.written = False
-
-  # 4. Train (evaluating on the way), evaluate, predict.
-  keeper, last_results = None, None
-  if run.do_train:
-    logging.info("***** Running training *****")
-    logging.info("  Num examples = %d (%d records), batch size = %d, "
-                 "steps = %d", len(examples["train"]), num_train_records,
-                 run.train_batch_size, num_train_steps)
-
-    def train_to(max_steps):
-      run_hooks = train_hooks.training_hooks(
-          output_dir, num_train_steps, run.save_checkpoints_steps,
-          run.save_checkpoints_secs, use_tpu)
-      with record_checks.reading([train_file]):
-        model_runner.train(
-            input_fn=file_based_input_fn_builder(
-                train_file, seq_length, is_training=True,
-                drop_remainder=True, is_regression=is_regression,
-                num_labels=num_labels),
-            max_steps=max_steps,
-            # Progress (examples/sec, ETA) about ten times a run, at most
-            # every 100 steps.
-            hooks=[train_hooks.ProgressHook(
-                update_size, total_steps=num_train_steps,
-                every_n_steps=min(100, max(1, num_train_steps // 10)))] +
-            run_hooks)
-      train_hooks.exit_if_preempted(output_dir, run_hooks)
-
-    keeper, last_results = best_lib.train(
-        model_runner, train_to, evaluate, num_train_steps, eval_options,
-        evaluates=run.do_eval)
-  best_checkpoint = keeper.best_checkpoint() if keeper else None
-  if run.do_eval:
-    logging.info("***** Running evaluation *****")
-    latest = tf.train.latest_checkpoint(output_dir)
-    result = last_results
-    if not (result and latest and
-            latest.endswith("-%d" % int(result["global_step"]))):
-      result = evaluate()
-    io_utils.write_eval_results(os.path.join(output_dir, "eval_results.txt"),
-                                result)
-  if run.do_predict:
-    logging.info("***** Running prediction *****")
-    predict_file = os.path.join(output_dir, "predict.tf_record")
-    num_actual = len(examples["test"])
-    num_written = records.write(predict_file, examples["test"],
-                                FLAGS.predict_batch_size)
-    if best_checkpoint:
-      logging.info("Predicting with the best checkpoint, %s",
-                   best_checkpoint)
-    with record_checks.reading([predict_file]):  # predict() is lazy.
-      predictions = model_runner.predict(
-          input_fn=file_based_input_fn_builder(
-              predict_file, seq_length, is_training=False,
-              drop_remainder=use_tpu, is_regression=is_regression,
-              num_labels=num_labels),
-          hooks=[train_hooks.ProgressHook(
-              FLAGS.predict_batch_size,
-              total_steps=-(-num_written // FLAGS.predict_batch_size))],
-          checkpoint_path=best_checkpoint)
-      output_file = os.path.join(output_dir, "test_results.tsv")
-      write_test_results(output_file,
-                         records.per_example(predictions, num_actual),
-                         num_actual)
-    logging.info("Wrote %d lines to %s", num_actual, output_file)
-  if FLAGS.export_dir:
-    _export(FLAGS, model.bert_config, label_list, is_regression,
-            model.init_checkpoint, checkpoint=best_checkpoint)
+  with loop.output_dir(FLAGS.output_dir, run):
+    # 3. The training records and the model.
+    training = (_training(FLAGS, run, records, examples["train"], label_list,
+                          is_regression) if run.do_train else None)
+    model_fn = model_fn_builder(
+        bert_config=model.bert_config,
+        num_labels=1 if is_regression else len(label_list),
+        init_checkpoint=model.init_checkpoint,
+        learning_rate=FLAGS.learning_rate,
+        num_train_steps=training and training.num_train_steps,
+        num_warmup_steps=training and training.num_warmup_steps,
+        use_tpu=use_tpu, use_one_hot_embeddings=use_tpu,
+        is_regression=is_regression, metric_names=processor.metric_names,
+        options=run.training.optimizer_options,
+        compute_dtype=run.training.compute_dtype,
+        multi_label=FLAGS.multi_label, label_names=label_list,
+        threshold=FLAGS.multi_label_threshold)
+    # 4. Train (evaluating on the way), evaluate, predict, export.
+    loop.run(
+        model_fn, run, FLAGS.output_dir, training=training,
+        evaluate=(_evaluate(FLAGS, records, examples["dev"], input_fn,
+                            use_tpu) if run.do_eval else None),
+        predict=functools.partial(_predict, FLAGS, records,
+                                  examples.get("test"), input_fn),
+        export=(functools.partial(_export, FLAGS, model.bert_config,
+                                  label_list, is_regression,
+                                  model.init_checkpoint)
+                if FLAGS.export_dir else None),
+        eval_batch_size=FLAGS.eval_batch_size,
+        predict_batch_size=FLAGS.predict_batch_size)
 
 
 def cli():

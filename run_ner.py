@@ -22,8 +22,10 @@ Usage (see README.md):
     --init_checkpoint=$BERT_DIR/bert_model.ckpt --output_dir=/tmp/ner
 """
 
-import bert_tf.cli  # pylint: disable=unused-import  # First: quiets TensorFlow's start-up log.
+from bert_tf.cli import quiet  # First: TensorFlow's start-up lines off.
+quiet.when_run_as_command(__name__)
 
+import functools
 import math
 import os
 
@@ -31,26 +33,24 @@ from absl import flags
 from absl import logging
 import tensorflow.compat.v1 as tf
 
-from bert_tf.train import model_fn as model_fn_utils
-from bert_tf.train import spec as spec_lib
-from bert_tf.train import accumulation
-from bert_tf.train import input_fn as input_utils
-from bert_tf.runner import select as runner_lib
-from bert_tf.export import saved_model as export_utils
-from bert_tf import io as io_utils
-import modeling
-from bert_tf.tasks.ner import features as ner_features
-from bert_tf.tasks.ner import metrics as ner_metrics
-from bert_tf.train import best as best_lib
-from bert_tf.tasks.ner import reader as ner_reader
-from bert_tf.tasks.ner import tags as ner_tags
-from bert_tf.checks import records as record_checks
+from bert_tf.checks.problems import Problems
 from bert_tf.cli import flags as cli_flags
 from bert_tf.cli import entry
 from bert_tf.cli import startup
-from bert_tf.train import distribute as distribute_utils
+from bert_tf.export import saved_model as export_utils
+from bert_tf.runner import loop
+from bert_tf.tasks.ner import features as ner_features
+from bert_tf.tasks.ner import metrics as ner_metrics
+from bert_tf.tasks.ner import reader as ner_reader
+from bert_tf.tasks.ner import tags as ner_tags
+from bert_tf.train import accumulation
+from bert_tf.train import best as best_lib
 from bert_tf.train import hooks as train_hooks
+from bert_tf.train import input_fn as input_utils
+from bert_tf.train import model_fn as model_fn_utils
 from bert_tf.train import options as training_options
+from bert_tf.train import spec as spec_lib
+import modeling
 
 __all__ = ["define_flags", "create_model", "metric_fn", "model_fn_builder",
            "main", "cli"]
@@ -197,7 +197,8 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate,
         features["label_ids"], label_weights, num_labels,
         use_one_hot_embeddings,
         compute_dtype=compute_dtype,
-        update_share=features.get(accumulation.UPDATE_SHARE_KEY))
+        update_share=accumulation.update_share(features, options, mode,
+                                               use_tpu))
     scaffold_fn = model_fn_utils.init_from_checkpoint(init_checkpoint,
                                                        use_tpu)
     if mode == spec_lib.ModeKeys.TRAIN:
@@ -307,21 +308,97 @@ def _input_fn(flag_values, features, name, is_training):
       drop_remainder=is_training or flag_values.use_tpu)
 
 
-def _predict_words(flag_values, model_runner, sentences, features, label_list,
-                   name, batch_size, checkpoint_path=None):
+def _predict_words(flag_values, steps, sentences, features, label_list,
+                   name, checkpoint_path=None):
   """Runs prediction and returns each word's label (see word_predictions).
 
   `checkpoint_path` (the kept best) replaces the latest checkpoint.
   """
-  input_fn = _input_fn(flag_values, features, name, is_training=False)
-  with record_checks.reading([_record_file(flag_values, name)]):
-    predictions = model_runner.predict(
-        input_fn=input_fn, yield_single_examples=True,
-        checkpoint_path=checkpoint_path,
-        hooks=[train_hooks.ProgressHook(
-            batch_size, total_steps=-(-len(features) // batch_size))])
-    return ner_metrics.word_predictions(sentences, features, predictions,
-                                        label_list)
+  batch_size = flag_values.predict_batch_size
+  predictions = steps.predict(
+      _input_fn(flag_values, features, name, is_training=False),
+      records=[_record_file(flag_values, name)],
+      num_batches=-(-len(features) // batch_size),
+      checkpoint_path=checkpoint_path, batch_size=batch_size)
+  return ner_metrics.word_predictions(sentences, features, predictions,
+                                      label_list)
+
+
+def _training(flag_values, run, train, label_list, tokenizer):
+  """Writes the label list and the training features; their
+  `loop.Training` (steps count updates, of --train_batch_size times
+  --gradient_accumulation_steps; the loss a mean over each update's
+  labelled tokens)."""
+  path, sentences = train
+  ner_reader.write_label_list(
+      os.path.join(flag_values.output_dir, ner_reader.LABEL_LIST_FILE),
+      label_list)
+  features = _features(flag_values, sentences, label_list, tokenizer, path)
+  if not features:
+    raise ValueError("%s: no word of any sentence has a WordPiece; nothing "
+                     "to train on" % path)
+  num_train_steps, num_warmup_steps = model_fn_utils.fine_tuning_steps(
+      len(features), run.examples_per_update, flag_values.num_train_epochs,
+      flag_values.warmup_proportion)
+  logging.info("Training on %d features", len(features))
+  return loop.Training(
+      input_fn=_input_fn(flag_values, features, "train", is_training=True),
+      num_train_steps=num_train_steps, num_warmup_steps=num_warmup_steps,
+      learning_rate=flag_values.learning_rate,
+      records=[_record_file(flag_values, "train")],
+      token_weights=_label_weights,
+      progress_every=min(100, max(1, num_train_steps // 10)))
+
+
+def _evaluate(flag_values, dev, features, label_list):
+  """The `loop.run` evaluation of the dev file: the in-graph loss, then the
+  entity scores of its predictions (also in TensorBoard), and
+  dev_predictions.txt."""
+  path, sentences = dev
+  types = ner_tags.entity_types(label_list)
+
+  def evaluate(steps):
+    logging.info("***** Running evaluation: %d features *****",
+                 len(features))
+    use_tpu = flag_values.use_tpu
+    result = steps.evaluate(
+        _input_fn(flag_values, features, "eval", is_training=False),
+        records=[_record_file(flag_values, "eval")],
+        steps=len(features) // flag_values.eval_batch_size if use_tpu
+        else None)
+    predicted = _predict_words(flag_values, steps, sentences, features,
+                               label_list, "eval")
+    scores = ner_metrics.entity_scores([s.labels for s in sentences],
+                                       predicted, types)
+    entity_results = ner_metrics.eval_results_entries(scores)
+    result.update(entity_results)
+    train_hooks.write_eval_summaries(flag_values.output_dir, entity_results,
+                                     result["global_step"])
+    ner_metrics.write_conll_predictions(
+        os.path.join(flag_values.output_dir, "dev_predictions.txt"),
+        sentences, predicted)
+    return result
+
+  return evaluate
+
+
+def _predict(flag_values, test, features, label_list, steps, checkpoint):
+  """Writes test_predictions.txt; logs the scores when the file has
+  labels."""
+  path, sentences = test
+  logging.info("  %d features", len(features))
+  predicted = _predict_words(flag_values, steps, sentences, features,
+                             label_list, "predict", checkpoint_path=checkpoint)
+  ner_metrics.write_conll_predictions(
+      os.path.join(flag_values.output_dir, "test_predictions.txt"), sentences,
+      predicted)
+  if sentences[0].labels is not None:
+    scores = ner_metrics.entity_scores([s.labels for s in sentences],
+                                       predicted,
+                                       ner_tags.entity_types(label_list))
+    logging.info("Test set (%s): precision %.4f, recall %.4f, F1 %.4f, "
+                 "token accuracy %.4f", path, scores["precision"],
+                 scores["recall"], scores["f1"], scores["accuracy"])
 
 
 def _export(flag_values, bert_config, label_list, init_checkpoint,
@@ -347,155 +424,61 @@ def _export(flag_values, bert_config, label_list, init_checkpoint,
 
 def main(_):
   logging.set_verbosity(logging.INFO)
-  # 1. The run's options and their devices (before TensorFlow makes any);
-  # flags, config, checkpoint, vocabulary: all checked before any work.
-  problems = _flag_problems(FLAGS)
-  eval_options = best_lib.options_from_flags(FLAGS, problems)
+  # 1. Flags, options, config, checkpoint, vocabulary: every problem
+  # reported together, before any work; then the devices.
+  problems = Problems(_flag_problems(FLAGS))
   run = training_options.from_flags(FLAGS, problems)
-  distribute_utils.setup(run.distribute)
-  use_tpu = run.tpu.use_tpu
   bert_config, init_checkpoint, tokenizer = startup.prepare_model(
       FLAGS.bert_config_file, FLAGS.max_seq_length, FLAGS.init_checkpoint,
       FLAGS.do_lower_case, FLAGS.vocab_file, FLAGS.output_dir,
       problems=problems,
       export_now=bool(FLAGS.export_dir) and not FLAGS.do_train)
+  problems.raise_if_any()
+  loop.setup_devices(run)
+  use_tpu = run.tpu.use_tpu
 
-  # 2. Every input the run needs, read and checked up front.
+  # 2. Every input the run needs, read and checked up front. On TPU every
+  # batch is whole; the dev features are both evaluated and predicted, so
+  # they fill whole batches of both sizes.
   files, label_list = _read_inputs(FLAGS, run)
-  types = ner_tags.entity_types(label_list)
-  if eval_options.keep_best_by:
-    best_lib.check_key(eval_options.keep_best_by, {
+  if run.evaluation.keep_best_by:
+    best_lib.check_key(run.evaluation.keep_best_by, {
         "eval_loss", "loss", "global_step", "eval_precision", "eval_recall",
-        "eval_f1", "eval_accuracy"} | {"eval_f1_%s" % t for t in types})
-  tf.io.gfile.makedirs(FLAGS.output_dir)
-  if run.do_train:
-    # Held while main runs: no other training run may use the folder.
-    output_lock = train_hooks.start_training(FLAGS.output_dir)
-  # On TPU every batch is whole; the dev features are both evaluated and
-  # predicted, so they fill whole batches of both sizes.
-  pad_eval = (math.lcm(FLAGS.eval_batch_size, FLAGS.predict_batch_size)
-              if use_tpu else None)
-  pad_predict = FLAGS.predict_batch_size if use_tpu else None
+        "eval_f1", "eval_accuracy"} | {
+            "eval_f1_%s" % t for t in ner_tags.entity_types(label_list)})
+  features = {}
+  for split, pad_to in (
+      ("dev", math.lcm(FLAGS.eval_batch_size, FLAGS.predict_batch_size)),
+      ("test", FLAGS.predict_batch_size)):
+    if split in files:
+      features[split] = _features(FLAGS, files[split][1], label_list,
+                                  tokenizer, files[split][0],
+                                  pad_to if use_tpu else None)
 
-  # 3. The runner. Steps count updates, of --train_batch_size times
-  # --gradient_accumulation_steps examples each.
-  update_size = run.examples_per_update
-  num_train_steps, num_warmup_steps, train_features = None, None, None
-  if run.do_train:
-    ner_reader.write_label_list(
-        os.path.join(FLAGS.output_dir, ner_reader.LABEL_LIST_FILE), label_list)
-    train_features = _features(FLAGS, files["train"][1], label_list, tokenizer,
-                               files["train"][0])
-    if not train_features:
-      raise ValueError("%s: no word of any sentence has a WordPiece; nothing "
-                       "to train on" % files["train"][0])
-    num_train_steps, num_warmup_steps = model_fn_utils.fine_tuning_steps(
-        len(train_features), update_size, FLAGS.num_train_epochs,
-        FLAGS.warmup_proportion)
-  model_fn = model_fn_builder(
-      bert_config=bert_config, num_labels=len(label_list),
-      init_checkpoint=init_checkpoint, learning_rate=FLAGS.learning_rate,
-      num_train_steps=num_train_steps, num_warmup_steps=num_warmup_steps,
-      use_tpu=use_tpu, use_one_hot_embeddings=use_tpu,
-      options=run.training.optimizer_options,
-      compute_dtype=run.training.compute_dtype)
-  model_runner = runner_lib.make_runner(
-      model_fn, run, FLAGS.output_dir,
-      eval_batch_size=FLAGS.eval_batch_size,
-      predict_batch_size=FLAGS.predict_batch_size)
-
-  def evaluate():
-    path, sentences = files["dev"]
-    if evaluate.features is None:
-      evaluate.features = _features(FLAGS, sentences, label_list, tokenizer,
-                                    path, pad_eval)
-    features = evaluate.features
-    logging.info("***** Running evaluation: %d features *****",
-                 len(features))
-    logging.info("Evaluating the checkpoint %s",
-                 tf.train.latest_checkpoint(FLAGS.output_dir) or
-                 init_checkpoint)
-    with record_checks.reading([_record_file(FLAGS, "eval")]):
-      result = model_runner.evaluate(
-          input_fn=_input_fn(FLAGS, features, "eval", is_training=False),
-          steps=len(features) // FLAGS.eval_batch_size if use_tpu
-          else None)
-    predicted = _predict_words(FLAGS, model_runner, sentences, features,
-                               label_list, "eval", FLAGS.predict_batch_size)
-    scores = ner_metrics.entity_scores([s.labels for s in sentences],
-                                       predicted, types)
-    entity_results = ner_metrics.eval_results_entries(scores)
-    result.update(entity_results)
-    train_hooks.write_eval_summaries(FLAGS.output_dir, entity_results,
-                                     result["global_step"])
-    ner_metrics.write_conll_predictions(
-        os.path.join(FLAGS.output_dir, "dev_predictions.txt"), sentences,
-        predicted)
-    return result
-  evaluate.features = None
-
-  # 4. Train (evaluating on the way), evaluate, predict.
-  keeper, last_results = None, None
-  if run.do_train:
-    logging.info("***** Running training: %d features, batch %d, %d steps "
-                 "*****", len(train_features), run.train_batch_size,
-                 num_train_steps)
-    # The features are written before the hooks' warnings are logged.
-    train_input_fn = _input_fn(FLAGS, train_features, "train",
-                               is_training=True)
-    if not use_tpu:  # The token mean over the whole update.
-      train_input_fn = accumulation.update_shares_input_fn(
-          train_input_fn,
-          run.training.optimizer_options.gradient_accumulation_steps,
-          _label_weights)
-
-    def train_to(max_steps):
-      run_hooks = train_hooks.training_hooks(
-          FLAGS.output_dir, num_train_steps, run.save_checkpoints_steps,
-          run.save_checkpoints_secs, use_tpu)
-      with record_checks.reading([_record_file(FLAGS, "train")]):
-        model_runner.train(
-            input_fn=train_input_fn,
-            max_steps=max_steps,
-            hooks=[train_hooks.ProgressHook(
-                update_size, total_steps=num_train_steps,
-                every_n_steps=min(100, max(1, num_train_steps // 10)))] +
-            run_hooks)
-      train_hooks.exit_if_preempted(FLAGS.output_dir, run_hooks)
-
-    keeper, last_results = best_lib.train(
-        model_runner, train_to, evaluate, num_train_steps, eval_options,
-        evaluates=run.do_eval)
-  best_checkpoint = keeper.best_checkpoint() if keeper else None
-  if run.do_eval:
-    latest = tf.train.latest_checkpoint(FLAGS.output_dir)
-    result = last_results
-    if not (result and latest and
-            latest.endswith("-%d" % int(result["global_step"]))):
-      result = evaluate()
-    io_utils.write_eval_results(
-        os.path.join(FLAGS.output_dir, "eval_results.txt"), result)
-  if run.do_predict:
-    path, sentences = files["test"]
-    features = _features(FLAGS, sentences, label_list, tokenizer, path,
-                         pad_predict)
-    logging.info("***** Running prediction: %d features *****",
-                 len(features))
-    predicted = _predict_words(FLAGS, model_runner, sentences, features,
-                               label_list, "predict", FLAGS.predict_batch_size,
-                               checkpoint_path=best_checkpoint)
-    ner_metrics.write_conll_predictions(
-        os.path.join(FLAGS.output_dir, "test_predictions.txt"), sentences,
-        predicted)
-    if sentences[0].labels is not None:
-      scores = ner_metrics.entity_scores([s.labels for s in sentences],
-                                         predicted, types)
-      logging.info("Test set (%s): precision %.4f, recall %.4f, F1 %.4f, "
-                   "token accuracy %.4f", path, scores["precision"],
-                   scores["recall"], scores["f1"], scores["accuracy"])
-  if FLAGS.export_dir:
-    _export(FLAGS, bert_config, label_list, init_checkpoint,
-            checkpoint=best_checkpoint)
+  with loop.output_dir(FLAGS.output_dir, run):
+    # 3. The training features, and the model.
+    training = (_training(FLAGS, run, files["train"], label_list, tokenizer)
+                if run.do_train else None)
+    model_fn = model_fn_builder(
+        bert_config=bert_config, num_labels=len(label_list),
+        init_checkpoint=init_checkpoint, learning_rate=FLAGS.learning_rate,
+        num_train_steps=training and training.num_train_steps,
+        num_warmup_steps=training and training.num_warmup_steps,
+        use_tpu=use_tpu, use_one_hot_embeddings=use_tpu,
+        options=run.training.optimizer_options,
+        compute_dtype=run.training.compute_dtype)
+    # 4. Train (evaluating on the way), evaluate, predict, export.
+    loop.run(
+        model_fn, run, FLAGS.output_dir, training=training,
+        evaluate=(_evaluate(FLAGS, files["dev"], features["dev"], label_list)
+                  if run.do_eval else None),
+        predict=functools.partial(_predict, FLAGS, files.get("test"),
+                                  features.get("test"), label_list),
+        export=(functools.partial(_export, FLAGS, bert_config, label_list,
+                                  init_checkpoint)
+                if FLAGS.export_dir else None),
+        eval_batch_size=FLAGS.eval_batch_size,
+        predict_batch_size=FLAGS.predict_batch_size)
 
 
 def cli():

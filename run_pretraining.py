@@ -19,29 +19,26 @@ A run restarted with the same `--output_dir` continues from the last
 checkpoint there (`--init_checkpoint` only initializes a fresh run).
 """
 
-import bert_tf.cli  # pylint: disable=unused-import  # First: quiets TensorFlow's start-up log.
-
-import os
+from bert_tf.cli import quiet  # First: TensorFlow's start-up lines off.
+quiet.when_run_as_command(__name__)
 
 from absl import flags
 from absl import logging
 import tensorflow.compat.v1 as tf
 
 from bert_tf import io as io_utils
-from bert_tf.checks import records as record_checks
+from bert_tf.checks.problems import Problems
 from bert_tf.cli import flags as cli_flags
 from bert_tf.cli import entry
 from bert_tf.cli import startup
+from bert_tf.runner import loop
 from bert_tf.tasks.pretraining.heads import gather_indexes
 from bert_tf.tasks.pretraining.heads import get_masked_lm_output
-from bert_tf.train import distribute as distribute_utils
-from bert_tf.train import model_fn as model_fn_utils
-from bert_tf.train import spec as spec_lib
 from bert_tf.train import accumulation
 from bert_tf.train import input_fn as input_utils
-from bert_tf.runner import select as runner_lib
-from bert_tf.train import hooks as train_hooks
+from bert_tf.train import model_fn as model_fn_utils
 from bert_tf.train import options as training_options
+from bert_tf.train import spec as spec_lib
 import modeling
 
 __all__ = ["define_flags", "gather_indexes", "get_masked_lm_output",
@@ -49,7 +46,6 @@ __all__ = ["define_flags", "gather_indexes", "get_masked_lm_output",
            "check_record_lengths", "check_inputs", "main", "cli"]
 
 FLAGS = flags.FLAGS
-
 
 def define_flags():
   """Defines the script's flags (the reference's names and defaults)."""
@@ -67,11 +63,9 @@ def define_flags():
   flags.DEFINE_integer("max_eval_steps", 100,
                        "Evaluate on at most this many batches.")
 
-
 # ----------------------------------------------------------------------------
 # Heads
 # ----------------------------------------------------------------------------
-
 
 def get_next_sentence_output(bert_config, input_tensor, labels):
   """Next sentence head: is segment B the real continuation (0) or random (1)?
@@ -104,11 +98,9 @@ def get_next_sentence_output(bert_config, input_tensor, labels):
     loss = tf.reduce_mean(per_example_loss)
   return loss, per_example_loss, log_probs
 
-
 # ----------------------------------------------------------------------------
 # The model_fn and input_fn
 # ----------------------------------------------------------------------------
-
 
 def _metric_fn(masked_lm_example_loss, masked_lm_log_probs, masked_lm_ids,
                masked_lm_weights, next_sentence_example_loss,
@@ -132,7 +124,6 @@ def _metric_fn(masked_lm_example_loss, masked_lm_log_probs, masked_lm_ids,
           labels=next_sentence_labels, predictions=next_sentence_predictions),
       "next_sentence_loss": tf.metrics.mean(values=next_sentence_example_loss),
   }
-
 
 def model_fn_builder(bert_config, init_checkpoint, learning_rate,
                      num_train_steps, num_warmup_steps, use_tpu,
@@ -173,7 +164,8 @@ def model_fn_builder(bert_config, init_checkpoint, learning_rate,
             bert_config, model.get_sequence_output(),
             model.get_embedding_table(), features["masked_lm_positions"],
             features["masked_lm_ids"], features["masked_lm_weights"],
-            update_share=features.get(accumulation.UPDATE_SHARE_KEY)))
+            update_share=accumulation.update_share(features, options, mode,
+                                                   use_tpu)))
     next_sentence_loss, next_sentence_example_loss, next_sentence_log_probs = (
         get_next_sentence_output(bert_config, model.get_pooled_output(),
                                  features["next_sentence_labels"]))
@@ -200,7 +192,6 @@ def model_fn_builder(bert_config, init_checkpoint, learning_rate,
 
   return model_fn
 
-
 def _name_to_features(max_seq_length, max_predictions_per_seq):
   """The record layout written by create_pretraining_data.py."""
   return {
@@ -215,7 +206,6 @@ def _name_to_features(max_seq_length, max_predictions_per_seq):
           tf.io.FixedLenFeature([max_predictions_per_seq], tf.float32),
       "next_sentence_labels": tf.io.FixedLenFeature([1], tf.int64),
   }
-
 
 def input_fn_builder(input_files, max_seq_length, max_predictions_per_seq,
                      is_training, num_cpu_threads=4, use_tpu=False):
@@ -251,11 +241,9 @@ def input_fn_builder(input_files, max_seq_length, max_predictions_per_seq,
 
   return input_fn
 
-
 # ----------------------------------------------------------------------------
 # Command line
 # ----------------------------------------------------------------------------
-
 
 def check_record_lengths(input_files, max_seq_length, max_predictions_per_seq):
   """Checks the first record of every file against the expected lengths.
@@ -304,7 +292,6 @@ def check_record_lengths(input_files, max_seq_length, max_predictions_per_seq):
                      "output of create_pretraining_data.py" %
                      (", ".join(empty), "s" if len(empty) == 1 else ""))
 
-
 def _first_example(path):
   """The first `tf.train.Example` of a TFRecord file, or None when empty."""
   try:
@@ -315,63 +302,53 @@ def _first_example(path):
                      (path, " ".join(str(e).split()))) from None
   return None
 
-
 def check_inputs(bert_config_file, input_file, output_dir, init_checkpoint,
                  max_seq_length, max_predictions_per_seq, do_train, do_eval,
-                 num_train_steps=1, problems=()):
+                 num_train_steps=1, *, problems):
   """Checks the flags and the input records before any graph is built.
 
-  `problems` (optional list of str) are found before, and reported with
-  these.
+  Every problem found is added to `problems` (`checks.problems.Problems`),
+  which the caller reports together with its other start-up checks.
 
   Returns:
     (bert_config, input_files, init_checkpoint): the `BertConfig`, the
-    expanded input paths and the resolved checkpoint prefix (or None).
-
-  Raises:
-    ValueError: one line naming every flag at fault.
+    expanded input paths and the resolved checkpoint prefix (or None);
+    None where that check failed.
   """
-  problems = list(problems)
   if not do_train and not do_eval:
-    problems.append("At least one of --do_train or --do_eval must be True")
+    problems.add("At least one of --do_train or --do_eval must be True")
   if do_train and num_train_steps < 1:
-    problems.append("--num_train_steps=%d: expected at least 1 with "
-                    "--do_train" % num_train_steps)
-  input_files = None
-  try:
-    input_files = io_utils.expand_file_patterns(input_file, "input_file")
-    check_record_lengths(input_files, max_seq_length, max_predictions_per_seq)
-  except ValueError as e:
-    problems.append(str(e))
+    problems.add("--num_train_steps=%d: expected at least 1 with --do_train"
+                 % num_train_steps)
+  input_files = problems.attempt(io_utils.expand_file_patterns, input_file,
+                                 "input_file")
+  if input_files is not None:
+    problems.attempt(check_record_lengths, input_files, max_seq_length,
+                     max_predictions_per_seq)
   model = startup.prepare_model(
       bert_config_file, max_seq_length, init_checkpoint, do_lower_case=None,
       output_dir=output_dir, problems=problems)
   return model.bert_config, input_files, model.init_checkpoint
 
-
 def main(_):
   logging.set_verbosity(logging.INFO)
-  # 1. The run's options and their devices (before TensorFlow makes any);
-  # config, checkpoint and input records: all checked before any work.
-  training_problems = []
-  run = training_options.from_flags(FLAGS, training_problems)
-  distribute_utils.setup(run.distribute)
+  # 1. The run's options; config, checkpoint and input records: all checked
+  # before any work, then the devices (before TensorFlow makes any).
+  problems = Problems()
+  run = training_options.from_flags(FLAGS, problems)
   bert_config, input_files, init_checkpoint = check_inputs(
       FLAGS.bert_config_file, FLAGS.input_file, FLAGS.output_dir,
       FLAGS.init_checkpoint, FLAGS.max_seq_length,
       FLAGS.max_predictions_per_seq, FLAGS.do_train, FLAGS.do_eval,
-      FLAGS.num_train_steps, problems=training_problems)
+      FLAGS.num_train_steps, problems=problems)
+  problems.raise_if_any()
+  loop.setup_devices(run)
   use_tpu = run.tpu.use_tpu
-  update_size = run.examples_per_update
-  tf.io.gfile.makedirs(FLAGS.output_dir)
-  if run.do_train:
-    # Held while main runs: no other training run may use the folder.
-    output_lock = train_hooks.start_training(FLAGS.output_dir)
   logging.info("*** Input files (%d) ***", len(input_files))
   for path in input_files:
     logging.info("  %s", path)
 
-  # 2. The model and the runner. Steps count updates.
+  # 2. The model. Steps count updates.
   model_fn = model_fn_builder(
       bert_config=bert_config,
       init_checkpoint=init_checkpoint,
@@ -382,54 +359,36 @@ def main(_):
       use_one_hot_embeddings=use_tpu,
       options=run.training.optimizer_options,
       compute_dtype=run.training.compute_dtype)
-  model_runner = runner_lib.make_runner(
-      model_fn, run, FLAGS.output_dir,
-      eval_batch_size=FLAGS.eval_batch_size)
 
-  # 3. Train, evaluate.
-  if run.do_train:
-    logging.info("***** Running training *****")
-    logging.info("  Batch size = %d, steps = %d", run.train_batch_size,
-                 FLAGS.num_train_steps)
-    run_hooks = train_hooks.training_hooks(
-        FLAGS.output_dir, FLAGS.num_train_steps,
-        run.save_checkpoints_steps, run.save_checkpoints_secs, use_tpu)
-    train_input_fn = input_fn_builder(input_files, FLAGS.max_seq_length,
-                                      FLAGS.max_predictions_per_seq,
-                                      is_training=True)
-    if not use_tpu:  # The masked-LM mean over the whole update.
-      train_input_fn = accumulation.update_shares_input_fn(
-          train_input_fn,
-          run.training.optimizer_options.gradient_accumulation_steps,
-          lambda window: window["masked_lm_weights"])
-    with record_checks.reading(input_files):
-      model_runner.train(
-          input_fn=train_input_fn,
-          max_steps=FLAGS.num_train_steps,
-          hooks=[train_hooks.ProgressHook(
-              update_size, total_steps=FLAGS.num_train_steps,
-              every_n_steps=min(100, run.iterations_per_loop))] + run_hooks)
-    train_hooks.exit_if_preempted(FLAGS.output_dir, run_hooks)
+  # 3. Train (the masked-LM loss a mean over each update's tokens),
+  # evaluate: eval_results.txt.
+  training = loop.Training(
+      input_fn=input_fn_builder(input_files, FLAGS.max_seq_length,
+                                FLAGS.max_predictions_per_seq,
+                                is_training=True),
+      num_train_steps=FLAGS.num_train_steps,
+      num_warmup_steps=FLAGS.num_warmup_steps,
+      learning_rate=FLAGS.learning_rate, records=input_files,
+      token_weights=lambda window: window["masked_lm_weights"],
+      progress_every=min(100, run.iterations_per_loop))
 
-  if run.do_eval:
-    logging.info("***** Running evaluation *****")
+  def evaluate(steps):
     logging.info("  Batch size = %d, at most %d steps", FLAGS.eval_batch_size,
                  FLAGS.max_eval_steps)
-    with record_checks.reading(input_files):
-      result = model_runner.evaluate(
-          input_fn=input_fn_builder(input_files, FLAGS.max_seq_length,
-                                    FLAGS.max_predictions_per_seq,
-                                    is_training=False, use_tpu=use_tpu),
-          steps=FLAGS.max_eval_steps)
-    io_utils.write_eval_results(
-        os.path.join(FLAGS.output_dir, "eval_results.txt"), result)
+    return steps.evaluate(
+        input_fn_builder(input_files, FLAGS.max_seq_length,
+                         FLAGS.max_predictions_per_seq, is_training=False,
+                         use_tpu=use_tpu),
+        records=input_files, steps=FLAGS.max_eval_steps)
 
+  with loop.output_dir(FLAGS.output_dir, run):
+    loop.run(model_fn, run, FLAGS.output_dir, training=training,
+             evaluate=evaluate, eval_batch_size=FLAGS.eval_batch_size)
 
 def cli():
   """Command-line entry point: defines the flags, then runs `main`."""
   define_flags()
   entry.run_main(main)
-
 
 if __name__ == "__main__":
   cli()

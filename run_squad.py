@@ -29,16 +29,17 @@ The reference's public names (`SquadExample`, `read_squad_examples`,
 from `bert_tf.tasks.squad` (`data`, `model`, `predictions`); see `__all__`.
 """
 
-import bert_tf.cli  # pylint: disable=unused-import  # First: quiets TensorFlow's start-up log.
+from bert_tf.cli import quiet  # First: TensorFlow's start-up lines off.
+quiet.when_run_as_command(__name__)
 
+import functools
 import os
 import random
 
 from absl import flags
 from absl import logging
-import tensorflow.compat.v1 as tf
 
-from bert_tf.checks import records as record_checks
+from bert_tf.checks.problems import Problems
 from bert_tf.cli import flags as cli_flags
 from bert_tf.cli import entry
 from bert_tf.cli import startup
@@ -60,10 +61,8 @@ from bert_tf.tasks.squad.predictions import get_final_text
 from bert_tf.tasks.squad.predictions import RawResult
 from bert_tf.tasks.squad.predictions import score_predictions
 from bert_tf.tasks.squad.predictions import write_predictions
-from bert_tf.train import distribute as distribute_utils
+from bert_tf.runner import loop
 from bert_tf.train import model_fn as model_fn_utils
-from bert_tf.runner import select as runner_lib
-from bert_tf.train import hooks as train_hooks
 from bert_tf.train import options as training_options
 # `run_squad.modeling` and `.tokenization`, as in the reference.
 import modeling  # pylint: disable=unused-import
@@ -153,19 +152,14 @@ def validate_flags_or_throw(bert_config, flag_values=None):
       training or distribution option that does not fit.
   """
   flag_values = FLAGS if flag_values is None else flag_values
-  problems = _flag_problems(flag_values)
-  problems += training_options.check(training_options.read_flags(flag_values))
-  try:
-    startup.check_max_seq_length(flag_values.max_seq_length, bert_config)
-  except ValueError as e:
-    problems.append(str(e))
-  try:
-    tokenization.validate_case_matches_checkpoint(
-        flag_values.do_lower_case, flag_values.init_checkpoint)
-  except ValueError as e:
-    problems.append(str(e))
-  if problems:
-    raise ValueError("; ".join(problems))
+  problems = Problems(_flag_problems(flag_values))
+  problems.extend(training_options.check(
+      training_options.read_flags(flag_values)))
+  problems.attempt(startup.check_max_seq_length, flag_values.max_seq_length,
+                   bert_config)
+  problems.attempt(tokenization.validate_case_matches_checkpoint,
+                   flag_values.do_lower_case, flag_values.init_checkpoint)
+  problems.raise_if_any()
 
 
 def _write_features(path, examples, tokenizer, max_seq_length, doc_stride,
@@ -205,15 +199,76 @@ def _raw_results(predictions, num_features):
   return results
 
 
-def _export(flag_values, bert_config, init_checkpoint):
-  """Exports the fine-tuned model under --export_dir (see export_utils)."""
+def _training(flag_values, run, tokenizer, spans):
+  """The training questions, read (and checked) and written as features;
+  their `loop.Training` (steps count updates, of --train_batch_size times
+  --gradient_accumulation_steps)."""
+  train_examples = read_squad_examples(
+      flag_values.train_file, is_training=True,
+      version_2_with_negative=flag_values.version_2_with_negative)
+  if not train_examples:
+    # Training on nothing would loop forever over an empty dataset.
+    raise ValueError("--train_file: %s holds no usable training question "
+                     "(none, or all skipped)" % flag_values.train_file)
+  # Shuffled once, with the reference's seed.
+  random.Random(12345).shuffle(train_examples)
+  num_train_steps, num_warmup_steps = model_fn_utils.fine_tuning_steps(
+      len(train_examples), run.examples_per_update,
+      flag_values.num_train_epochs, flag_values.warmup_proportion)
+  train_file = os.path.join(flag_values.output_dir, "train.tf_record")
+  num_features, _ = _write_features(train_file, train_examples, tokenizer,
+                                    is_training=True, **spans)
+  logging.info("Training on %d examples, %d features", len(train_examples),
+               num_features)
+  return loop.Training(
+      input_fn=input_fn_builder(train_file, flag_values.max_seq_length,
+                                is_training=True, drop_remainder=True),
+      num_train_steps=num_train_steps, num_warmup_steps=num_warmup_steps,
+      learning_rate=flag_values.learning_rate, records=[train_file])
+
+
+def _predict(flag_values, tokenizer, spans, steps, checkpoint):
+  """Answers the questions of --predict_file: predictions.json,
+  nbest_predictions.json (and null_odds.json for SQuAD 2.0), scored
+  against its answers when it has them (eval_results.json)."""
+  examples = read_squad_examples(
+      flag_values.predict_file, is_training=False,
+      version_2_with_negative=flag_values.version_2_with_negative)
+  out = flag_values.output_dir
+  eval_file = os.path.join(out, "eval.tf_record")
+  num_features, metadata = _write_features(eval_file, examples, tokenizer,
+                                           is_training=False, **spans)
+  batch_size = flag_values.predict_batch_size
+  logging.info("  %d examples, %d features, batch size %d", len(examples),
+               num_features, batch_size)
+  results = _raw_results(steps.predict(
+      input_fn_builder(eval_file, flag_values.max_seq_length,
+                       is_training=False, drop_remainder=False),
+      records=[eval_file], num_batches=-(-num_features // batch_size),
+      checkpoint_path=checkpoint, batch_size=batch_size), num_features)
+  written = write_predictions(
+      examples, metadata, results, flag_values.n_best_size,
+      flag_values.max_answer_length, flag_values.do_lower_case,
+      os.path.join(out, "predictions.json"),
+      os.path.join(out, "nbest_predictions.json"),
+      os.path.join(out, "null_odds.json"),
+      version_2_with_negative=flag_values.version_2_with_negative,
+      null_score_diff_threshold=flag_values.null_score_diff_threshold,
+      verbose_logging=flag_values.verbose_logging)
+  score_predictions(flag_values.predict_file, written,
+                    flag_values.version_2_with_negative, out)
+
+
+def _export(flag_values, bert_config, init_checkpoint, checkpoint=None):
+  """Exports the fine-tuned model (`checkpoint`, else the latest) under
+  --export_dir (see export_utils)."""
   model_fn = model_fn_builder(
       bert_config=bert_config, init_checkpoint=None, learning_rate=0.0,
       num_train_steps=None, num_warmup_steps=None, use_tpu=False,
       use_one_hot_embeddings=False)
   export_utils.export_saved_model(
-      model_fn, export_utils.checkpoint_to_export(flag_values.output_dir,
-                                                  init_checkpoint),
+      model_fn, checkpoint or export_utils.checkpoint_to_export(
+          flag_values.output_dir, init_checkpoint),
       flag_values.export_dir, flag_values.max_seq_length,
       kind=export_utils.SQUAD, output_keys=["start_logits", "end_logits"],
       vocab_file=flag_values.vocab_file,
@@ -228,104 +283,42 @@ def _export(flag_values, bert_config, init_checkpoint):
 
 def main(_):
   logging.set_verbosity(logging.INFO)
-  # 1. The run's options and their devices (before TensorFlow makes any);
-  # flags, config, checkpoint, vocabulary: all checked before any work.
-  problems = _flag_problems(FLAGS)
+  # 1. Flags, options, config, checkpoint, vocabulary: every problem
+  # reported together, before any work; then the devices.
+  problems = Problems(_flag_problems(FLAGS))
   run = training_options.from_flags(FLAGS, problems)
-  distribute_utils.setup(run.distribute)
-  use_tpu = run.tpu.use_tpu
   model = startup.prepare_model(
       FLAGS.bert_config_file, FLAGS.max_seq_length, FLAGS.init_checkpoint,
       FLAGS.do_lower_case, FLAGS.vocab_file, FLAGS.output_dir,
       problems=problems,
       export_now=bool(FLAGS.export_dir) and not FLAGS.do_train)
-  tokenizer, out = model.tokenizer, FLAGS.output_dir
+  problems.raise_if_any()
+  loop.setup_devices(run)
+  use_tpu = run.tpu.use_tpu
   spans = dict(max_seq_length=FLAGS.max_seq_length,
                doc_stride=FLAGS.doc_stride,
                max_query_length=FLAGS.max_query_length)
 
-  # 2. The training questions, read (and checked) up front. Steps count
-  # updates, of --train_batch_size times --gradient_accumulation_steps.
-  update_size = run.examples_per_update
-  train_examples, num_train_steps, num_warmup_steps = None, None, None
-  if run.do_train:
-    train_examples = read_squad_examples(
-        FLAGS.train_file, is_training=True,
-        version_2_with_negative=FLAGS.version_2_with_negative)
-    if not train_examples:
-      # Training on nothing would loop forever over an empty dataset.
-      raise ValueError("--train_file: %s holds no usable training question "
-                       "(none, or all skipped)" % FLAGS.train_file)
-    # Shuffled once, with the reference's seed.
-    random.Random(12345).shuffle(train_examples)
-    num_train_steps, num_warmup_steps = model_fn_utils.fine_tuning_steps(
-        len(train_examples), update_size, FLAGS.num_train_epochs,
-        FLAGS.warmup_proportion)
-  tf.io.gfile.makedirs(out)
-  if run.do_train:
-    # Held while main runs: no other training run may use the folder.
-    output_lock = train_hooks.start_training(out)
-
-  # 3. The runner.
-  model_fn = model_fn_builder(
-      bert_config=model.bert_config, init_checkpoint=model.init_checkpoint,
-      learning_rate=FLAGS.learning_rate, num_train_steps=num_train_steps,
-      num_warmup_steps=num_warmup_steps, use_tpu=use_tpu,
-      use_one_hot_embeddings=use_tpu,
-      options=run.training.optimizer_options,
-      compute_dtype=run.training.compute_dtype)
-  model_runner = runner_lib.make_runner(
-      model_fn, run, out, predict_batch_size=FLAGS.predict_batch_size)
-
-  # 4. Train, predict, score.
-  if run.do_train:
-    train_file = os.path.join(out, "train.tf_record")
-    num_features, _ = _write_features(train_file, train_examples, tokenizer,
-                                      is_training=True, **spans)
-    logging.info("***** Running training *****")
-    logging.info("  %d examples, %d features, batch size %d, %d steps",
-                 len(train_examples), num_features, run.train_batch_size,
-                 num_train_steps)
-    run_hooks = train_hooks.training_hooks(
-        out, num_train_steps, run.save_checkpoints_steps,
-        run.save_checkpoints_secs, use_tpu)
-    with record_checks.reading([train_file]):
-      model_runner.train(
-          input_fn=input_fn_builder(train_file, FLAGS.max_seq_length,
-                                    is_training=True, drop_remainder=True),
-          max_steps=num_train_steps,
-          hooks=[train_hooks.ProgressHook(update_size, num_train_steps)] +
-          run_hooks)
-    train_hooks.exit_if_preempted(out, run_hooks)
-  if run.do_predict:
-    examples = read_squad_examples(
-        FLAGS.predict_file, is_training=False,
-        version_2_with_negative=FLAGS.version_2_with_negative)
-    eval_file = os.path.join(out, "eval.tf_record")
-    num_features, metadata = _write_features(eval_file, examples, tokenizer,
-                                             is_training=False, **spans)
-    logging.info("***** Running predictions *****")
-    logging.info("  %d examples, %d features, batch size %d", len(examples),
-                 num_features, FLAGS.predict_batch_size)
-    with record_checks.reading([eval_file]):
-      results = _raw_results(
-          model_runner.predict(
-              input_fn_builder(eval_file, FLAGS.max_seq_length,
-                               is_training=False, drop_remainder=False),
-              yield_single_examples=True), num_features)
-    written = write_predictions(
-        examples, metadata, results, FLAGS.n_best_size,
-        FLAGS.max_answer_length, FLAGS.do_lower_case,
-        os.path.join(out, "predictions.json"),
-        os.path.join(out, "nbest_predictions.json"),
-        os.path.join(out, "null_odds.json"),
-        version_2_with_negative=FLAGS.version_2_with_negative,
-        null_score_diff_threshold=FLAGS.null_score_diff_threshold,
-        verbose_logging=FLAGS.verbose_logging)
-    score_predictions(FLAGS.predict_file, written,
-                      FLAGS.version_2_with_negative, out)
-  if FLAGS.export_dir:
-    _export(FLAGS, model.bert_config, model.init_checkpoint)
+  with loop.output_dir(FLAGS.output_dir, run):
+    # 2. The training questions, and the model.
+    training = (_training(FLAGS, run, model.tokenizer, spans)
+                if run.do_train else None)
+    model_fn = model_fn_builder(
+        bert_config=model.bert_config, init_checkpoint=model.init_checkpoint,
+        learning_rate=FLAGS.learning_rate,
+        num_train_steps=training and training.num_train_steps,
+        num_warmup_steps=training and training.num_warmup_steps,
+        use_tpu=use_tpu, use_one_hot_embeddings=use_tpu,
+        options=run.training.optimizer_options,
+        compute_dtype=run.training.compute_dtype)
+    # 3. Train, predict and score, export.
+    loop.run(
+        model_fn, run, FLAGS.output_dir, training=training,
+        predict=functools.partial(_predict, FLAGS, model.tokenizer, spans),
+        export=(functools.partial(_export, FLAGS, model.bert_config,
+                                  model.init_checkpoint)
+                if FLAGS.export_dir else None),
+        predict_batch_size=FLAGS.predict_batch_size)
 
 
 def cli():

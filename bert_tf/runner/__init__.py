@@ -1,7 +1,10 @@
-"""Running a script's `model_fn`: one interface, two implementations.
+"""Running a script's `model_fn`: how a script trains, on two runners.
 
-Every script builds a `model_fn(features, labels, mode, params)` and input
-functions, as the reference does, and hands them to a runner
+`loop.py` owns how every training script runs: the output folder's lock,
+the hooks, training with the SIGTERM/Ctrl-C checkpoint-and-exit and the
+evaluation every N steps with the best checkpoint and early stopping, then
+evaluation, prediction and export (`loop.run`). It hands the script's
+`model_fn(features, labels, mode, params)` and input functions to a runner
 (`select.make_runner`) that trains, evaluates and predicts:
 
 * `estimator.py`: the TPUEstimator (or, under a tf.distribute strategy, a
@@ -11,8 +14,8 @@ functions, as the reference does, and hands them to a runner
   `Scaffold`, hooks, `tf.distribute`), for every TensorFlow from 2.15 on.
   It builds the same graph, so the numbers are the same.
 
-`spec.py` holds what a `model_fn` returns (`ModelSpec`, a TPUEstimatorSpec
-on the Estimator's stack) and the mode names; `config.py` the settings both
-runners share (session config, seed, checkpoints), read from a run's
-`RunOptions`; `--runner=auto|estimator|session` picks one.
+`config.py` holds the settings both runners share (session config, seed,
+checkpoints, the summary interval), read from a run's `RunOptions`;
+`--runner=auto|estimator|session` picks one. What a `model_fn` returns is
+`bert_tf/train/spec.py`'s.
 """

@@ -1,2 +1,11 @@
-"""Each task's data, features, model head and metrics; the scripts at the root
-hold only their flags and `main`, and import the rest from here."""
+"""Each task's data, features, model head and metrics.
+
+`classifier/` (GLUE, XNLI and tsv tasks, multi-label, windows over long
+texts), `squad/` (SQuAD 1.1/2.0), `ner/` (CoNLL-style named entities),
+`pretraining/` (the masked-LM head; the speed and scale parts of
+`create_pretraining_data.py`), and `features.py` (packing one or two token
+sequences into BERT's input, shared by classification and feature
+extraction). The scripts at the root import the reference's public names
+from here; how they train, evaluate, predict and export is
+`bert_tf/runner/loop.py`'s.
+"""

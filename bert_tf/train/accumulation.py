@@ -10,17 +10,23 @@ Token-weighted losses (the masked-LM loss, NER's token loss) are means over
 the labelled tokens of the whole update, as one big batch gives them: the
 training input carries, in every micro-batch, its share of the update's
 token count (`with_update_shares`), which `model_fn.weighted_mean_loss`
-divides by in place of the micro-batch's own count.
+divides by in place of the micro-batch's own count. Only the input can
+know it (it looks ahead over the update's micro-batches), so it travels
+as a feature, both ends set from the same option: `runner/loop.py` adds it
+to the training input of a script that gives `Training.token_weights`,
+and the model_fn, built with the same `OptimizerOptions`, requires it
+(`update_share`) rather than fall back to the micro-batch's own count.
 """
 
 from absl import logging
 import tensorflow.compat.v1 as tf
 
 import modeling
+from bert_tf.train import spec as spec_lib
 from bert_tf.train import variables as variables_lib
 
 __all__ = ["Accumulators", "UPDATE_SHARE_KEY", "with_update_shares",
-           "update_shares_input_fn"]
+           "update_shares_input_fn", "update_share"]
 
 # The feature holding a micro-batch's share of its update's total weight.
 UPDATE_SHARE_KEY = "update_weight_share"
@@ -95,6 +101,37 @@ def update_shares_input_fn(input_fn, accumulation_steps, weight_fn):
                               weight_fn).prefetch(1)
 
   return wrapped
+
+
+def update_share(features, options, mode, use_tpu):
+  """A training micro-batch's share of its update's token weight, or None.
+
+  None where a batch is its own update: one micro-batch per update,
+  evaluation and prediction, and TPU (the reference's per-batch mean).
+
+  Args:
+    features: the model_fn's feature dict.
+    options: `OptimizerOptions` or None (the reference's training).
+    mode: the model_fn's mode (`spec.ModeKeys`).
+    use_tpu: bool.
+
+  Returns:
+    float32 Tensor [batch_size], `features[UPDATE_SHARE_KEY]`, or None.
+
+  Raises:
+    ValueError: the training input of an accumulating run lacks the share
+      (it was not built with `loop.Training(token_weights=...)`).
+  """
+  if (mode != spec_lib.ModeKeys.TRAIN or use_tpu or options is None or
+      options.runs_per_update == 1):
+    return None
+  if UPDATE_SHARE_KEY not in features:
+    raise ValueError(
+        "--gradient_accumulation_steps=%d: the training input lacks %r, the "
+        "update's token count that a token-level loss divides by; give the "
+        "training loop the loss weights (loop.Training(token_weights=...))"
+        % (options.runs_per_update, UPDATE_SHARE_KEY))
+  return features[UPDATE_SHARE_KEY]
 
 
 class Accumulators(object):

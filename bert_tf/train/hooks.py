@@ -1,12 +1,15 @@
 """The hooks of every run, whichever runner runs it, to lose little.
 
-`ProgressHook` logs the step, examples/sec and the time left. Before
+`runner/loop.py` (how every script trains) puts them together. Before
 training: `start_training` (the output-folder lock, then a check of the
-checkpoint training would resume from). During: `training_hooks` (SIGTERM
-or Ctrl-C saves a checkpoint at the current step; checkpoints by time as well as by
-steps; summaries at the final step and at a bounded interval). After:
-`exit_if_preempted`, which ends a run that SIGTERM stopped with
-`PREEMPTED_EXIT_STATUS`.
+checkpoint training would resume from). During: `ProgressHook` (the step,
+examples/sec and the time left), `PreemptionHook` (SIGTERM or Ctrl-C saves
+a checkpoint at the current step), `TimedCheckpointHook` (checkpoints by
+time as well as by steps) and `SummaryFlushHook` (summaries at the final
+step and at a bounded interval). After: `exit_if_preempted`, which ends a
+run that a signal stopped with `PREEMPTED_EXIT_STATUS` (or
+`INTERRUPTED_EXIT_STATUS`). `write_eval_summaries` adds the scores computed
+after an evaluation to its TensorBoard folder.
 """
 
 import os
@@ -23,13 +26,11 @@ import tensorflow.compat.v1 as tf
 from bert_tf.checks import checkpoint as checkpoint_checks
 from bert_tf.checks import lock as lock_checks
 from bert_tf.train import distribute as distribute_utils
-from bert_tf.train import train_op as train_op_lib
 
 __all__ = ["PREEMPTED_EXIT_STATUS", "INTERRUPTED_EXIT_STATUS",
            "start_training", "remove_killed_saves", "ProgressHook",
            "PreemptionHook",
-           "TimedCheckpointHook", "SummaryFlushHook", "training_hooks",
-           "write_eval_summaries",
+           "TimedCheckpointHook", "SummaryFlushHook", "write_eval_summaries",
            "exit_if_preempted"]
 
 # Exit status of a run stopped by SIGTERM after saving its checkpoint: the
@@ -97,91 +98,86 @@ class ProgressHook(tf.train.SessionRunHook):
 
   A line at the first step of a run (a fresh start or a resume), every
   `every_n_steps` steps or `every_n_secs` seconds, whichever comes first,
-  and at `total_steps`. In prediction, where the global step does not
-  advance, it counts batches. With gradient accumulation (or fp16 loss
-  scaling) a step is an update, not a run: the line, the rate and the ETA
+  and at `total_steps`. In prediction (`training=False`) it counts
+  batches. With gradient accumulation (or fp16 loss scaling) a step is an
+  update, not a run (`conditional=True`): the line, the rate and the ETA
   follow the global step, read after each run.
 
   Args:
-    batch_size: int, examples per step (per update).
-    total_steps: int or None, the step at which the run ends (for the ETA).
+    batch_size: int, examples per step (per update) or per batch.
+    total_steps: int or None, the step (or batch) at which the run ends,
+      for the ETA.
     every_n_steps: int, how often to log, in steps.
     every_n_secs: float, how often to log at least, in seconds.
+    training: bool, whether the session trains (counts global steps) or
+      predicts (counts batches).
+    conditional: bool, training only: whether a run may leave the global
+      step as it is (`OptimizerOptions.conditional_update`).
+
+  Attributes:
+    last_step: int or None, the step (or batch) the latest run reached.
+    running: bool, whether a run began whose end this hook has not seen (a
+      hook before it stopped the session there: the NaN check).
   """
 
   def __init__(self, batch_size, total_steps=None, every_n_steps=100,
-               every_n_secs=60.0):
+               every_n_secs=60.0, training=True, conditional=False):
     self._batch_size = batch_size
     self._total_steps = total_steps
     self._every_n_steps = max(1, int(every_n_steps))
     self._every_n_secs = every_n_secs
+    self._unit = "step" if training else "batch"
+    self._conditional = training and conditional
     self._global_step = None
     self._last_time = None
-    self._last_step = None
+    self._last_step = None  # None until the first line.
     self._calls = 0
-    self._unit = None  # "step" (training) or "batch" (prediction).
-    self._first = None  # (global step before the first call, its time).
-    self._conditional = False  # Whether a run may leave the step as is.
-    self._seen = None  # The global step after the latest run (then).
+    self._seen = None  # Conditional: the global step after the latest run.
+    self.last_step = None
+    self.running = False
 
   def begin(self):
-    self._global_step = tf.train.get_global_step()
-    self._conditional = train_op_lib.runs_per_update()[1]
+    if self._unit == "step":
+      self._global_step = tf.train.get_global_step()
 
   def before_run(self, run_context):
     del run_context
+    self.running = True
     if self._global_step is None:
       return None
     return tf.train.SessionRunArgs(self._global_step)
 
-  def _first_line(self, step):
-    logging.info("%s %d: first %s of this run%s", self._unit, step,
-                 self._unit,
-                 " (resumed)" if self._unit == "step" and step > 1 else "")
-
-  def _update_step(self, run_context, raw, now):
-    """The step an update just reached, or None when the run made none."""
+  def _reached(self, run_context, run_values):
+    """The step (or batch) the run just reached; None when a conditional
+    run made no update."""
+    if self._unit == "batch":
+      return self._calls
+    raw = run_values.results
+    if not self._conditional:
+      return raw + 1  # The step read with the train op is the one before.
     step = int(run_context.session.run(self._global_step))
     if self._seen is None:
       self._seen = raw  # Before the first run.
     if step == self._seen:
       return None  # A micro-batch accumulated (or an fp16 run skipped).
     self._seen = step
-    if self._unit is None:
-      self._unit = "step"
-      self._first_line(step)
-      self._last_time, self._last_step = now, step
-      return None
     return step
 
   def after_run(self, run_context, run_values):
+    self.running = False
     self._calls += 1
     now = time.time()
-    raw = run_values.results if self._global_step is not None else None
-    if self._conditional and raw is not None:
-      # Not every run updates: the global step itself says which did.
-      step = self._update_step(run_context, raw, now)
-      if step is not None:
-        self._log(step, now)
+    step = self._reached(run_context, run_values)
+    if step is None:
       return
-    if self._unit is None:
-      # Training advances the global step; prediction does not (then the
-      # hook counts batches). Which one shows at the second call (or at the
-      # end, for a run of one call).
-      if raw is None:
-        self._unit = "batch"
-        self._first_line(1)
-        self._last_time, self._last_step = now, 1
-        return
-      if self._first is None:
-        self._first = (raw, now)
-        return
-      self._unit = "step" if raw != self._first[0] else "batch"
-      first_step = self._first[0] + 1 if self._unit == "step" else 1
-      self._first_line(first_step)
-      self._last_time, self._last_step = self._first[1], first_step
-    # The global step read with the train op is the value before it.
-    self._log(raw + 1 if self._unit == "step" else self._calls, now)
+    self.last_step = step
+    if self._last_step is None:
+      logging.info("%s %d: first %s of this run%s", self._unit, step,
+                   self._unit,
+                   " (resumed)" if self._unit == "step" and step > 1 else "")
+      self._last_time, self._last_step = now, step
+      return
+    self._log(step, now)
 
   def _log(self, step, now):
     """Logs `step` when it is due: every n steps or seconds, the final."""
@@ -200,12 +196,6 @@ class ProgressHook(tf.train.SessionRunHook):
       message += ", ETA %s" % _format_seconds(left)
     logging.info(message)
     self._last_time, self._last_step = now, step
-
-  def end(self, session):
-    if self._unit is None and self._first is not None:
-      if session.run(self._global_step) != self._first[0]:
-        self._unit = "step"
-        self._first_line(self._first[0] + 1)
 
 
 def _format_seconds(seconds):
@@ -321,41 +311,55 @@ class TimedCheckpointHook(tf.train.SessionRunHook):
 class SummaryFlushHook(tf.train.SessionRunHook):
   """Summaries at the final step and at least every `every_secs`, flushed.
 
-  Both runners write summaries every 100 steps (the summary hook of
-  `MonitoredTrainingSession`, which the Estimator uses too), and its event
-  file is flushed every 2 minutes: a 200-step run never showed
-  its last step, and a killed run's events could be lost. This hook also
-  writes them at the last step and after `every_secs`, and flushes the
+  The runners write summaries every `runner_summary_steps` runs (the
+  summary hook of `MonitoredTrainingSession`, which the Estimator uses
+  too), and its event file is flushed every 2 minutes: a 200-step run never
+  showed its last step, and a killed run's events could be lost. This hook
+  also writes them at the last step and after `every_secs`, and flushes the
   event file each time.
 
   With gradient accumulation a run is a micro-batch, and the runners' hook
   wrote at the first run, before any update (step 0), and twice at some
-  steps. The runners then leave summaries to this hook
-  (`runner/config.py`), which writes them per update: at the first, every
-  `summary_steps`-th and the final update, once each, at the step the
-  update reached (read after the run).
+  steps. Such runs give the runner no summary interval
+  (`runner/config.summary_steps`), and this hook writes the summaries per
+  update: at the first, every `summary_steps`-th and the final update,
+  once each, at the step the update reached (read after the run).
+
+  Args:
+    output_dir: str, the model directory (the runner's event file).
+    total_steps: int, the step the run ends at.
+    every_secs: float, seconds between writes at least.
+    summary_steps: int, the interval of the per-update summaries.
+    runner_summary_steps: int or None, the runner's own summary interval in
+      runs (`runner/config.summary_steps`); None or with
+      `runs_per_update` > 1, this hook writes the per-update summaries.
+    runs_per_update: int, session runs per update
+      (`OptimizerOptions.runs_per_update`).
+    conditional: bool, whether a run may leave the global step as it is
+      (`OptimizerOptions.conditional_update`).
   """
 
   def __init__(self, output_dir, total_steps, every_secs=60.0,
-               summary_steps=100):
+               summary_steps=100, runner_summary_steps=100, runs_per_update=1,
+               conditional=False):
     self._output_dir = output_dir
     self._total_steps = total_steps
     self._every_secs = every_secs
     self._summary_steps = summary_steps
+    # Whether the runner writes no per-update summaries: this hook does.
+    self._writes_all = runs_per_update > 1 or not runner_summary_steps
+    self._runner_summary_steps = runner_summary_steps
+    self._conditional = conditional
     self._summary_op = None
     self._global_step = None
     self._step = None  # The global step now (before the coming run).
     self._last_time = None
     self._requested = False
-    self._conditional = False  # Whether a run may leave the step as is.
-    self._writes_all = False  # Whether the runner writes no summaries.
     self._written = None  # The last step this hook wrote.
 
   def begin(self):
     self._global_step = tf.train.get_global_step()
     self._summary_op = tf.summary.merge_all()
-    runs, self._conditional = train_op_lib.runs_per_update()
-    self._writes_all = runs > 1
 
   def after_create_session(self, session, coord):
     del coord
@@ -363,8 +367,8 @@ class SummaryFlushHook(tf.train.SessionRunHook):
     self._last_time = time.time()
 
   def _runner_writes(self, step):
-    return (not self._writes_all and self._summary_steps and
-            (step - 1) % self._summary_steps == 0)
+    return (not self._writes_all and
+            (step - 1) % self._runner_summary_steps == 0)
 
   def _due(self, step):
     """Whether an update reaching `step` gets summaries from this hook."""
@@ -439,41 +443,6 @@ def write_eval_summaries(output_dir, values, global_step, name=None):
     writer.close()
 
 
-def training_hooks(output_dir, num_train_steps, save_checkpoints_steps,
-                   save_checkpoints_secs, use_tpu=False):
-  """The hooks every trainer adds to its runner's `train`.
-
-  Warns when `num_train_steps` is below `save_checkpoints_steps` (the run
-  would checkpoint only at its start and end by steps).
-
-  Args:
-    output_dir: str, the model directory.
-    num_train_steps: int, the step the run ends at.
-    save_checkpoints_steps: int or None, the step interval.
-    save_checkpoints_secs: int, seconds between timed checkpoints (0: none).
-    use_tpu: bool; on TPU the summary hook is left out (summaries are
-      computed on the TPU), and on the workers other than the chief.
-
-  Returns:
-    list of `SessionRunHook`, a fresh `PreemptionHook` first; keep the list
-    for `exit_if_preempted`.
-  """
-  if save_checkpoints_steps and num_train_steps < save_checkpoints_steps:
-    logging.warning(
-        "--num_train_steps=%d is below --save_checkpoints_steps=%d: "
-        "checkpoints are written %sat the end only", num_train_steps,
-        save_checkpoints_steps,
-        ("every --save_checkpoints_secs=%d seconds and " %
-         save_checkpoints_secs) if save_checkpoints_secs else "")
-  hooks = [PreemptionHook()]
-  if save_checkpoints_secs and save_checkpoints_secs > 0:
-    hooks.append(TimedCheckpointHook(output_dir, save_checkpoints_secs))
-  if not use_tpu and distribute_utils.is_chief():
-    # Only the chief writes summaries (a writer makes an events file).
-    hooks.append(SummaryFlushHook(output_dir, num_train_steps))
-  return hooks
-
-
 def exit_if_preempted(output_dir, hooks):
   """Exits (143; 130 after Ctrl-C) after a signal stopped training: one line.
 
@@ -482,8 +451,8 @@ def exit_if_preempted(output_dir, hooks):
 
   Args:
     output_dir: str, the model directory (its latest checkpoint is named).
-    hooks: the hooks `train` ran (those of `training_hooks`
-      among them); their `PreemptionHook` knows whether SIGTERM stopped it.
+    hooks: the hooks `train` ran; their `PreemptionHook` knows whether a
+      signal stopped it.
 
   Raises:
     SystemExit: with `PREEMPTED_EXIT_STATUS` (`INTERRUPTED_EXIT_STATUS`

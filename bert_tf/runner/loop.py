@@ -1,0 +1,406 @@
+"""How every training script trains, evaluates, predicts and exports.
+
+One sequence, for `run_pretraining.py`, `run_classifier.py`,
+`run_squad.py` and `run_ner.py` alike:
+
+  problems = Problems()
+  run = options.from_flags(FLAGS, problems)   # and the other checks
+  problems.raise_if_any()
+  loop.setup_devices(run)
+  with loop.output_dir(FLAGS.output_dir, run):   # locked while it trains
+    ...                                          # training records, model_fn
+    loop.run(model_fn, run, FLAGS.output_dir, training=loop.Training(...),
+             evaluate=..., predict=..., export=...)
+
+`run` makes the runner (`select.make_runner`), then:
+
+1. trains (`Training`): the hooks (progress, SIGTERM/Ctrl-C, timed
+   checkpoints, summaries: `training_hooks`), each update's token mean
+   under gradient accumulation (`Training.token_weights`), evaluation
+   every `--eval_every_steps` with the best checkpoint and early stopping
+   (`train/best.py`); a run stopped by a signal exits there, with its
+   checkpoint saved (`hooks.exit_if_preempted`), and a diverged one with
+   one line (`DivergedError`);
+2. evaluates (`evaluate(steps)`, unless the last evaluation during
+   training was of the final checkpoint) and writes `eval_results.txt`;
+3. predicts (`predict(steps, checkpoint)`, the kept best checkpoint when
+   there is one);
+4. exports (`export(checkpoint)`, the same checkpoint).
+
+The script's callbacks reach the runner through `Steps`, which names the
+TFRecord files read in any `DataLossError` and logs progress. A new hook,
+exit condition or step is one edit, here.
+"""
+
+import contextlib
+import dataclasses
+import logging as std_logging
+import os
+from typing import Any, Callable, Optional, Sequence
+
+from absl import logging
+import numpy as np
+import tensorflow.compat.v1 as tf
+
+from bert_tf import io as io_utils
+from bert_tf.checks import records as record_checks
+from bert_tf.runner import config as config_lib
+from bert_tf.runner import select as runner_lib
+from bert_tf.train import accumulation
+from bert_tf.train import best as best_lib
+from bert_tf.train import distribute as distribute_utils
+from bert_tf.train import hooks as train_hooks
+from bert_tf.train import input_fn as input_utils
+
+__all__ = ["Training", "Steps", "DivergedError", "setup_devices",
+           "output_dir", "training_hooks", "run"]
+
+EVAL_RESULTS_FILE = "eval_results.txt"
+
+
+@dataclasses.dataclass(frozen=True)
+class Training:
+  """What a script trains on, and how long.
+
+  Attributes:
+    input_fn: the training `input_fn` (repeated, fixed-size batches).
+    num_train_steps: int, the last step (steps count updates).
+    num_warmup_steps: int, warmup steps (for the divergence message).
+    learning_rate: float, the peak learning rate (the same).
+    records: TFRecord files the input reads (named on a `DataLossError`).
+    token_weights: None, or function(window of features) -> the loss
+      weights of a token-level loss (`accumulation.with_update_shares`):
+      with gradient accumulation off TPU, each update's loss is then the
+      mean over the labelled tokens of all its micro-batches, as one big
+      batch gives it. The `model_fn` reads the share
+      (`accumulation.UPDATE_SHARE_KEY`), which it requires when built with
+      more than one micro-batch per update.
+    progress_every: int, steps between progress lines at most.
+  """
+
+  input_fn: Callable[..., Any]
+  num_train_steps: int
+  num_warmup_steps: int = 0
+  learning_rate: float = 0.0
+  records: Sequence[str] = ()
+  token_weights: Optional[Callable[..., Any]] = None
+  progress_every: int = 100
+
+
+class DivergedError(ValueError):
+  """The training loss became NaN: one line, with what to do."""
+
+
+class Steps(object):
+  """The runner as the script's callbacks use it: evaluation and prediction
+  over TFRecord files, with the files named in a `DataLossError` and
+  progress logged.
+
+  Attributes:
+    runner: the runner (`select.make_runner`).
+  """
+
+  def __init__(self, runner):
+    self.runner = runner
+
+  def evaluate(self, input_fn, records=(), steps=None, checkpoint_path=None,
+               name=None):
+    """`runner.evaluate`: dict name -> value of the checkpoint (default the
+    latest) over `input_fn` (`steps` batches, or until it ends)."""
+    model_dir = self.runner.model_dir
+    logging.info("Evaluating the checkpoint %s",
+                 checkpoint_path or tf.train.latest_checkpoint(model_dir) or
+                 "of none: %s holds no checkpoint, the model's initial "
+                 "weights are evaluated" % model_dir)
+    with record_checks.reading(list(records)):
+      return self.runner.evaluate(input_fn=input_fn, steps=steps,
+                                  checkpoint_path=checkpoint_path, name=name)
+
+  def predict(self, input_fn, records=(), num_batches=None,
+              checkpoint_path=None, batch_size=1):
+    """Yields `runner.predict`'s dicts, one per example, logging progress.
+
+    Args:
+      input_fn: the prediction `input_fn`.
+      records: TFRecord files it reads.
+      num_batches: int or None, the batches to come (for the ETA).
+      checkpoint_path: str or None (the latest checkpoint).
+      batch_size: int, examples per batch (for examples/sec).
+    """
+    with record_checks.reading(list(records)):  # predict() is lazy.
+      yield from self.runner.predict(
+          input_fn=input_fn, yield_single_examples=True,
+          checkpoint_path=checkpoint_path,
+          hooks=[train_hooks.ProgressHook(batch_size, total_steps=num_batches,
+                                          training=False)])
+
+
+def setup_devices(run):
+  """Prepares the process for `run`'s devices, before TensorFlow makes any.
+
+  `distribute.setup` (logical CPU devices, graph mode for multi-worker);
+  under a strategy also `input_fn.per_replica_input_without_autotune`
+  (process-wide: the per-replica pipelines close promptly).
+
+  Args:
+    run: checked `options.RunOptions`.
+  """
+  distribute_utils.setup(run.distribute)
+  if run.distribute.distribution_strategy != "none":
+    input_utils.per_replica_input_without_autotune()
+
+
+@contextlib.contextmanager
+def output_dir(path, run):
+  """Makes `path`; while the block runs, holds it for a run that trains.
+
+  With `run.do_train`: `hooks.start_training` (the folder's lock, taken by
+  the chief; the removal of a killed run's unfinished saves; a check of the
+  checkpoint training would resume from), released when the block ends.
+
+  Args:
+    path: str, `--output_dir`.
+    run: `options.RunOptions`.
+
+  Raises:
+    ValueError: another live run trains there, or its latest checkpoint is
+      truncated.
+  """
+  tf.io.gfile.makedirs(path)
+  held = train_hooks.start_training(path) if run.do_train else None
+  try:
+    yield path
+  finally:
+    if held is not None:
+      held.release()
+
+
+def training_hooks(run, output_dir_path, training):
+  """The hooks of one `runner.train` call, fresh each time.
+
+  `ProgressHook` (examples/sec, ETA), `PreemptionHook` (SIGTERM or Ctrl-C
+  saves the current step), `TimedCheckpointHook` (every
+  `--save_checkpoints_secs`), and on the chief off TPU `SummaryFlushHook`
+  (summaries at the final step and at a bounded interval; per update under
+  gradient accumulation, where the runner writes none:
+  `config.summary_steps`).
+
+  Args:
+    run: `options.RunOptions`.
+    output_dir_path: str, the model directory.
+    training: `Training`.
+
+  Returns:
+    list of `tf.train.SessionRunHook`.
+  """
+  update = run.training.optimizer_options
+  hooks = [
+      train_hooks.ProgressHook(
+          run.examples_per_update, total_steps=training.num_train_steps,
+          every_n_steps=training.progress_every,
+          conditional=update.conditional_update),
+      train_hooks.PreemptionHook(),
+  ]
+  if run.save_checkpoints_secs and run.save_checkpoints_secs > 0:
+    hooks.append(train_hooks.TimedCheckpointHook(output_dir_path,
+                                                 run.save_checkpoints_secs))
+  if not run.tpu.use_tpu and distribute_utils.is_chief():
+    # Only the chief writes summaries (a writer makes an events file).
+    hooks.append(train_hooks.SummaryFlushHook(
+        output_dir_path, training.num_train_steps,
+        runner_summary_steps=config_lib.summary_steps(run),
+        runs_per_update=update.runs_per_update,
+        conditional=update.conditional_update))
+  return hooks
+
+
+def run(model_fn, run_options, output_dir_path, training=None, evaluate=None,
+        predict=None, export=None, eval_batch_size=None,
+        predict_batch_size=None):
+  """Trains, evaluates, predicts and exports, as `run_options` asks.
+
+  Args:
+    model_fn: the script's `model_fn(features, labels, mode, params)`.
+    run_options: checked `options.RunOptions` (`do_train`, `do_eval`,
+      `do_predict`, the evaluation options, ...).
+    output_dir_path: str, the model directory.
+    training: `Training`, needed with `do_train`.
+    evaluate: None, or function(steps: `Steps`) -> dict of results of the
+      latest checkpoint, with `global_step` (run with `do_eval`, and every
+      `--eval_every_steps` while training); written to
+      `<output_dir>/eval_results.txt`.
+    predict: None, or function(steps, checkpoint_path) writing the
+      predictions (run with `do_predict`; `checkpoint_path` is the kept
+      best checkpoint, else None: the latest).
+    export: None, or function(checkpoint_path) writing the SavedModel (the
+      same checkpoint).
+    eval_batch_size, predict_batch_size: int or None, global batch sizes.
+
+  Returns:
+    dict, the results written to eval_results.txt (None when none).
+
+  Raises:
+    SystemExit: a signal stopped training (143 SIGTERM, 130 Ctrl-C), after
+      its checkpoint was saved.
+    DivergedError: the training loss became NaN.
+  """
+  runner = runner_lib.make_runner(model_fn, run_options, output_dir_path,
+                                  eval_batch_size=eval_batch_size,
+                                  predict_batch_size=predict_batch_size)
+  steps = Steps(runner)
+  best_checkpoint, results = None, None
+  if run_options.do_train:
+    best_checkpoint, results = _train(
+        runner, run_options, output_dir_path, training,
+        (lambda: evaluate(steps)) if evaluate else None)
+  if run_options.do_eval and evaluate is not None:
+    logging.info("***** Running evaluation *****")
+    latest = tf.train.latest_checkpoint(output_dir_path)
+    if not (results and latest and
+            latest.endswith("-%d" % int(results["global_step"]))):
+      results = evaluate(steps)
+    io_utils.write_eval_results(
+        os.path.join(output_dir_path, EVAL_RESULTS_FILE), results)
+  else:
+    results = None
+  if run_options.do_predict and predict is not None:
+    logging.info("***** Running prediction *****")
+    if best_checkpoint:
+      logging.info("Predicting with the best checkpoint, %s",
+                   best_checkpoint)
+    predict(steps, best_checkpoint)
+  if export is not None:
+    export(best_checkpoint)
+  return results
+
+
+def _train(runner, run_options, output_dir_path, training, evaluate):
+  """Trains (evaluating as `run_options.evaluation` asks).
+
+  Returns:
+    (best checkpoint prefix or None, the last evaluation's results or None).
+  """
+  logging.info("***** Running training *****")
+  logging.info("  Batch size = %d (%d per update), steps = %d",
+               run_options.train_batch_size, run_options.examples_per_update,
+               training.num_train_steps)
+  update = run_options.training.optimizer_options
+  input_fn = training.input_fn
+  if training.token_weights is not None and not run_options.tpu.use_tpu:
+    input_fn = accumulation.update_shares_input_fn(
+        input_fn, update.runs_per_update, training.token_weights)
+  every = run_options.evaluation.eval_every_steps
+  save_steps = run_options.save_checkpoints_steps
+  if save_steps and training.num_train_steps < save_steps and not every:
+    secs = run_options.save_checkpoints_secs
+    logging.warning(
+        "--num_train_steps=%d is below --save_checkpoints_steps=%d: "
+        "checkpoints are written %sat the end only", training.num_train_steps,
+        save_steps, ("every --save_checkpoints_secs=%d seconds and " % secs)
+        if secs else "")
+
+  def train_to(max_steps):
+    hooks = training_hooks(run_options, output_dir_path, training)
+    with record_checks.reading(list(training.records)), \
+        _without_stalled_step_warning(update.conditional_update):
+      try:
+        runner.train(input_fn=input_fn, max_steps=max_steps, hooks=hooks)
+      except tf.train.NanLossDuringTrainingError:
+        raise _diverged(output_dir_path, training, update.poly_power,
+                        hooks[0]) from None
+    train_hooks.exit_if_preempted(output_dir_path, hooks)
+
+  keeper, results = best_lib.train(
+      runner, train_to, evaluate, training.num_train_steps,
+      run_options.evaluation,
+      evaluates=run_options.do_eval and evaluate is not None)
+  return (keeper.best_checkpoint() if keeper else None), results
+
+
+class _StalledStepFilter(std_logging.Filter):
+  """Drops TensorFlow's step counter's warning that the global step has not
+  moved: with gradient accumulation (or an fp16 skip) that is expected."""
+
+  def filter(self, record):
+    return not str(record.msg).startswith("It seems that global step")
+
+
+@contextlib.contextmanager
+def _without_stalled_step_warning(conditional):
+  """While training a `conditional` update, TensorFlow's "global step has
+  not been increased" warning (five times a run) is left out."""
+  if not conditional:
+    yield
+    return
+  logger = std_logging.getLogger("tensorflow")
+  stalled = _StalledStepFilter()
+  logger.addFilter(stalled)
+  try:
+    yield
+  finally:
+    logger.removeFilter(stalled)
+
+
+def _learning_rate_at(step, training, power):
+  """The rate of `update.learning_rate_schedule` at `step`, in Python."""
+  if step < training.num_warmup_steps:
+    return training.learning_rate * step / training.num_warmup_steps
+  done = min(step, training.num_train_steps) / float(training.num_train_steps)
+  return training.learning_rate * (1.0 - done) ** power
+
+
+def _all_finite(checkpoint):
+  """Whether every floating-point variable of `checkpoint` is finite."""
+  reader = tf.train.load_checkpoint(checkpoint)
+  for name, dtype in reader.get_variable_to_dtype_map().items():
+    if dtype.is_floating and not np.all(np.isfinite(reader.get_tensor(name))):
+      return False
+  return True
+
+
+def _drop_non_finite_checkpoints(model_dir):
+  """Removes the newest checkpoints whose weights are not finite.
+
+  The step that made the loss NaN may have been saved (the checkpoint hook
+  runs before the NaN check): a rerun would resume from NaN weights. The
+  checkpoint state then names the newest finite one.
+
+  Returns:
+    str or None, the newest checkpoint whose weights are all finite.
+  """
+  state = tf.train.get_checkpoint_state(model_dir)
+  paths = list(state.all_model_checkpoint_paths) if state else []
+  paths = [p if os.path.isabs(p) else os.path.join(model_dir, p)
+           for p in paths]
+  dropped = []
+  while paths and not _all_finite(paths[-1]):
+    dropped.append(paths.pop())
+  for path in dropped:
+    for name in tf.io.gfile.glob(path + ".*"):
+      tf.io.gfile.remove(name)
+    logging.warning("Removed %s: its weights are not finite", path)
+  if dropped:
+    # Relative names, as the runners' savers write them.
+    tf.train.update_checkpoint_state(
+        model_dir, os.path.basename(paths[-1]) if paths else "",
+        all_model_checkpoint_paths=[os.path.basename(p) for p in paths])
+  return paths[-1] if paths else None
+
+
+def _diverged(model_dir, training, power, progress):
+  """The `DivergedError` of a run whose loss became NaN, with the step that
+  `progress` (the run's `ProgressHook`) saw last."""
+  finite = _drop_non_finite_checkpoints(model_dir)
+  step = progress.last_step
+  if step is None:  # NaN at this session's first run: after the resume point.
+    step = int(finite.rsplit("-", 1)[-1]) if finite else 0
+  if progress.running or progress.last_step is None:
+    step += 1  # The NaN check stopped the session before the hook saw it.
+  # The update to `step` ran with the rate of the step before.
+  rate = _learning_rate_at(step - 1, training, power)
+  where = ("the last finite checkpoint is %s" % finite if finite else
+           "no finite checkpoint was written")
+  return DivergedError(
+      "the loss became NaN at step %d (learning rate %.3g); %s; lower "
+      "--learning_rate (or warm up longer), then rerun the same command%s" %
+      (step, rate, where, " to resume from it" if finite else ""))
