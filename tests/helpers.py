@@ -27,7 +27,8 @@ __all__ = ["REPO_ROOT", "DATA_DIR", "READ_FROM_SHARED", "in_ci",
            "skip_or_fail", "import_or_skip", "data_path", "shared_dir",
            "shared_path", "write_tsv", "write_json", "read_lines",
            "script_env", "script_command", "run_script", "tiny_model_flags",
-           "write_corpus", "HAS_ESTIMATOR", "RUNNERS", "needs_estimator"]
+           "write_corpus", "HAS_ESTIMATOR", "RUNNERS", "needs_estimator",
+           "checked_run_options", "checked_model"]
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if REPO_ROOT not in sys.path:
@@ -205,3 +206,26 @@ def sgd_train_spec(loss):
       tf.assign_add(tf.train.get_global_step(), 1))
   return _spec.model_spec(mode=_spec.ModeKeys.TRAIN, loss=loss,
                           train_op=train_op)
+
+
+def checked_run_options(flag_values):
+  """`options.from_flags` as a script uses it: the `RunOptions`, or one
+  `ValueError` holding every problem of the options."""
+  from bert_tf.checks.problems import Problems  # pylint: disable=g-import-not-at-top
+  from bert_tf.train import options as training_options  # pylint: disable=g-import-not-at-top
+  problems = Problems()
+  run = training_options.from_flags(flag_values, problems)
+  problems.raise_if_any()
+  return run
+
+
+def checked_model(*args, problems=(), **kwargs):
+  """`startup.prepare_model` as a script uses it: the `Model`, or one
+  `ValueError` holding `problems` (the script's own, found before) and
+  every problem of the model's checks."""
+  from bert_tf.checks.problems import Problems  # pylint: disable=g-import-not-at-top
+  from bert_tf.cli import startup  # pylint: disable=g-import-not-at-top
+  found = Problems(problems)
+  model = startup.prepare_model(*args, problems=found, **kwargs)
+  found.raise_if_any()
+  return model

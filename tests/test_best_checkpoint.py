@@ -15,6 +15,7 @@ from helpers import tiny_model_flags
 from helpers import write_tsv
 
 from bert_tf.train import best as best_lib
+from bert_tf.train import options as training_options
 
 
 # ----------------------------------------------------------------------------
@@ -276,14 +277,19 @@ def test_a_worker_that_is_not_the_chief_trains_to_the_same_steps(tmp_path):
   assert runner.trained_to == [3, 6, 9, 10] and runner.evaluated == []
 
 
-class _Flags(object):
-
-  def __init__(self, **values):
-    defaults = dict(eval_every_steps=2, keep_best_by="eval_loss",
-                    early_stopping_patience=None, do_train=True,
-                    do_eval=True, distribution_strategy="none")
-    defaults.update(values)
-    self.__dict__.update(defaults)
+def _run(**values):
+  """`RunOptions` with the evaluation flags (and steps) given."""
+  evaluation = {k: values.pop(k) for k in ("eval_every_steps", "keep_best_by",
+                                           "early_stopping_patience")
+                if k in values}
+  evaluation = training_options.EvalOptions(**dict(
+      dict(eval_every_steps=2, keep_best_by="eval_loss"), **evaluation))
+  strategy = values.pop("distribution_strategy", "none")
+  return training_options.RunOptions(
+      evaluation=evaluation,
+      distribute=training_options.DistributeOptions(
+          distribution_strategy=strategy),
+      **dict(dict(do_train=True, do_eval=True), **values))
 
 
 @pytest.mark.parametrize("values,message", [
@@ -297,14 +303,11 @@ class _Flags(object):
      "multi_worker_mirrored"),
 ])
 def test_flag_problems(values, message):
-  problems = []
-  best_lib.options_from_flags(_Flags(**values), problems)
+  problems = training_options.evaluation_problems(_run(**values))
   assert len(problems) == 1 and problems[0].startswith(message), problems
 
 
 def test_good_flags_have_no_problems():
-  problems = []
-  options = best_lib.options_from_flags(_Flags(early_stopping_patience=3),
-                                        problems)
-  assert problems == []
-  assert options == best_lib.EvalOptions(2, "eval_loss", 3)
+  run = _run(early_stopping_patience=3)
+  assert training_options.evaluation_problems(run) == []
+  assert run.evaluation == training_options.EvalOptions(2, "eval_loss", 3)

@@ -17,6 +17,7 @@ import pytest
 import tensorflow.compat.v1 as tf
 
 from helpers import data_path
+from helpers import checked_run_options
 import distribute_helpers as helpers
 from helpers import RUNNERS
 from bert_tf.cli import flags as cli_flags
@@ -265,7 +266,7 @@ def test_a_worker_other_than_the_chief_leaves_eval_to_it(monkeypatch):
   for index, do_eval in ((0, True), (1, False)):
     monkeypatch.setenv("TF_CONFIG", json.dumps(helpers.worker_config(
         ["a:1", "b:1"], index)))
-    run = training_options.from_flags(values)
+    run = checked_run_options(values)
     assert (run.do_train, run.do_eval) == (True, do_eval), index
     assert values.do_eval
 

@@ -242,7 +242,7 @@ def test_squad_on_two_workers_only_the_chief_writes_predictions(tmp_path, runner
   for name in ("eval_results.json", "predictions_best_threshold.json"):
     assert os.path.isfile(os.path.join(out, name)), name
   assert "Not the chief: --do_predict is left to the chief" in logs[1]
-  for line in ("Running predictions", "Writing predictions to",
+  for line in ("Running prediction", "Writing predictions to",
                "SQuAD scores"):
     assert line in logs[0], line
     assert line not in logs[1], line

@@ -16,6 +16,7 @@ import pytest
 import tensorflow.compat.v1 as tf
 
 import fault_helpers as fh
+from helpers import checked_model
 from bert_tf import io as io_utils
 import modeling
 from bert_tf.checks import checkpoint as checkpoint_checks
@@ -50,7 +51,7 @@ def _prepare(**overrides):
                 max_seq_length=16, init_checkpoint=None, do_lower_case=True,
                 vocab_file=fh.tiny("vocab.txt"), output_dir="/tmp/unused")
   values.update(overrides)
-  return startup.prepare_model(**values)
+  return checked_model(**values)
 
 
 # ---------------------------------------------------------------------------
@@ -389,7 +390,9 @@ def test_console_is_quiet_before_an_error_and_bert_debug_brings_it_back(
 
 
 def test_tf_quiet_keeps_a_level_the_user_set():
-  code = "from bert_tf.cli import quiet; import os; print(os.environ['TF_CPP_MIN_LOG_LEVEL'])"
+  code = ("from bert_tf.cli import quiet; import os; "
+          "quiet.when_run_as_command('__main__'); "
+          "print(os.environ['TF_CPP_MIN_LOG_LEVEL'])")
   for extra, expected in [({}, "3"), ({"TF_CPP_MIN_LOG_LEVEL": "1"}, "1")]:
     out = fh.subprocess.run([fh.sys.executable, "-c", code],
                             cwd=fh.REPO_ROOT, env=fh.env(**extra),
@@ -397,7 +400,9 @@ def test_tf_quiet_keeps_a_level_the_user_set():
     assert out.stdout.strip() == expected
   debug = fh.subprocess.run(
       [fh.sys.executable, "-c",
-       "from bert_tf.cli import quiet; import os; print(os.environ.get('TF_CPP_MIN_LOG_LEVEL'))"],
+       "from bert_tf.cli import quiet; import os; "
+       "quiet.when_run_as_command('__main__'); "
+       "print(os.environ.get('TF_CPP_MIN_LOG_LEVEL'))"],
       cwd=fh.REPO_ROOT, env=fh.env(BERT_DEBUG="1"), capture_output=True,
       text=True, check=True)
   assert debug.stdout.strip() == "None"

@@ -23,6 +23,7 @@ from helpers import sgd_train_spec
 import predict_masked_lm
 import run_pretraining
 from bert_tf.checks import lock as lock_checks
+from bert_tf.runner import loop
 from bert_tf.runner import select as runner_lib
 from bert_tf.tasks.classifier import features as classifier_features
 from bert_tf.tasks.squad import model as squad_model
@@ -257,7 +258,8 @@ class _Session(object):
     return self.value
 
 
-def _progress_lines(monkeypatch, global_steps, total_steps, end_value=None):
+def _progress_lines(monkeypatch, global_steps, total_steps, end_value=None,
+                    training=True):
   """ProgressHook's log lines for a run whose step reads `global_steps`."""
   lines = []
   monkeypatch.setattr(train_hooks.logging, "info",
@@ -265,7 +267,8 @@ def _progress_lines(monkeypatch, global_steps, total_steps, end_value=None):
   with tf.Graph().as_default():
     tf.train.get_or_create_global_step()
     hook = train_hooks.ProgressHook(4, total_steps=total_steps,
-                                    every_n_steps=100, every_n_secs=1e9)
+                                    every_n_steps=100, every_n_secs=1e9,
+                                    training=training)
     hook.begin()
     for value in global_steps:
       hook.after_run(None, _Values(value))
@@ -282,9 +285,15 @@ def test_progress_at_the_first_and_final_step(monkeypatch):
   assert lines == ["step 6", "step 10"]
   # A run of one step (the last one left).
   assert _progress_lines(monkeypatch, [9], 10) == ["step 10"]
-  # Prediction: the global step stays; batches are counted.
-  assert _progress_lines(monkeypatch, [7] * 6, 6, end_value=7) == [
-      "batch 1", "batch 6"]
+  # Prediction (said so, not guessed): batches are counted.
+  assert _progress_lines(monkeypatch, [7] * 6, 6, end_value=7,
+                         training=False) == ["batch 1", "batch 6"]
+
+
+_RUN = training_options.RunOptions(train_batch_size=4,
+                                   save_checkpoints_steps=5,
+                                   save_checkpoints_secs=0)
+_TRAINING = loop.Training(input_fn=None, num_train_steps=10)
 
 
 def test_exit_if_preempted_reads_its_own_hooks(tmp_path):
@@ -296,9 +305,9 @@ def test_exit_if_preempted_reads_its_own_hooks(tmp_path):
     train_hooks.exit_if_preempted(str(tmp_path), [running, stopped])
   assert info.value.code == train_hooks.PREEMPTED_EXIT_STATUS
   # Each run's hooks start unstopped.
-  fresh = train_hooks.training_hooks(str(tmp_path), 10, 5, 0)[0]
-  assert isinstance(fresh, train_hooks.PreemptionHook)
-  assert fresh.stopped_at_step is None
+  fresh = [h for h in loop.training_hooks(_RUN, str(tmp_path), _TRAINING)
+           if isinstance(h, train_hooks.PreemptionHook)]
+  assert len(fresh) == 1 and fresh[0].stopped_at_step is None
 
 
 def test_only_the_chief_gets_the_summary_writer(monkeypatch, tmp_path):
@@ -306,7 +315,7 @@ def test_only_the_chief_gets_the_summary_writer(monkeypatch, tmp_path):
   for index, writes in ((0, True), (1, False)):
     monkeypatch.setenv("TF_CONFIG", json.dumps(
         {"cluster": cluster, "task": {"type": "worker", "index": index}}))
-    hooks = train_hooks.training_hooks(str(tmp_path), 10, 5, 0)
+    hooks = loop.training_hooks(_RUN, str(tmp_path), _TRAINING)
     assert any(isinstance(h, train_hooks.SummaryFlushHook)
                for h in hooks) == writes, index
   # A non-chief's eval scores are not written either.

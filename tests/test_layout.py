@@ -165,3 +165,50 @@ def test_no_module_but_modeling_is_over_the_line_limit():
     if module != "modeling" and count > MAX_LINES:
       long.append("%s (%d lines)" % (path, count))
   assert not long, long
+
+
+def test_dependencies_point_down_to_the_package_not_up_to_optimization():
+  # The root optimization.py is the reference's face over bert_tf.train:
+  # nothing in the package imports it (nor any other root module but the
+  # two libraries the encoder and the tokenizer are).
+  for module, path in _package_modules():
+    for line, name, _ in _imported_modules(_tree(path)):
+      assert name.split(".")[0] != "optimization", (
+          "%s:%d imports the root optimization.py" % (path, line))
+
+
+# What only bert_tf/tf_private.py may name: TensorFlow's private modules and
+# private attributes (they break between minor versions).
+_PRIVATE_TENSORFLOW = ("tensorflow.python", "tensorflow.core", "_set_attr",
+                       "_in_multi_worker_mode", "_create_device_dataset",
+                       "_PRINT_DEPRECATION_WARNINGS",
+                       "_PER_MODULE_WARNING_LIMIT",
+                       "_distribute_coordinator_mode")
+
+
+def test_private_tensorflow_is_named_in_one_module():
+  found = []
+  for module, path in _all_modules():
+    if module == PACKAGE + ".tf_private":
+      continue
+    with open(path, encoding="utf-8") as f:
+      for number, line in enumerate(f, 1):
+        code = line.split("#", 1)[0]
+        if any(name in code for name in _PRIVATE_TENSORFLOW):
+          found.append("%s:%d" % (path, number))
+  assert not found, "private TensorFlow outside tf_private.py: %s" % found
+
+
+def test_every_scripts_main_is_short():
+  # Scripts read top-down: flags, data, model_fn, the call that trains
+  # (bert_tf/runner/loop.py), outputs. Docstrings aside.
+  long = []
+  for module, path in _root_modules():
+    for node in _tree(path).body:
+      if isinstance(node, ast.FunctionDef) and node.name == "main":
+        first = node.body[0]
+        start = (first.end_lineno + 1 if isinstance(first, ast.Expr) and
+                 isinstance(first.value, ast.Constant) else first.lineno)
+        if node.end_lineno - start + 1 > 80:
+          long.append("%s (%d lines)" % (path, node.end_lineno - start + 1))
+  assert not long, long

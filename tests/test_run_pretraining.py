@@ -12,6 +12,7 @@ from helpers import run_script
 from bert_tf import io as io_utils
 import modeling
 import run_pretraining
+from bert_tf.checks.problems import Problems
 
 _SEQ = 16
 _PREDS = 4
@@ -191,7 +192,10 @@ def _check(tmp_path, **overrides):
                 max_seq_length=_SEQ, max_predictions_per_seq=_PREDS,
                 do_train=True, do_eval=False)
   params.update(overrides)
-  return run_pretraining.check_inputs(**params)
+  problems = Problems()
+  found = run_pretraining.check_inputs(problems=problems, **params)
+  problems.raise_if_any()
+  return found
 
 
 def test_check_inputs_missing_bert_config_file(tmp_path):

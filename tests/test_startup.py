@@ -11,6 +11,7 @@ import pytest
 import tensorflow.compat.v1 as tf
 
 from helpers import data_path
+from helpers import checked_model
 from helpers import REPO_ROOT
 from helpers import script_env
 
@@ -127,7 +128,7 @@ def test_prepare_model_reports_every_problem_together(tmp_path):
   shared_model = data_path("conformance", "modeling")
   config = os.path.join(shared_model, "bert_config.json")
   with pytest.raises(ValueError) as info:
-    startup.prepare_model(
+    checked_model(
         config, max_seq_length=1000,
         init_checkpoint="/models/cased_L-12_H-768_A-12/bert_model.ckpt",
         do_lower_case=True, vocab_file=str(tmp_path), output_dir=None,
@@ -144,7 +145,7 @@ def test_prepare_model_reports_every_problem_together(tmp_path):
 
 def test_prepare_model_returns_config_checkpoint_and_tokenizer(tmp_path):
   model_dir = data_path("conformance", "modeling")
-  model = startup.prepare_model(
+  model = checked_model(
       os.path.join(model_dir, "bert_config.json"), 64, model_dir, True,
       os.path.join(model_dir, "vocab.txt"), str(tmp_path / "out"))
   assert model.bert_config.max_position_embeddings == 64
@@ -203,11 +204,12 @@ def test_use_xla_clusters_cpu_ops_in_main(tmp_path):
       import tensorflow.compat.v1 as tf
       from bert_tf.cli import flags as cli_flags
       from bert_tf.cli import entry
+      from bert_tf.checks.problems import Problems
       from bert_tf.train import options as training_options
 
       def main(_):
         session_config, _ = training_options.session_settings(
-            training_options.from_flags(flags.FLAGS).training)
+            training_options.from_flags(flags.FLAGS, Problems()).training)
         with tf.Graph().as_default():
           x = tf.random.normal([32, 32])
           y = tf.nn.relu(tf.matmul(x, x) + 1.0) * 2.0
@@ -225,36 +227,64 @@ def test_use_xla_clusters_cpu_ops_in_main(tmp_path):
   assert {"_XlaCompile", "_XlaRun"} <= set(result.stdout.split())
 
 
-def test_every_script_imports_bert_tf_cli_first():
-  # bert_tf.cli quiets TensorFlow's C++ log before TensorFlow is imported;
-  # any import before it may load TensorFlow first.
+def test_every_script_quiets_tensorflow_first_when_run_as_a_command():
+  # TensorFlow reads its C++ log level once, at import: the scripts' first
+  # statements quiet it, before any import that may load TensorFlow.
   for script in _SCRIPTS:
     with open(os.path.join(REPO_ROOT, script + ".py"), encoding="utf-8") as f:
       tree = ast.parse(f.read())
-    first = next(node for node in tree.body
-                 if isinstance(node, (ast.Import, ast.ImportFrom)))
-    assert ast.unparse(first) == "import bert_tf.cli", script
+    body = [node for node in tree.body
+            if not (isinstance(node, ast.Expr) and
+                    isinstance(node.value, ast.Constant))]
+    assert [ast.unparse(node) for node in body[:2]] == [
+        "from bert_tf.cli import quiet",
+        "quiet.when_run_as_command(__name__)"], script
 
 
-def test_importing_the_cli_package_quiets_tensorflow_before_it_loads():
-  code = ("import sys; import bert_tf.cli; "
-          "print('tensorflow' in sys.modules, "
-          "sys.modules['os'].environ.get('TF_CPP_MIN_LOG_LEVEL'))")
+def _python(code):
   env = script_env()
   env.pop("TF_CPP_MIN_LOG_LEVEL", None)
-  env.pop("BERT_DEBUG", None)
   result = subprocess.run([sys.executable, "-c", code], capture_output=True,
                           text=True, env=env, cwd=REPO_ROOT, timeout=120)
   assert result.returncode == 0, result.stderr[-2000:]
-  # The package's __init__ set the level and did not load TensorFlow; its
-  # submodules (which do) come after it.
-  assert result.stdout.split() == ["False", "3"]
-  # TensorFlow's import, when it comes, prints nothing (2.19+ prints some
-  # lines that no level stops: that import runs with stderr on /dev/null).
-  result = subprocess.run(
-      [sys.executable, "-c", "import bert_tf.cli; import tensorflow"],
-      capture_output=True, text=True, env=env, cwd=REPO_ROOT, timeout=120)
-  assert result.returncode == 0 and result.stderr == "", result.stderr[-2000:]
+  return result
+
+
+def test_importing_the_package_and_reference_modules_changes_nothing():
+  # bert_tf and tokenization do not import TensorFlow: nothing changes.
+  _python("import os, sys; e = dict(os.environ); m = list(sys.meta_path); "
+          "import bert_tf, bert_tf.cli, tokenization; "
+          "assert dict(os.environ) == e and list(sys.meta_path) == m; "
+          "assert 'tensorflow' not in sys.modules")
+  # modeling and optimization need TensorFlow, whose own import sets
+  # variables (TF2_BEHAVIOR, ...) and import hooks: after it, they and the
+  # package's training and command-line modules change nothing either.
+  # (The scripts import seqeval, whose scikit-learn sets KMP_* variables.)
+  _python("import os, sys, logging; import tensorflow; "
+          "e = dict(os.environ); m = list(sys.meta_path); "
+          "levels = (logging.getLogger().level, "
+          "logging.getLogger('tensorflow').level); "
+          "import bert_tf, modeling, tokenization, optimization; "
+          "from bert_tf.runner import loop; "
+          "from bert_tf.cli import entry, startup; "
+          "assert dict(os.environ) == e and list(sys.meta_path) == m; "
+          "assert levels == (logging.getLogger().level, "
+          "logging.getLogger('tensorflow').level)")
+
+
+def test_a_command_quiets_tensorflow_before_it_loads():
+  # As `python run_classifier.py` or `bert-run-classifier` runs it: the level
+  # is set and TensorFlow's import prints nothing (2.19+ prints some lines
+  # that no level stops: that import runs with stderr on /dev/null).
+  result = _python(
+      "import os, sys; from bert_tf.cli import quiet; "
+      "sys.argv[0] = 'pytest'; assert not quiet.when_run_as_command("
+      "'run_classifier'); assert 'TF_CPP_MIN_LOG_LEVEL' not in os.environ; "
+      "sys.argv[0] = '/venv/bin/bert-run-classifier'; "
+      "assert quiet.when_run_as_command('run_classifier'); "
+      "print(os.environ['TF_CPP_MIN_LOG_LEVEL']); import tensorflow")
+  assert result.stdout.split() == ["3"] and result.stderr == "", (
+      result.stderr[-2000:])
 
 
 @pytest.mark.slow

@@ -15,6 +15,7 @@ import tensorflow as tf_v2
 import tensorflow.compat.v1 as tf
 
 from helpers import data_path
+from helpers import checked_run_options
 from helpers import REPO_ROOT
 from helpers import needs_estimator
 
@@ -22,6 +23,7 @@ from bert_tf import io as io_utils
 from bert_tf.cli import flags as cli_flags
 from bert_tf.train import distribute as distribute_utils
 from bert_tf.runner import estimator as estimator_runner
+from bert_tf.checks.problems import Problems
 from bert_tf.train import options as training_options
 import optimization
 
@@ -38,7 +40,7 @@ def _flag_values(**overrides):
 
 
 def _training(flag_values):
-  return training_options.from_flags(flag_values).training
+  return checked_run_options(flag_values).training
 
 
 # ---------------------------------------------------------------------------
@@ -57,7 +59,7 @@ def test_training_flags_defaults_are_the_reference():
           values.deterministic) == ("fp32", 1, "adamw", 1.0, False, False)
   with pytest.raises(flags.IllegalFlagValueError):
     values["precision"].parse("fp64")
-  run = training_options.from_flags(values)
+  run = checked_run_options(values)
   assert run == training_options.RunOptions()
   assert run.training.optimizer_options == optimization.OptimizerOptions()
   assert run.training.compute_dtype == tf.float32
@@ -140,41 +142,64 @@ def test_from_flags_builds_the_optimizer_options_and_the_dtype():
 ])
 def test_bad_training_flags_raise_one_line_errors(overrides, message):
   with pytest.raises(ValueError, match=message) as info:
-    training_options.from_flags(_flag_values(**overrides))
+    checked_run_options(_flag_values(**overrides))
   assert "\n" not in str(info.value)
 
 
 def test_every_bad_option_is_reported_together():
   with pytest.raises(ValueError) as info:
-    training_options.from_flags(_flag_values(gradient_accumulation_steps=0,
+    checked_run_options(_flag_values(gradient_accumulation_steps=0,
                                              poly_power=0.0))
   assert str(info.value) == ("--gradient_accumulation_steps=0: expected an "
                              "integer >= 1; --poly_power=0.0: expected a "
                              "number > 0")
 
 
-def test_training_problems_go_to_the_scripts_list_when_it_is_given():
-  problems = ["--data_dir: x is not a directory"]
+def test_training_problems_go_to_the_scripts_problems():
+  problems = Problems(["--data_dir: x is not a directory"])
   run = training_options.from_flags(
       _flag_values(gradient_accumulation_steps=0), problems)
-  assert run.training.gradient_accumulation_steps == 0  # Unchecked here.
-  assert problems == ["--data_dir: x is not a directory",
-                      "--gradient_accumulation_steps=0: expected an integer "
-                      ">= 1"]
+  assert run.training.gradient_accumulation_steps == 0  # Added, not raised.
+  assert problems.lines == ["--data_dir: x is not a directory",
+                            "--gradient_accumulation_steps=0: expected an "
+                            "integer >= 1"]
+
+
+@pytest.mark.parametrize("flag,value,expected", [
+    ("learning_rate", float("nan"), "--learning_rate=nan: expected a finite "
+     "number >= 0.0"),
+    ("learning_rate", -1.0, "--learning_rate=-1.0: expected a finite number "
+     ">= 0.0"),
+    ("num_train_epochs", float("inf"), "--num_train_epochs=inf: expected a "
+     "finite number > 0.0"),
+    ("num_train_epochs", -1.0, "--num_train_epochs=-1.0: expected a finite "
+     "number > 0.0"),
+    ("warmup_proportion", 5.0, "--warmup_proportion=5.0: expected a number "
+     "in [0.0, 1.0]"),
+    ("save_checkpoints_steps", -5, "--save_checkpoints_steps=-5: expected a "
+     "finite number >= 1"),
+])
+def test_number_flags_are_finite_and_in_range(flag, value, expected):
+  flags = types.SimpleNamespace(learning_rate=5e-5, num_train_epochs=3.0,
+                                warmup_proportion=0.1,
+                                save_checkpoints_steps=1000)
+  assert training_options.number_flag_problems(flags) == []
+  setattr(flags, flag, value)
+  assert training_options.number_flag_problems(flags) == [expected]
 
 
 def test_fp16_without_a_gpu_is_refused(monkeypatch):
   monkeypatch.setattr(tf.config, "list_physical_devices",
                       lambda device_type=None: [])
   with pytest.raises(ValueError, match=r"--precision=fp16 needs a GPU"):
-    training_options.from_flags(_flag_values(precision="fp16"))
+    checked_run_options(_flag_values(precision="fp16"))
 
 
 def test_use_xla_without_xla_is_refused(monkeypatch):
   monkeypatch.setattr(tf.test, "is_built_with_xla", lambda: False)
   with pytest.raises(ValueError, match=r"--use_xla: this TensorFlow build "
                      "has no XLA"):
-    training_options.from_flags(_flag_values(use_xla=True))
+    checked_run_options(_flag_values(use_xla=True))
 
 
 def test_session_settings_set_jit_seed_and_determinism(monkeypatch):

@@ -57,16 +57,37 @@ def _masked_lm_weights(window):
   return window["masked_lm_weights"]
 
 
-def _features(records, batch_size, accumulation_steps, weight_fn):
-  """The next training batch of `records`, repeated; with `weight_fn`, each
-  carries its update's share (`accumulation.update_shares_input_fn`)."""
+def _own_count_as_share(weight_fn):
+  """The old normalization, for comparison: each micro-batch divided by its
+  own count of labelled tokens (`weight_fn`)."""
+
+  def add_share(batch):
+    batch = dict(batch)
+    weights = tf.cast(weight_fn(batch), tf.float32)
+    batch[accumulation.UPDATE_SHARE_KEY] = tf.fill(
+        [tf.shape(weights)[0]], tf.reduce_sum(weights))
+    return batch
+
+  return add_share
+
+
+def _features(records, batch_size, accumulation_steps, weight_fn,
+              shares=True):
+  """The next training batch of `records`, repeated, each carrying its
+  update's share of `weight_fn`'s total
+  (`accumulation.update_shares_input_fn`), or without `shares` its own
+  count."""
   def input_fn(params, config=None, input_context=None):
     del config, input_context
     return tf.data.Dataset.from_tensor_slices(records).repeat().batch(
         params["batch_size"], drop_remainder=True)
-  if weight_fn is not None:
+  if shares:
     input_fn = accumulation.update_shares_input_fn(
         input_fn, accumulation_steps, weight_fn)
+  elif accumulation_steps > 1:
+    plain_input_fn = input_fn
+    input_fn = lambda params: plain_input_fn(params).map(
+        _own_count_as_share(weight_fn))
   return tf.data.make_one_shot_iterator(
       input_fn({"batch_size": batch_size})).get_next()
 
@@ -76,7 +97,7 @@ def _train(records, batch_size, accumulation_steps, init, num_updates=3,
   """Trains run_pretraining's model_fn in a plain session; its variables."""
   with tf.Graph().as_default():
     features = _features(records, batch_size, accumulation_steps,
-                         _masked_lm_weights if shares else None)
+                         _masked_lm_weights, shares)
     model_fn = run_pretraining.model_fn_builder(
         modeling.BertConfig(**_CONFIG), init, 1e-3, 10, 0, False, False,
         options=optimization.OptimizerOptions(
@@ -128,6 +149,23 @@ def test_micro_batches_give_the_big_batch_masked_lm_mean(tmp_path, optimizer):
   # division magnifies it for near-zero gradients; measured 1.2e-5, against
   # 0.50 for per-micro-batch means).
   assert _worst_relative_error(accumulated, once, start) < 1e-3
+
+
+def test_an_accumulating_model_fn_requires_the_update_share():
+  # No silent fall-back to each micro-batch's own count: the input and the
+  # model_fn are set from the same option.
+  options = optimization.OptimizerOptions(gradient_accumulation_steps=2)
+  features = {"x": tf.constant([1.0])}
+  with pytest.raises(ValueError, match="--gradient_accumulation_steps=2: "
+                     "the training input lacks 'update_weight_share'"):
+    accumulation.update_share(features, options, spec_lib.ModeKeys.TRAIN,
+                              use_tpu=False)
+  for mode, use_tpu, steps in ((spec_lib.ModeKeys.EVAL, False, 2),
+                               (spec_lib.ModeKeys.TRAIN, True, 2),
+                               (spec_lib.ModeKeys.TRAIN, False, 1)):
+    assert accumulation.update_share(
+        features, optimization.OptimizerOptions(
+            gradient_accumulation_steps=steps), mode, use_tpu) is None
 
 
 def test_update_share_is_the_window_total_over_its_elements():
@@ -233,7 +271,7 @@ def _train_ner(records, batch_size, accumulation_steps, init, num_updates=3,
   with tf.Graph().as_default():
     tf.set_random_seed(7)
     features = _features(records, batch_size, accumulation_steps,
-                         run_ner._label_weights if shares else None)  # pylint: disable=protected-access
+                         run_ner._label_weights, shares)  # pylint: disable=protected-access
     loss, _, _, _ = run_ner.create_model(
         modeling.BertConfig(**_CONFIG), False, features["input_ids"],
         features["input_mask"], features["segment_ids"],
