@@ -143,6 +143,7 @@ def test_one_shard_takes_one_path(tmp_path):
     prepare.run(["x"], ["a", "b"], 1, _IN_PROCESS)
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 def test_cli_dump_to_shards(tmp_path):
   import_or_skip("apache_beam", _HINT)

@@ -93,6 +93,7 @@ def test_measure_counts_pieces_and_unknown_words(tmp_path):
                    "unk_rate": 0.25}
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 def test_cli_extra_tokens_keeps_ids_and_tokenizer_uses_the_words(tmp_path):
   released = data_path("conformance", "pretraining_data", "vocab.txt")

@@ -76,6 +76,7 @@ def _predict(tmp_path, runner, checkpoint_flags=None, lines=_LINES):
   return result, output
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 @pytest.mark.parametrize("runner", RUNNERS)
 def test_top_k_match_bert_for_masked_lm_on_the_converted_checkpoint(

@@ -165,19 +165,3 @@ def test_requirements_txt_is_both_stacks_and_test_pins_are_exact():
   for line in read_lines(os.path.join(REPO_ROOT, "requirements-test.txt")):
     if line.strip() and not line.startswith("#"):
       assert _PIN.match(line) and _PIN.match(line).group(0) == line, line
-
-
-def test_ci_runs_the_readme_command_on_2_15_and_quick_plus_e2e_on_2_21():
-  with open(os.path.join(REPO_ROOT, ".ci", "run"), encoding="utf-8") as f:
-    ci = f.read()
-  with open(os.path.join(REPO_ROOT, "README.md"), encoding="utf-8") as f:
-    readme = f.read()
-  command = "./setup.sh --test && .venv/bin/python -m pytest tests -q"
-  assert command in readme
-  assert 'PYTHON="${PYTHON_TF215:-python3.11}" ' + command in ci
-  assert ('PYTHON="${PYTHON_TF221:-python3.12}" VENV=.venv-tf2.21 '
-          "./setup.sh --test &&\n        .venv-tf2.21/bin/python -m pytest "
-          'tests -q -m "not slow or e2e"') in ci
-  with open(os.path.join(REPO_ROOT, "pyproject.toml"), encoding="utf-8") as f:
-    pyproject = f.read()
-  assert '"e2e: ' in pyproject  # Registered (pytest runs --strict-markers).
