@@ -7,12 +7,18 @@ end-to-end run per script). `-m slow` runs the slow ones, `-m "slow or not
 slow"` everything (docs/testing.md). A test named by its node id
 (`tests/test_x.py::test_y`) always runs.
 
+`--cpu-durations=N` lists the N tests that used the most CPU time, this
+process's and its subprocesses' (set-up and tear-down included), and the
+total: unlike `--durations` (wall time), a figure that a busy machine
+changes little.
+
 The helpers themselves are in `helpers.py`, imported by the tests; the test
 data is under `data/` (see data/README.md).
 """
 import importlib
 import importlib.util
 import os
+import resource
 import sys
 
 import pytest
@@ -31,6 +37,7 @@ if importlib.util.find_spec("triton") is not None:
 
 DEFAULT_SELECTION = "not slow or e2e"
 _DEFAULTED = pytest.StashKey[bool]()
+_CPU = pytest.StashKey[dict]()
 
 
 def pytest_configure(config):
@@ -49,3 +56,43 @@ def pytest_report_header(config):
             'per script); -m slow: the slow ones; -m "slow or not slow": '
             'all' % DEFAULT_SELECTION)
   return None
+
+
+def pytest_addoption(parser):
+  parser.addoption("--cpu-durations", type=int, default=None, metavar="N",
+                   help="list the N tests that used the most CPU time "
+                   "(subprocesses included; 0: all) and the total")
+
+
+def _cpu_seconds():
+  """CPU seconds (user + system) of this process and its waited-for
+  children so far."""
+  return sum(usage.ru_utime + usage.ru_stime for usage in (
+      resource.getrusage(resource.RUSAGE_SELF),
+      resource.getrusage(resource.RUSAGE_CHILDREN)))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+  del nextitem  # The hook's signature.
+  if item.config.getoption("cpu_durations") is None:
+    yield
+    return
+  start = _cpu_seconds()
+  yield
+  item.config.stash.setdefault(_CPU, {})[item.nodeid] = _cpu_seconds() - start
+
+
+def pytest_terminal_summary(terminalreporter, config):
+  count = config.getoption("cpu_durations")
+  if count is None:
+    return
+  seconds = config.stash.get(_CPU, {})
+  slowest = sorted(seconds.items(), key=lambda item: -item[1])
+  terminalreporter.write_sep("=", "CPU time of the %s tests (s, subprocesses "
+                             "included)" % ("slowest %d" % count if count
+                                            else "all"))
+  for nodeid, cpu in slowest[:count or None]:
+    terminalreporter.write_line("%8.1f  %s" % (cpu, nodeid))
+  terminalreporter.write_line("%8.1f  total over %d tests" %
+                              (sum(seconds.values()), len(seconds)))
