@@ -4,7 +4,8 @@ the default selection.
 The default selection: without `-m`, pytest runs the tests a contributor runs
 before each commit, `-m "not slow or e2e"` (the quick tests and one
 end-to-end run per script). `-m slow` runs the slow ones, `-m "slow or not
-slow"` everything (docs/testing.md). A test named by its node id
+slow"` everything (docs/testing.md; CI runs every test on TensorFlow 2.15,
+and the default selection plus `-m both_stacks` on 2.21). A test named by its node id
 (`tests/test_x.py::test_y`) always runs.
 
 `--cpu-durations=N` lists the N tests that used the most CPU time, this
@@ -89,9 +90,9 @@ def pytest_terminal_summary(terminalreporter, config):
     return
   seconds = config.stash.get(_CPU, {})
   slowest = sorted(seconds.items(), key=lambda item: -item[1])
-  terminalreporter.write_sep("=", "CPU time of the %s tests (s, subprocesses "
-                             "included)" % ("slowest %d" % count if count
-                                            else "all"))
+  terminalreporter.write_sep("=", "CPU time of %s (s, subprocesses "
+                             "included)" % ("the slowest %d tests" % count
+                                            if count else "every test"))
   for nodeid, cpu in slowest[:count or None]:
     terminalreporter.write_line("%8.1f  %s" % (cpu, nodeid))
   terminalreporter.write_line("%8.1f  total over %d tests" %

@@ -126,7 +126,7 @@ def test_two_cpu_replicas_with_xla_keep_identical_copies(
 # ---------------------------------------------------------------------------
 
 
-@pytest.mark.e2e
+@pytest.mark.both_stacks
 @pytest.mark.slow
 @pytest.mark.parametrize("runner", RUNNERS)
 def test_two_workers_over_loopback_train_identically_and_resume(tmp_path,

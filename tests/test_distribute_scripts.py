@@ -61,7 +61,7 @@ def _test_results(output_dir):
 # ---------------------------------------------------------------------------
 
 
-@pytest.mark.e2e
+@pytest.mark.both_stacks
 @pytest.mark.slow
 @pytest.mark.parametrize("runner", RUNNERS)
 def test_classifier_on_two_cpu_replicas_matches_one_device(tmp_path, runner):
@@ -175,7 +175,7 @@ def test_ner_on_two_cpu_replicas_matches_one_device(tmp_path, runner):
 # ---------------------------------------------------------------------------
 
 
-@pytest.mark.e2e
+@pytest.mark.both_stacks
 @pytest.mark.slow
 @pytest.mark.parametrize("runner", RUNNERS)
 def test_classifier_on_two_workers_only_the_chief_writes_results(tmp_path, runner):

@@ -520,7 +520,7 @@ def test_classifier_end_to_end_predictions_equal_run_classifier(tmp_path):
                    proc.stderr)
 
 
-@pytest.mark.e2e
+@pytest.mark.both_stacks
 @pytest.mark.slow
 def test_squad_end_to_end_predictions_equal_run_squad(tmp_path):
   model_dir = str(tmp_path / "model")

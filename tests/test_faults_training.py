@@ -52,7 +52,7 @@ def data(tmp_path):
   return fh.write_records(str(tmp_path / "data.tfrecord"), 16)
 
 
-@pytest.mark.e2e
+@pytest.mark.both_stacks
 @pytest.mark.slow
 @pytest.mark.parametrize("runner", RUNNERS)
 def test_sigterm_saves_the_current_step_and_rerun_resumes(tmp_path, data,
@@ -91,7 +91,7 @@ def test_sigterm_saves_the_current_step_and_rerun_resumes(tmp_path, data,
       "model.ckpt-%d" % (step + 3))
 
 
-@pytest.mark.e2e
+@pytest.mark.both_stacks
 @pytest.mark.slow
 def test_ctrl_c_saves_the_current_step_like_sigterm(tmp_path, data):
   output_dir = str(tmp_path / "out")
@@ -176,7 +176,7 @@ def test_lock_is_released_when_its_process_dies(tmp_path):
   lock_checks.lock_output_dir(folder).release()  # Released: free again.
 
 
-@pytest.mark.e2e
+@pytest.mark.both_stacks
 @pytest.mark.slow
 def test_timed_checkpoints_progress_and_summaries(tmp_path, data):
   output_dir = str(tmp_path / "out")

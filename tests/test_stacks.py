@@ -61,7 +61,7 @@ def run_here(tmp_path_factory):
   return work, out
 
 
-@pytest.mark.e2e
+@pytest.mark.both_stacks
 @pytest.mark.parametrize("stack", _STACKS)
 def test_the_same_run_ends_where_each_stack_ended(run_here, stack):
   _, out = run_here
@@ -80,7 +80,7 @@ def test_the_same_run_ends_where_each_stack_ended(run_here, stack):
     assert got[key] == pytest.approx(value, rel=1e-5, abs=1e-6), key
 
 
-@pytest.mark.e2e
+@pytest.mark.both_stacks
 def test_the_other_stacks_checkpoint_resumes_here(run_here, tmp_path):
   work, _ = run_here
   out = str(tmp_path / "resumed")
@@ -100,7 +100,7 @@ def test_the_other_stacks_checkpoint_resumes_here(run_here, tmp_path):
   assert not np.array_equal(tf.train.load_variable(latest, name), before)
 
 
-@pytest.mark.e2e
+@pytest.mark.both_stacks
 @pytest.mark.parametrize("stack", _STACKS)
 def test_each_stacks_saved_model_serves_the_same_here(stack):
   export = _kept(stack, "export")

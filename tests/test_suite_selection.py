@@ -1,6 +1,7 @@
 """The suite's selections: what the README's test command runs (pytest's
 default selection, tests/conftest.py), that it runs every script end to end
-once, and that CI runs it on both stacks and the slow tests on 2.15."""
+once, and that CI runs it on both stacks, every slow test on 2.15 and those
+marked both_stacks on 2.21."""
 
 import ast
 import os
@@ -107,7 +108,7 @@ def test_default_selection_is_quick_plus_e2e_unless_told(args, markexpr,
   assert (header is not None) == (want == "not slow or e2e" and not markexpr)
 
 
-def test_ci_runs_the_readme_command_on_both_stacks_and_the_slow_on_2_15():
+def test_ci_runs_the_readme_command_on_both_stacks_and_the_slow_ones():
   with open(os.path.join(REPO_ROOT, ".ci", "run"), encoding="utf-8") as f:
     ci = f.read()
   with open(os.path.join(REPO_ROOT, "README.md"), encoding="utf-8") as f:
@@ -118,9 +119,12 @@ def test_ci_runs_the_readme_command_on_both_stacks_and_the_slow_on_2_15():
           in ci)
   assert ('"tf2.21 quick + e2e" .venv-tf2.21/bin/python -m pytest tests -q '
           "||" in ci)
-  # ... and on 2.15 the slow tests it leaves out, so every test runs there.
+  # ... then on 2.15 the slow tests it leaves out, so every test runs there,
+  # and on 2.21 those marked both_stacks.
   assert ('.venv/bin/python -m pytest tests -q -m "slow and not e2e"'
           in ci)
+  assert ('.venv-tf2.21/bin/python -m pytest tests -q -m "both_stacks and '
+          'not e2e"' in ci)
   assert conftest.DEFAULT_SELECTION == "not slow or e2e"
   assert 'PYTHON="${PYTHON_TF215:-python3.11}" ./setup.sh --test' in ci
   assert ('PYTHON="${PYTHON_TF221:-python3.12}" VENV=.venv-tf2.21 '
@@ -129,4 +133,5 @@ def test_ci_runs_the_readme_command_on_both_stacks_and_the_slow_on_2_15():
     assert line in ci
   with open(os.path.join(REPO_ROOT, "pyproject.toml"), encoding="utf-8") as f:
     pyproject = f.read()
-  assert '"e2e: ' in pyproject  # Registered (pytest runs --strict-markers).
+  for mark in ("slow", "e2e", "both_stacks"):  # Registered (--strict-markers).
+    assert '"%s: ' % mark in pyproject
