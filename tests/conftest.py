@@ -4,9 +4,9 @@ the default selection.
 The default selection: without `-m`, pytest runs the tests a contributor runs
 before each commit, `-m "not slow or e2e"` (the quick tests and one
 end-to-end run per script). `-m slow` runs the slow ones, `-m "slow or not
-slow"` everything (docs/testing.md; CI runs every test on TensorFlow 2.15,
-and the default selection plus `-m both_stacks` on 2.21). A test named by its node id
-(`tests/test_x.py::test_y`) always runs.
+slow"` everything (docs/testing.md; CI runs every test on TensorFlow
+2.15, and the default selection plus `-m both_stacks` on 2.21). A test
+named by its node id (`tests/test_x.py::test_y`) always runs.
 
 `--cpu-durations=N` lists the N tests that used the most CPU time, this
 process's and its subprocesses' (set-up and tear-down included), and the
@@ -60,6 +60,7 @@ def pytest_report_header(config):
 
 
 def pytest_addoption(parser):
+  """Adds `--cpu-durations=N`."""
   parser.addoption("--cpu-durations", type=int, default=None, metavar="N",
                    help="list the N tests that used the most CPU time "
                    "(subprocesses included; 0: all) and the total")
@@ -75,6 +76,7 @@ def _cpu_seconds():
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
+  """With `--cpu-durations`, records each test's CPU seconds."""
   del nextitem  # The hook's signature.
   if item.config.getoption("cpu_durations") is None:
     yield
@@ -85,6 +87,7 @@ def pytest_runtest_protocol(item, nextitem):
 
 
 def pytest_terminal_summary(terminalreporter, config):
+  """With `--cpu-durations=N`, lists the N costliest tests and the total."""
   count = config.getoption("cpu_durations")
   if count is None:
     return
