@@ -13,7 +13,9 @@ Python or Unicode version, a platform feature): tests call ``skip_or_fail`` or
 tests silently left out.
 
 Tests that take more than about ten seconds carry ``@pytest.mark.slow``;
-``pytest -m "not slow" tests`` is the quick run, CI runs everything.
+``pytest tests`` runs the quick ones and the ``e2e`` run of each script
+(tests/conftest.py), ``-m slow`` the slow ones; CI runs every test on
+TensorFlow 2.15 (docs/testing.md).
 """
 import importlib
 import json
