@@ -360,7 +360,8 @@ def score_predictions(predict_file, written, version_2_with_negative,
   Returns:
     OrderedDict of scores, or None when the file carries no answers.
   """
-  gold = squad_metrics.gold_answers(squad_data.load_squad_data(predict_file))
+  gold = squad_metrics.gold_answers(
+      squad_data.load_squad_data(predict_file), predict_file)
   scorable = collections.OrderedDict(
       (q, answers) for q, answers in gold.items()
       if answers is not None and (answers or version_2_with_negative))
