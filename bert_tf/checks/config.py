@@ -34,7 +34,7 @@ def check_bert_config_json(json_object, path, flag_name="bert_config_file",
   Args:
     json_object: the parsed JSON.
     path: str, the file (for the message).
-    flag_name: str, the flag it came from.
+    flag_name: str, the flag it came from (None: the file alone is named).
     memory_bytes: optional int, the memory to measure the model against
       (default: this machine's physical memory).
 
@@ -48,7 +48,7 @@ def check_bert_config_json(json_object, path, flag_name="bert_config_file",
       a hidden_size that num_attention_heads does not divide, or a model
       whose float32 weights alone exceed the memory (`memory_problem`).
   """
-  where = "--%s: %s" % (flag_name, path)
+  where = "--%s: %s" % (flag_name, path) if flag_name else path
   if not isinstance(json_object, dict):
     raise ValueError("%s must hold a JSON object, got %s" %
                      (where, type(json_object).__name__))

@@ -15,14 +15,15 @@ import json
 import math
 import os
 
-__all__ = ["MAX_DEPTH", "load", "loads", "field", "require", "index_path",
+__all__ = ["MAX_DEPTH", "MISSING", "load", "loads", "field", "require", "index_path",
            "key_path", "describe"]
 
 # Deeper than any file the project reads (a SQuAD file is 6 levels deep);
 # far below the parser's recursion limit.
 MAX_DEPTH = 64
 
-_MISSING = object()
+# `field`'s default when an absent key is an error.
+MISSING = object()
 
 # Kind name -> (test, what the message says was expected).
 _KINDS = {
@@ -162,7 +163,7 @@ def require(value, kind, source, where, minimum=None, maximum=None):
   return value
 
 
-def field(obj, key, kind, source, where="", default=_MISSING, minimum=None,
+def field(obj, key, kind, source, where="", default=MISSING, minimum=None,
           maximum=None):
   """`obj[key]`, checked by `require`; `obj` must be an object.
 
@@ -179,7 +180,7 @@ def field(obj, key, kind, source, where="", default=_MISSING, minimum=None,
   """
   require(obj, "object", source, where)
   if key not in obj:
-    if default is not _MISSING:
+    if default is not MISSING:
       return default
     kinds = (kind,) if isinstance(kind, str) else tuple(kind)
     raise ValueError("%s: %s has no %r field (expected %s)" % (

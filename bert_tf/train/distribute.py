@@ -14,7 +14,6 @@ over all replicas. Under a strategy every replica reads its own batch of
 replica count.
 """
 
-import json
 import os
 import socket
 import sys
@@ -24,6 +23,8 @@ import time
 from absl import logging
 import tensorflow as tf2
 import tensorflow.compat.v1 as tf
+
+from bert_tf.checks import json_file
 
 __all__ = ["STRATEGIES", "parse_tf_config", "is_chief", "peer_addresses",
            "check_global_batch", "check_options", "setup", "session_config",
@@ -56,10 +57,7 @@ def parse_tf_config(text):
     raise ValueError("TF_CONFIG is not set: --distribution_strategy="
                      "multi_worker_mirrored needs it to name the cluster and "
                      "this task (see README)")
-  try:
-    config = json.loads(text)
-  except ValueError as e:
-    raise ValueError("TF_CONFIG is not valid JSON (%s)" % e) from None
+  config = json_file.loads(text, "TF_CONFIG")
   if not isinstance(config, dict):
     raise ValueError("TF_CONFIG: expected a JSON object with keys 'cluster' "
                      "and 'task'")
