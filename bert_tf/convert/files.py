@@ -157,32 +157,50 @@ def _read_safetensors(path):
 
 
 def hf_vocab_text(hf_dir):
-  """vocab.txt's text, or the WordPiece vocab of tokenizer.json in id order."""
+  """vocab.txt's text, or the WordPiece vocab of tokenizer.json in id order.
+
+  Raises:
+    FileNotFoundError: neither file is there.
+    ValueError: a tokenizer.json of the wrong shape (`_wordpiece_vocab_text`).
+  """
   vocab_path = os.path.join(hf_dir, "vocab.txt")
   if os.path.isfile(vocab_path):
     with open(vocab_path, "rb") as f:
       return f.read()
   tokenizer_path = os.path.join(hf_dir, "tokenizer.json")
   if os.path.isfile(tokenizer_path):
-    model = json_file.field(read_json(tokenizer_path), "model", "object",
-                            tokenizer_path, default={})
-    kind = json_file.field(model, "type", ("string", "null"), tokenizer_path,
-                           "model", default=None)
-    if kind == "WordPiece":
-      vocab = json_file.field(model, "vocab", "object", tokenizer_path,
-                              "model")
-      for token, index in vocab.items():
-        json_file.require(index, "integer", tokenizer_path,
-                          "model.vocab[%s]" % json_file.describe(token))
-      by_id = sorted(vocab.items(), key=lambda item: item[1])
-      if [i for _, i in by_id] != list(range(len(by_id))):
-        raise ValueError("%s: WordPiece vocab ids are not 0..n-1" %
-                         tokenizer_path)
-      logging.info("No vocab.txt: writing the WordPiece vocab of %s",
-                   tokenizer_path)
-      return "".join(token + "\n" for token, _ in by_id).encode("utf-8")
+    return _wordpiece_vocab_text(tokenizer_path, hf_dir)
   raise FileNotFoundError("%s: no vocab.txt (nor a WordPiece tokenizer.json)" %
                           hf_dir)
+
+
+def _wordpiece_vocab_text(tokenizer_path, hf_dir):
+  """The WordPiece vocab of a tokenizer.json as vocab.txt's text.
+
+  Raises:
+    ValueError: no `model` object, a model that is not WordPiece, a
+      `model.vocab` that is not an object of integer ids 0..n-1; naming the
+      file and the key.
+  """
+  model = json_file.field(read_json(tokenizer_path), "model", "object",
+                          tokenizer_path)
+  kind = json_file.field(model, "type", ("string", "null"), tokenizer_path,
+                         "model", default=None)
+  if kind != "WordPiece":
+    raise ValueError("%s: model.type is %s, expected \"WordPiece\" (or a "
+                     "vocab.txt in %s)" % (tokenizer_path,
+                                          json_file.describe(kind), hf_dir))
+  vocab = json_file.field(model, "vocab", "object", tokenizer_path, "model")
+  for token, index in vocab.items():
+    json_file.require(index, "integer", tokenizer_path,
+                      "model.vocab[%s]" % json_file.describe(token))
+  by_id = sorted(vocab.items(), key=lambda item: item[1])
+  if [i for _, i in by_id] != list(range(len(by_id))):
+    raise ValueError("%s: WordPiece vocab ids are not 0..n-1" %
+                     tokenizer_path)
+  logging.info("No vocab.txt: writing the WordPiece vocab of %s",
+               tokenizer_path)
+  return "".join(token + "\n" for token, _ in by_id).encode("utf-8")
 
 
 def log_lower_case(hf_dir):

@@ -74,7 +74,8 @@ def parse_tf_config(text):
                        "\"host:port\" strings" % job)
     for i, address in enumerate(addresses):
       host, _, port = str(address).rpartition(":")
-      if not host or not port.isdigit() or not 0 < int(port) < 65536:
+      if (not isinstance(address, str) or not host or not port.isdigit() or
+          not 0 < int(port) < 65536):
         raise ValueError("TF_CONFIG: cluster.%s[%d]=%r: expected "
                          "\"host:port\"" % (job, i, address))
   seen = {}
@@ -91,7 +92,7 @@ def parse_tf_config(text):
     raise ValueError("TF_CONFIG: key 'task' missing; expected {\"type\": "
                      "\"worker\", \"index\": 0}")
   task_type = task.get("type")
-  if task_type not in cluster:
+  if not isinstance(task_type, str) or task_type not in cluster:
     raise ValueError("TF_CONFIG: task.type=%r is not a job of cluster (%s)" %
                      (task_type, ", ".join(sorted(cluster))))
   index = task.get("index")
