@@ -28,6 +28,7 @@ __all__ = ["varint",
     "read_lines",
     "check_text_file",
     "atomic_path",
+    "writer_may_run",
     "atomic_write",
     "write_eval_results",
     "number_str",
@@ -243,7 +244,7 @@ def _temp_name(path):
   prefix = ".%s.tmp-" % base
   if "://" not in path:
     for stale in glob.glob(os.path.join(directory, glob.escape(prefix) + "*")):
-      if _writer_may_run(stale[len(os.path.join(directory, prefix)):]):
+      if writer_may_run(stale[len(os.path.join(directory, prefix)):]):
         continue
       logging.info("Removing %s, left by an earlier run that did not finish",
                    stale)
@@ -252,7 +253,7 @@ def _temp_name(path):
       prefix, socket.gethostname(), os.getpid(), uuid.uuid4().hex[:8]))
 
 
-def _writer_may_run(suffix):
+def writer_may_run(suffix):
   """Whether the process that made a temporary name (its `suffix`, after
   `.tmp-`) may still be writing it: on another host, or alive here."""
   parts = suffix.rsplit(".", 2)

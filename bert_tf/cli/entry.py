@@ -14,6 +14,7 @@ import tensorflow.compat.v1 as tf
 
 from bert_tf import tf_private
 from bert_tf.checks import disk
+from bert_tf.cli import leftovers
 from bert_tf.cli import quiet
 from bert_tf.checks import records
 from bert_tf.train import options as training_options
@@ -115,7 +116,8 @@ def run_main(main):
   `BERT_DEBUG=1` gives the full traceback (and TensorFlow's deprecation
   notices) instead. `--use_xla` takes effect at parsing (`_parse_flags`).
   Ctrl-C outside training is one line too, `error: interrupted (Ctrl-C)`,
-  exit status 130.
+  exit status 130. Temporary files (autograph's, Beam's) go to a folder
+  the run owns (`leftovers.use_own_temp_dir`).
 
   Args:
     main: the script's `main(argv)`; `--help` lists its module's flags.
@@ -124,6 +126,8 @@ def run_main(main):
 
   def guarded(argv):
     quiet.one_log_stream()  # Each TensorFlow log line once.
+    # Autograph's and Beam's temporary files in a folder of this run's.
+    leftovers.use_own_temp_dir()
     if not os.environ.get("BERT_DEBUG"):
       # Deprecation notices of tf.compat.v1 APIs (a dozen lines before the
       # first line of the project's own log); BERT_DEBUG=1 shows them.

@@ -10,8 +10,11 @@ each part runs the reference's algorithm on its share.
 """
 
 import contextlib
+import ctypes
+import ctypes.util
 import multiprocessing
 import os
+import signal
 import time
 
 from absl import logging
@@ -238,40 +241,68 @@ def run_parts(input_files, num_workers, output_files, run_part, *args):
   return results
 
 
-def _worker_main(connection, run_part, part_args):
+def _worker_main(connection, run_part, part_args, parent):
   """Entry point of a worker process: runs one part, sends its outcome.
 
-  Sends `("ok", summary)` or `("error", exception)`.
+  Sends `("ok", summary)` or `("error", exception)`; Ctrl-C (sent to the
+  whole process group) sends `("error", KeyboardInterrupt())` without a
+  traceback. The worker ends when its parent (process id `parent`) dies.
   """
+  _end_with_parent(parent)
   try:
     summary = dict(run_part(*part_args))
     summary["cpu_s"], summary["peak_rss_mb"] = process_usage()
     connection.send(("ok", summary))
+  except KeyboardInterrupt:
+    connection.send(("error", KeyboardInterrupt()))
   except Exception as e:  # pylint: disable=broad-except
     connection.send(("error", e))
   finally:
     connection.close()
 
 
+def _end_with_parent(parent):
+  """Asks Linux to send this process SIGTERM when its parent dies
+  (`prctl(PR_SET_PDEATHSIG)`); elsewhere, nothing. Exits at once when the
+  parent is already gone."""
+  signal.signal(signal.SIGTERM, signal.SIG_DFL)
+  try:
+    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6",
+                       use_errno=True)
+    libc.prctl(1, int(signal.SIGTERM))  # 1: PR_SET_PDEATHSIG.
+  except (OSError, AttributeError):
+    return
+  if os.getppid() != parent:
+    os._exit(1)  # pylint: disable=protected-access
+
+
 def _run_processes(run_part, all_part_args):
   """Runs `run_part(*args)` for each `args` in its own process.
 
   One process per part (forked where the system allows, else spawned), so
-  each holds one part's data only.
+  each holds one part's data only. When this process stops waiting (Ctrl-C,
+  an error), the workers still running are ended.
   """
   method = ("fork" if "fork" in multiprocessing.get_all_start_methods()
             else "spawn")
   context = multiprocessing.get_context(method)
   workers = []
-  for part_args in all_part_args:
-    receiver, sender = context.Pipe(duplex=False)
-    process = context.Process(target=_worker_main,
-                              args=(sender, run_part, part_args),
-                              name="part-%d" % part_args[0])
-    process.start()
-    sender.close()
-    workers.append((process, receiver))
-  outcomes = [_receive(process, receiver) for process, receiver in workers]
+  try:
+    for part_args in all_part_args:
+      receiver, sender = context.Pipe(duplex=False)
+      process = context.Process(target=_worker_main,
+                                args=(sender, run_part, part_args,
+                                      os.getpid()),
+                                name="part-%d" % part_args[0])
+      process.start()
+      sender.close()
+      workers.append((process, receiver))
+    outcomes = [_receive(process, receiver) for process, receiver in workers]
+  finally:
+    for process, _ in workers:
+      if process.is_alive():
+        process.terminate()
+        process.join()
   errors = [payload for status, payload in outcomes if status != "ok"]
   if errors:
     raise errors[0]
