@@ -15,12 +15,14 @@ import time
 
 import pytest
 
+from bert_tf.checks import lock as lock_checks
 from bert_tf.cli import leftovers
 from bert_tf.tasks.pretraining import processes
+from bert_tf.train import hooks as train_hooks
 from helpers import REPO_ROOT
 
 
-def _python(code, tmp_path, **env):
+def _python(code, tmp_path, args=(), **env):
   """Runs `code` in a fresh Python whose system temp folder is
   `tmp_path/system`; returns the CompletedProcess."""
   system = tmp_path / "system"
@@ -29,7 +31,7 @@ def _python(code, tmp_path, **env):
   script = tmp_path / "script.py"
   script.write_text(textwrap.dedent(code))
   return subprocess.run(
-      [sys.executable, str(script)], cwd=REPO_ROOT,
+      [sys.executable, str(script)] + list(args), cwd=REPO_ROOT,
       env=dict(os.environ, TMPDIR=str(system), CUDA_VISIBLE_DEVICES="",
                PYTHONPATH=REPO_ROOT,
                TF_CPP_MIN_LOG_LEVEL="3", **env),
@@ -144,3 +146,57 @@ def test_workers_end_when_the_parent_is_killed_or_interrupted(tmp_path, how):
     if parent.poll() is None:
       parent.kill()
       parent.wait()
+
+
+# ---------------------------------------------------------------------------
+# The output folder: its lock, cut saves, SIGTERM outside training.
+
+
+def test_lock_that_is_a_symlink_is_refused_and_its_target_kept(tmp_path):
+  victim = tmp_path / "victim.txt"
+  victim.write_text("keep me")
+  output_dir = tmp_path / "out"
+  output_dir.mkdir()
+  os.symlink(str(victim), str(output_dir / ".lock"))
+  with pytest.raises(ValueError, match=r"\.lock is a symbolic link"):
+    lock_checks.lock_output_dir(str(output_dir))
+  assert victim.read_text() == "keep me"
+
+
+def test_checkpoint_writes_cut_by_a_full_disk_are_removed_at_start(tmp_path):
+  output_dir = tmp_path / "out"
+  output_dir.mkdir()
+  cut = ["model.ckpt-5.meta.tmp" + "0a" * 16, "checkpoint.tmp" + "f" * 32,
+         "model.ckpt-5.index.tempstate123456"]
+  kept = ["model.ckpt-5.meta", "notes.tmp0a0a0a0a", "model.ckpt-5.txt"]
+  for name in cut + kept:
+    (output_dir / name).write_bytes(b"x")
+  held = train_hooks.start_training(str(output_dir))
+  try:
+    assert sorted(n for n in os.listdir(str(output_dir))
+                  if not n.startswith(".")) == sorted(kept)
+  finally:
+    if held is not None:
+      held.release()
+
+
+def test_sigterm_outside_training_keeps_no_partial_output(tmp_path):
+  result = _python("""
+      import os, signal, sys, time
+      from bert_tf import io as io_utils
+      from bert_tf.cli import entry
+
+      def main(_):
+        with io_utils.atomic_write(os.path.join(sys.argv[1], "out.txt")) as f:
+          f.write("partial")
+          f.flush()
+          os.kill(os.getpid(), signal.SIGTERM)
+          time.sleep(60)
+
+      entry.run_main(main)
+      """, tmp_path, args=[str(tmp_path / "data")])
+  assert result.returncode == 143, result.stderr
+  assert result.stderr.strip().splitlines()[-1] == (
+      "error: terminated (SIGTERM); no partial output was kept")
+  assert os.listdir(str(tmp_path / "data")) == []
+  assert os.listdir(str(tmp_path / "system")) == []

@@ -6,6 +6,7 @@ than a traceback; `BERT_DEBUG=1` brings the traceback back.
 """
 
 import os
+import signal
 import sys
 
 from absl import app
@@ -19,7 +20,7 @@ from bert_tf.cli import quiet
 from bert_tf.checks import records
 from bert_tf.train import options as training_options
 
-__all__ = ["run_main", "one_line"]
+__all__ = ["run_main", "one_line", "Terminated"]
 
 _USER_ERRORS = (ValueError, OSError, tf.errors.NotFoundError,
                 tf.errors.InvalidArgumentError,
@@ -104,6 +105,28 @@ def _show_in_help(main):
     entry.__doc__ = sys.modules[module].__doc__
 
 
+class Terminated(BaseException):
+  """SIGTERM outside training: unwinds like Ctrl-C, so every atomic output
+  (`bert_tf.io.atomic_path`) removes its temporary name."""
+
+
+def _terminate_by_exception():
+  """SIGTERM raises `Terminated` in this process (training's
+  `PreemptionHook` sets its own handler while it trains). A forked child
+  that inherits the handler dies of the signal as usual."""
+  owner = os.getpid()
+
+  def on_sigterm(signum, frame):
+    del frame
+    if os.getpid() != owner:
+      signal.signal(signum, signal.SIG_DFL)
+      os.kill(os.getpid(), signum)
+      return
+    raise Terminated()
+
+  signal.signal(signal.SIGTERM, on_sigterm)
+
+
 def run_main(main):
   """Runs `main` through `absl.app.run`, reporting bad input in one line.
 
@@ -116,7 +139,9 @@ def run_main(main):
   `BERT_DEBUG=1` gives the full traceback (and TensorFlow's deprecation
   notices) instead. `--use_xla` takes effect at parsing (`_parse_flags`).
   Ctrl-C outside training is one line too, `error: interrupted (Ctrl-C)`,
-  exit status 130. Temporary files (autograph's, Beam's) go to a folder
+  exit status 130; SIGTERM outside training is `error: terminated
+  (SIGTERM) ...`, exit status 143, after every atomic output removed its
+  temporary name. Temporary files (autograph's, Beam's) go to a folder
   the run owns (`leftovers.use_own_temp_dir`).
 
   Args:
@@ -132,8 +157,16 @@ def run_main(main):
       # Deprecation notices of tf.compat.v1 APIs (a dozen lines before the
       # first line of the project's own log); BERT_DEBUG=1 shows them.
       tf_private.quiet_deprecation_notices()
+    _terminate_by_exception()
     try:
       return main(argv)
+    except Terminated:
+      if os.environ.get("BERT_DEBUG"):
+        raise
+      sys.stderr.write("error: terminated (SIGTERM); no partial output "
+                       "was kept\n")
+      sys.stderr.flush()
+      sys.exit(143)
     except KeyboardInterrupt:
       # Ctrl-C outside a training loop (which saves and exits itself).
       if os.environ.get("BERT_DEBUG"):
