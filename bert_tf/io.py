@@ -22,6 +22,8 @@ import uuid
 from absl import logging
 import numpy as np
 
+from bert_tf.checks import disk
+
 __all__ = ["varint", 
     "iter_raw_lines",
     "decode_line",
@@ -325,21 +327,11 @@ def atomic_path(path):
       os.replace(temp, path)
   except BaseException as e:
     _remove(temp)
-    if _disk_full(e):
+    if disk.is_disk_full(e):
       raise OSError(errno.ENOSPC, "%s: write failed: the disk is full or the "
                     "file-size limit was reached (%s); free space and rerun" %
-                    (path, " ".join(str(e).split()))) from None
+                    (path, disk.essential_text(e))) from None
     raise
-
-
-def _disk_full(error):
-  """Whether `error` (an OSError, or TensorFlow's error for one) says a
-  write hit a full disk or a file-size limit (EFBIG, ENOSPC, EDQUOT)."""
-  if isinstance(error, OSError):
-    return error.errno in (errno.EFBIG, errno.ENOSPC, errno.EDQUOT)
-  text = str(error)
-  return ("File too large" in text or "No space left on device" in text or
-          "Disk quota exceeded" in text)
 
 
 @contextlib.contextmanager

@@ -608,3 +608,18 @@ def test_script_reports_bad_input_in_one_line(classifier, tmp_path):
   assert proc.stderr.strip().splitlines()[-1] == (
       "error: --model_dir: %s is missing assets.extra/bert_config.json "
       "(expected an export written with --export_dir)" % version)
+
+
+def test_truncated_variables_are_one_line_naming_the_export(classifier,
+                                                           tmp_path):
+  version = str(tmp_path / "export" / "5")
+  shutil.copytree(classifier[3], version)
+  data = os.path.join(version, "variables", "variables.data-00000-of-00001")
+  with open(data, "r+b") as f:
+    f.truncate(os.path.getsize(data) // 2)
+  with pytest.raises(ValueError) as info:
+    serving.BertServingModel(version)
+  message = str(info.value)
+  assert message.startswith("--model_dir: %s: the SavedModel cannot be "
+                            "loaded (" % version), message
+  assert "\n" not in message and "File " not in message

@@ -13,6 +13,7 @@ import pytest
 
 import fault_helpers as fh
 from bert_tf.checks import config as config_checks
+from bert_tf.checks import disk
 from bert_tf.cli import startup
 from bert_tf.convert import files as convert_files
 from bert_tf.convert import folders as convert_folders
@@ -268,3 +269,17 @@ def test_non_finite_null_score_threshold_is_refused(value):
   flags = type("F", (), {"null_score_diff_threshold": value})()
   assert training_options.number_flag_problems(flags) == [
       "--null_score_diff_threshold=%s: expected a finite number" % value]
+
+
+def test_disk_full_message_names_the_file_not_the_op():
+  text = ("Failed to write save/SaveV2: /tmp/x/model.ckpt-3_temp/part-00000-"
+          "of-00001.data-00000-of-00001: No space left on device")
+  assert disk.disk_full_message(text).startswith(
+      "/tmp/x/model.ckpt-3: write failed")
+
+
+def test_essential_text_drops_the_python_stack():
+  error = ValueError("Graph execution error:\n\nDetected at node 'x' defined "
+                     "at (most recent call last):\n  File \"a.py\", line 1, in "
+                     "<module>\nRead less bytes than requested")
+  assert disk.essential_text(error) == "Read less bytes than requested"

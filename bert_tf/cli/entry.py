@@ -51,14 +51,9 @@ def one_line(error):
 
 
 def _one_line_text(error):
-  message = str(getattr(error, "message", None) or error)
   if isinstance(error, tf.errors.OpError):
-    kept = [line.strip() for line in message.splitlines()
-            if line.strip() and not line[:1].isspace()
-            and not line.startswith(("Graph execution error",
-                                     "Detected at node", "File "))]
-    message = " ".join(kept) or message
-  return " ".join(message.split())
+    return disk.essential_text(error)
+  return " ".join(str(getattr(error, "message", None) or error).split())
 
 
 def _fail(message):

@@ -22,6 +22,7 @@ from absl import logging
 import numpy as np
 import tensorflow as tf2
 
+from bert_tf.checks import disk
 from bert_tf.checks import json_file
 from bert_tf.export import saved_model as export_utils
 from bert_tf.tasks import features as feature_utils
@@ -171,7 +172,8 @@ class BertServingModel(object):
     tokenizer: `tokenization.FullTokenizer` over the export's vocabulary.
 
   Raises:
-    ValueError: a folder without an export, or with missing assets.
+    ValueError: a folder without an export, with missing assets, or whose
+      SavedModel cannot be loaded (damaged variables, no signature).
   """
 
   def __init__(self, model_dir):
@@ -182,8 +184,15 @@ class BertServingModel(object):
     self.tokenizer = tokenization.FullTokenizer(
         vocab_file=vocab_file, do_lower_case=self.config["do_lower_case"])
     logging.info("Loading SavedModel %s (%s)", self.version_dir, self.kind)
-    self._loaded = tf2.saved_model.load(self.version_dir)
-    self._signature = self._loaded.signatures["serving_default"]
+    try:
+      self._loaded = tf2.saved_model.load(self.version_dir)
+      self._signature = self._loaded.signatures["serving_default"]
+    except (tf2.errors.OpError, ValueError, OSError, KeyError) as e:
+      raise ValueError(
+          "--model_dir: %s: the SavedModel cannot be loaded (%s: %s); the "
+          "export is damaged (a truncated variables/ file?): export it "
+          "again" % (self.version_dir, type(e).__name__,
+                     disk.essential_text(e))) from None
 
   def run(self, input_ids, input_mask, segment_ids):
     """Runs the signature on a batch.
