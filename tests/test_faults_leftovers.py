@@ -19,6 +19,8 @@ from bert_tf.checks import lock as lock_checks
 from bert_tf.cli import leftovers
 from bert_tf.tasks.pretraining import processes
 from bert_tf.train import hooks as train_hooks
+import fault_helpers as fh
+from helpers import import_or_skip
 from helpers import REPO_ROOT
 
 
@@ -200,3 +202,36 @@ def test_sigterm_outside_training_keeps_no_partial_output(tmp_path):
       "error: terminated (SIGTERM); no partial output was kept")
   assert os.listdir(str(tmp_path / "data")) == []
   assert os.listdir(str(tmp_path / "system")) == []
+
+
+def test_beam_folders_of_a_killed_num_shards_run_are_removed_at_next_start(
+    tmp_path):
+  import_or_skip("apache_beam", "pip install .[beam]")
+  system = tmp_path / "system"
+  system.mkdir()
+  env = dict(TMPDIR=str(system))
+  args = fh.flags(input_file=os.path.join(REPO_ROOT, "sample_data",
+                                          "pretrain_corpus.txt"),
+                  output_file=tmp_path / "out.tfrecord",
+                  vocab_file=fh.tiny("vocab.txt"), max_seq_length=32,
+                  max_predictions_per_seq=4, dupe_factor=5, num_shards=2)
+  proc = fh.start("create_pretraining_data.py", args, **env)
+  try:
+    deadline = time.time() + 240
+    while time.time() < deadline and proc.poll() is None:
+      if any(name.startswith("beam-")
+             for folder in system.iterdir() for name in os.listdir(folder)):
+        break
+      time.sleep(0.2)
+    else:
+      raise AssertionError("the pipeline made no temporary folder")
+  finally:
+    proc.kill()
+    proc.wait()
+  assert all(p.name.startswith(leftovers.PREFIX) for p in system.iterdir())
+  result = fh.run("create_pretraining_data.py", fh.flags(
+      input_file=tmp_path / "missing.txt", output_file=tmp_path / "o",
+      vocab_file=fh.tiny("vocab.txt")), **env)
+  assert result.returncode == 1, result.stderr
+  assert list(system.iterdir()) == []
+  assert not [n for n in os.listdir(str(tmp_path)) if ".tmp-" in n]
