@@ -435,6 +435,7 @@ time.sleep(12)
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("state", ["training", "done"])
 def test_a_peer_lost_during_training_ends_the_run_in_one_line(state):
   start = time.time()

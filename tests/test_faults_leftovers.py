@@ -40,6 +40,7 @@ def _python(code, tmp_path, args=(), **env):
       capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow
 def test_autograph_files_of_a_killed_run_are_removed_at_the_next_start(
     tmp_path):
   killed = _python("""
@@ -131,6 +132,7 @@ def _gone(pid, timeout=20):
   return False
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGINT])
 def test_workers_end_when_the_parent_is_killed_or_interrupted(tmp_path, how):
   parent = subprocess.Popen(
@@ -182,6 +184,7 @@ def test_checkpoint_writes_cut_by_a_full_disk_are_removed_at_start(tmp_path):
       held.release()
 
 
+@pytest.mark.slow
 def test_sigterm_outside_training_keeps_no_partial_output(tmp_path):
   result = _python("""
       import os, signal, sys, time
@@ -204,6 +207,7 @@ def test_sigterm_outside_training_keeps_no_partial_output(tmp_path):
   assert os.listdir(str(tmp_path / "system")) == []
 
 
+@pytest.mark.slow
 def test_beam_folders_of_a_killed_num_shards_run_are_removed_at_next_start(
     tmp_path):
   import_or_skip("apache_beam", "pip install .[beam]")

@@ -233,6 +233,7 @@ def test_tf_to_hf_with_a_bad_bert_config_is_one_line(tmp_path, config):
   assert not os.path.exists(tmp_path / "out")
 
 
+@pytest.mark.slow
 def test_convert_script_prints_one_error_line_for_a_list_config(tmp_path):
   hf_dir = tmp_path / "hf"
   hf_dir.mkdir()

@@ -122,8 +122,17 @@ def parameter_count(config):
 
 
 def _machine_memory():
-  """(physical memory, available memory) in bytes; available may be None."""
+  """(memory, available memory) in bytes: the physical memory, or a lower
+  cgroup limit (a container's); available may be None."""
   total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+  for limit_file in ("/sys/fs/cgroup/memory.max",
+                     "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+    try:
+      with open(limit_file) as f:
+        total = min(total, int(f.read().strip()))
+      break
+    except (OSError, ValueError):  # Absent, or "max" (no limit).
+      continue
   available = None
   try:
     with open("/proc/meminfo") as f:
