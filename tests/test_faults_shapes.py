@@ -20,6 +20,7 @@ from bert_tf.convert import folders as convert_folders
 from bert_tf.export import saved_model as export_utils
 from bert_tf.export import serving
 from bert_tf.tasks.squad import data as squad_data
+from bert_tf.tasks.squad import predictions as squad_predictions
 from bert_tf.train import options as training_options
 import modeling
 
@@ -284,3 +285,21 @@ def test_essential_text_drops_the_python_stack():
                      "at (most recent call last):\n  File \"a.py\", line 1, in "
                      "<module>\nRead less bytes than requested")
   assert disk.essential_text(error) == "Read less bytes than requested"
+
+
+def test_squad_predictions_cut_by_a_full_disk_leave_no_file(tmp_path,
+                                                           monkeypatch):
+  outputs = [(str(tmp_path / name), {"q": "a"})
+             for name in ("predictions.json", "nbest_predictions.json",
+                          "null_odds.json")]
+  real = json.dumps
+
+  def full_disk_on_the_third(obj, **kwargs):
+    if obj is outputs[2][1]:
+      raise OSError(28, "No space left on device")
+    return real(obj, **kwargs)
+
+  monkeypatch.setattr(squad_predictions.json, "dumps", full_disk_on_the_third)
+  with pytest.raises(OSError, match="null_odds.json: write failed"):
+    squad_predictions._write_json_files(outputs)  # pylint: disable=protected-access
+  assert os.listdir(str(tmp_path)) == []
