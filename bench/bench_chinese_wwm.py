@@ -55,19 +55,11 @@ def _is_chinese(text):
       tokenization._is_chinese_char(ord(c)) for c in text)  # pylint: disable=protected-access
 
 
-def _original(instance):
-  tokens = list(instance.tokens)
-  for position, label in zip(instance.masked_lm_positions,
-                             instance.masked_lm_labels):
-    tokens[position] = label
-  return tokens
-
-
 def _masked_words(instance):
   """Groups (lists of positions) masked whole: `##` words, and segmenter
   words where the tokens carry their marks (flag on)."""
   masked = set(instance.masked_lm_positions)
-  return [group for group in whole_words.word_groups(_original(instance))
+  return [group for group in whole_words.word_groups(whole_words.unmasked_tokens(instance))
           if all(p in masked for p in group)]
 
 
@@ -91,7 +83,7 @@ def _run(name, documents_source, vocab, wwm, chinese):
            [[p] for p in i.masked_lm_positions] for i in instances]
   long_chinese = sum(
       1 for instance, groups in zip(instances, words) for g in groups
-      if len(g) > 1 and _is_chinese("".join(_original(instance)[p]
+      if len(g) > 1 and _is_chinese("".join(whole_words.unmasked_tokens(instance)[p]
                                             for p in g)))
   return {"name": name, "instances": instances, "read_s": read_s,
           "make_s": make_s, "masked_per_instance": num_masked / len(instances),
@@ -102,7 +94,7 @@ def _run(name, documents_source, vocab, wwm, chinese):
 
 def _decoded(instance):
   """The instance's text with each masked word in brackets."""
-  tokens = _original(instance)
+  tokens = whole_words.unmasked_tokens(instance)
   masked = set(instance.masked_lm_positions)
   starts = {g[0]: g for g in whole_words.word_groups(tokens)
             if all(p in masked for p in g)}
@@ -164,7 +156,7 @@ def main(_):
         "in brackets; %d positions):" % len(instance.masked_lm_positions))
   print(_decoded(instance))
   print("masked words:", " ".join(
-      "".join(_original(instance)[p].replace("##", "") for p in g)
+      "".join(whole_words.unmasked_tokens(instance)[p].replace("##", "") for p in g)
       for g in _masked_words(instance)))
 
 

@@ -144,19 +144,10 @@ def wiki_instances(jieba, tokenizer, tmp_path_factory):
       do_chinese_whole_word_mask=flag) for flag in (False, True)}
 
 
-def _original_tokens(instance):
-  """The instance's tokens before masking (the labels keep their marks)."""
-  tokens = list(instance.tokens)
-  for position, label in zip(instance.masked_lm_positions,
-                             instance.masked_lm_labels):
-    tokens[position] = label
-  return tokens
-
-
 def test_masked_spans_are_whole_words_within_the_budget(wiki_instances):
   num_long_words = 0
   for instance in wiki_instances[True]:
-    tokens = _original_tokens(instance)
+    tokens = whole_words.unmasked_tokens(instance)
     masked = set(instance.masked_lm_positions)
     budget = min(20, max(1, int(round(len(tokens) * 0.15))))
     assert len(masked) <= budget

@@ -30,7 +30,8 @@ from bert_tf.tasks.pretraining import shuffle as pretraining_shuffle
 import tokenization
 
 __all__ = ["WordContinuation", "check_installed", "load_segmenter",
-           "WordMarkingTokenizer", "word_groups", "choose_whole_words"]
+           "WordMarkingTokenizer", "word_groups", "choose_whole_words",
+           "unmasked_tokens"]
 
 # The extra that brings the segmenter (requirements-chinese.txt).
 _INSTALL_HINT = ("install the chinese extra: ./setup.sh --chinese, or pip "
@@ -211,3 +212,22 @@ def choose_whole_words(tokens, num_to_predict, rng):
     if len(chosen) + len(group) <= num_to_predict:
       chosen.extend(group)
   return chosen
+
+
+def unmasked_tokens(instance):
+  """An instance's tokens before masking (for checks and statistics).
+
+  Args:
+    instance: a `TrainingInstance` (`tokens`, `masked_lm_positions`,
+      `masked_lm_labels`).
+
+  Returns:
+    list of str: `tokens` with each label put back at its position (a
+    label keeps its `WordContinuation` mark, so `word_groups` of the result
+    are the groups the masking chose from).
+  """
+  tokens = list(instance.tokens)
+  for position, label in zip(instance.masked_lm_positions,
+                             instance.masked_lm_labels):
+    tokens[position] = label
+  return tokens
