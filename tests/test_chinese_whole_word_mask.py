@@ -117,6 +117,28 @@ def test_a_continuation_after_sep_starts_its_own_group():
   assert whole_words.word_groups(tokens) == [[1, 2], [4, 5, 7]]
 
 
+def test_a_word_longer_than_the_budget_is_skipped_whole():
+  cont = whole_words.WordContinuation
+  tokens = (["[CLS]", "中", cont("华"), cont("人"), cont("民"), cont("共"),
+             "和", "[SEP]"])
+  for seed in range(20):
+    chosen = whole_words.choose_whole_words(tokens, 3, random.Random(seed))
+    assert chosen == [6]  # The five-character word never fits in 3.
+  assert sorted(whole_words.choose_whole_words(
+      tokens, 6, random.Random(0))) == [1, 2, 3, 4, 5, 6]
+
+
+def test_a_segmenter_that_loses_characters_leaves_the_line_unmarked(
+    tokenizer):
+  """Not expected of jieba; the line keeps its tokens, nothing marked."""
+  class Dropping(object):
+    def cut(self, text):
+      return iter([text[1:]])  # One word, without the first character.
+  marking = whole_words.WordMarkingTokenizer(tokenizer, Dropping())
+  tokens = marking.tokenize("天安门")
+  assert _shown(tokens) == ["天", "安", "门"]
+
+
 def test_a_continuation_is_the_plain_token_in_records(tokenizer):
   cont = whole_words.WordContinuation
   marked = ["[CLS]", "北", cont("京"), "[SEP]", "天", cont("安"), "[SEP]"]

@@ -126,14 +126,14 @@ class WordMarkingTokenizer(object):
       return self._tokenizer.tokenize(text)
     words = self._chinese_char_words(text)
     tokens = []
-    used = 0  # Chinese characters of `text` matched so far.
+    used = 0  # Chinese character tokens so far.
     previous = None  # Segmenter word of the previous token, if Chinese.
     for basic in self._basic.tokenize(text):
       pieces = self._wordpiece.tokenize(basic)
-      if len(basic) == 1 and _is_chinese_char(basic) and used < len(words):
-        word = words[used]
+      if len(basic) == 1 and _is_chinese_char(basic):
+        word = words[used] if used < len(words) else None
         used += 1
-        if word == previous:
+        if word is not None and word == previous:
           pieces = [WordContinuation(pieces[0])]
         previous = word
       else:
