@@ -2,10 +2,9 @@
 
 `choose_whole_words` is `create_pretraining_data.py --do_whole_word_mask`'s
 choice over `word_groups`. The rest is `--do_chinese_whole_word_mask`:
-Chinese text
-tokenizes to one WordPiece token per character, so the reference's
-whole-word masking (a `##` piece joins the word before it) masks single
-characters. Here each line is also cut into words by jieba (dictionary and
+Chinese text tokenizes to one WordPiece token per character, so the
+reference's whole-word masking (a `##` piece joins the word before it)
+masks single characters. Here each line is also cut into words by jieba (dictionary and
 HMM shipped in the package: nothing is downloaded), as in the Chinese
 BERT-wwm models (Cui et al. 2019, "Pre-Training with Whole Word Masking for
 Chinese BERT"). A Chinese character token that continues the segmenter word
@@ -118,6 +117,9 @@ class WordMarkingTokenizer(object):
     self._tokenizer = tokenizer
     self._segmenter = segmenter or load_segmenter()
     self._warned = False
+    # One shared WordContinuation per character, as the plain tokens are
+    # shared through the tokenizer's caches: a corpus holds millions.
+    self._continuations = {}
 
   def tokenize(self, text):
     """The WordPiece tokens (list of str) of `text` (str or bytes)."""
@@ -134,7 +136,11 @@ class WordMarkingTokenizer(object):
         word = words[used] if used < len(words) else None
         used += 1
         if word is not None and word == previous:
-          pieces = [WordContinuation(pieces[0])]
+          piece = self._continuations.get(pieces[0])
+          if piece is None:
+            piece = self._continuations[pieces[0]] = WordContinuation(
+                pieces[0])
+          pieces = (piece,)
         previous = word
       else:
         previous = None
