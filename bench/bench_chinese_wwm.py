@@ -50,16 +50,18 @@ def define_flags():
                        "turn (fresh tokenizer caches); medians reported.")
 
 
-def _is_chinese(text):
-  return bool(text) and all(
-      tokenization._is_chinese_char(ord(c)) for c in text)  # pylint: disable=protected-access
+def _text(instance, group):
+  """The unmasked text of a group of positions (`##` removed)."""
+  tokens = whole_words.unmasked_tokens(instance)
+  return "".join(tokens[p] for p in group).replace("##", "")
 
 
 def _masked_words(instance):
   """Groups (lists of positions) masked whole: `##` words, and segmenter
   words where the tokens carry their marks (flag on)."""
   masked = set(instance.masked_lm_positions)
-  return [group for group in whole_words.word_groups(whole_words.unmasked_tokens(instance))
+  tokens = whole_words.unmasked_tokens(instance)
+  return [group for group in whole_words.word_groups(tokens)
           if all(p in masked for p in group)]
 
 
@@ -67,7 +69,8 @@ def _run(name, documents_source, vocab, wwm, chinese):
   # A fresh tokenizer: its word caches would favour later runs.
   tokenizer = tokenization.FullTokenizer(vocab, do_lower_case=True)
   start = time.process_time()
-  documents = cpd._read_documents(documents_source, tokenizer,  # pylint: disable=protected-access
+  # pylint: disable-next=protected-access
+  documents = cpd._read_documents(documents_source, tokenizer,
                                   chinese_words_too=chinese)
   read_s = time.process_time() - start
   start = time.process_time()
@@ -83,8 +86,7 @@ def _run(name, documents_source, vocab, wwm, chinese):
            [[p] for p in i.masked_lm_positions] for i in instances]
   long_chinese = sum(
       1 for instance, groups in zip(instances, words) for g in groups
-      if len(g) > 1 and _is_chinese("".join(whole_words.unmasked_tokens(instance)[p]
-                                            for p in g)))
+      if len(g) > 1 and whole_words.is_chinese(_text(instance, g)))
   return {"name": name, "instances": instances, "read_s": read_s,
           "make_s": make_s, "masked_per_instance": num_masked / len(instances),
           "words_per_instance": sum(map(len, words)) / len(instances),
@@ -109,13 +111,14 @@ def _decoded(instance):
     else:
       out.append(tokens[index])
       index += 1
-  return "".join(out).replace("##", "").replace("[SEP]", " [SEP] ").replace("[CLS]", "[CLS] ")
+  text = "".join(out).replace("##", "")
+  return text.replace("[SEP]", " [SEP] ").replace("[CLS]", "[CLS] ")
 
 
 def main(_):
-  corpus = base._shared("data", "pretrain", "zh_cmrc2018_dev_wiki.txt")  # pylint: disable=protected-access
-  vocab = base._shared("data", "vocab", "chinese_L-12_H-768_A-12",  # pylint: disable=protected-access
-                       "vocab.txt")
+  shared = base._shared  # pylint: disable=protected-access
+  corpus = shared("data", "pretrain", "zh_cmrc2018_dev_wiki.txt")
+  vocab = shared("data", "vocab", "chinese_L-12_H-768_A-12", "vocab.txt")
   start = time.process_time()
   whole_words.load_segmenter()
   load_s = time.process_time() - start
@@ -156,8 +159,7 @@ def main(_):
         "in brackets; %d positions):" % len(instance.masked_lm_positions))
   print(_decoded(instance))
   print("masked words:", " ".join(
-      "".join(whole_words.unmasked_tokens(instance)[p].replace("##", "") for p in g)
-      for g in _masked_words(instance)))
+      _text(instance, g) for g in _masked_words(instance)))
 
 
 if __name__ == "__main__":

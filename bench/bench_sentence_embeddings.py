@@ -72,7 +72,8 @@ def define_flags():
 
 
 def _sentences(num_lines):
-  path = base._shared("data", "glue", "SST-2", "dev.tsv")  # pylint: disable=protected-access
+  # pylint: disable-next=protected-access
+  path = base._shared("data", "glue", "SST-2", "dev.tsv")
   with open(path, encoding="utf-8") as f:
     next(f)
     sentences = [line.split("\t")[0].strip() for line in f if line.strip()]

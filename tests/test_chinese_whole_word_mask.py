@@ -59,12 +59,7 @@ def marking(jieba, tokenizer):
 
 def _shown(tokens):
   """Tokens with a `+` before each word continuation."""
-  return ["+" * (type(t) is whole_words.WordContinuation) + t  # pylint: disable=unidiomatic-typecheck
-          for t in tokens]
-
-
-def _is_cjk(text):
-  return all(tokenization._is_chinese_char(ord(c)) for c in text)  # pylint: disable=protected-access
+  return ["+" * whole_words.is_continuation(t) + t for t in tokens]
 
 
 def test_continuations_follow_jieba_words_and_tokens_are_unchanged(
@@ -90,13 +85,14 @@ def test_every_wiki_line_keeps_its_tokens_and_groups_are_jieba_words(
   for line in lines:
     tokens = marking.tokenize(line)
     assert tokens == tokenizer.tokenize(line), line
-    num_marked += sum(type(t) is whole_words.WordContinuation for t in tokens)  # pylint: disable=unidiomatic-typecheck
+    num_marked += sum(map(whole_words.is_continuation, tokens))
     if "[UNK]" in tokens:
       continue
     groups = ["".join(tokens[i] for i in group)
               for group in whole_words.word_groups(tokens)]
-    want = [w for w in jieba.lcut(line) if len(w) > 1 and _is_cjk(w)]
-    assert [g for g in groups if len(g) > 1 and _is_cjk(g)] == [
+    want = [w for w in jieba.lcut(line)
+            if len(w) > 1 and whole_words.is_chinese(w)]
+    assert [g for g in groups if len(g) > 1 and whole_words.is_chinese(g)] == [
         w.lower() for w in want], line
   assert num_marked > len(lines)
 
@@ -177,7 +173,7 @@ def test_masked_spans_are_whole_words_within_the_budget(wiki_instances):
     for group in whole_words.word_groups(tokens):
       inside = [p in masked for p in group]
       assert all(inside) or not any(inside), (group, _shown(tokens))
-      if all(inside) and len(group) > 1 and _is_cjk(
+      if all(inside) and len(group) > 1 and whole_words.is_chinese(
           "".join(tokens[p] for p in group)):
         num_long_words += 1
       if not any(inside):
@@ -202,7 +198,7 @@ def test_documents_are_the_same_tokens_as_without_the_flag(jieba, tokenizer):
   sources = [(data_path(*_ZH_SAMPLE), 0, None)]
   marked = cpd._read_documents(sources, tokenizer, chinese_words_too=True)
   assert marked == cpd._read_documents(sources, tokenizer)
-  assert any(type(t) is whole_words.WordContinuation  # pylint: disable=unidiomatic-typecheck
+  assert any(whole_words.is_continuation(t)
              for document in marked for segment in document for t in segment)
 
 
@@ -239,8 +235,9 @@ def test_beam_shards_with_the_flag_equal_worker_parts(jieba, tokenizer,
   (tmp_path / "w").mkdir()
   (tmp_path / "b").mkdir()
   cpd._run_workers(files, tokenizer, _OPTIONS, 5, 2, [str(tmp_path / "w/o")])
-  flag_values = types.SimpleNamespace(num_shards=2, num_workers=1, pipeline_options=(
-      "--runner=DirectRunner,--direct_running_mode=in_memory"))
+  flag_values = types.SimpleNamespace(
+      num_shards=2, num_workers=1,
+      pipeline_options="--runner=DirectRunner,--direct_running_mode=in_memory")
   beam_instances.run_shards(files, [str(tmp_path / "b/o")], cpd._run_part,
                             flag_values, tokenizer,
                             dict(_OPTIONS, parts_flag="num_shards"), 5)
@@ -271,7 +268,7 @@ def _start_cli(output, **env):
 
 @pytest.mark.e2e
 @pytest.mark.slow
-def test_cli_with_the_flag_writes_the_library_records_and_without_jieba_one_line(
+def test_cli_writes_the_library_records_and_without_jieba_one_line(
     jieba, tokenizer, tmp_path):
   """The command line with the flag writes what `create_training_instances`
   makes; with a jieba that fails to import (as a missing one does) it

@@ -4,8 +4,9 @@
 choice over `word_groups`. The rest is `--do_chinese_whole_word_mask`:
 Chinese text tokenizes to one WordPiece token per character, so the
 reference's whole-word masking (a `##` piece joins the word before it)
-masks single characters. Here each line is also cut into words by jieba (dictionary and
-HMM shipped in the package: nothing is downloaded), as in the Chinese
+masks single characters. Here each line is also cut into words by jieba
+(dictionary and HMM shipped in the package: nothing is downloaded), as in
+the Chinese
 BERT-wwm models (Cui et al. 2019, "Pre-Training with Whole Word Masking for
 Chinese BERT"). A Chinese character token that continues the segmenter word
 of the token just before it is returned as a `WordContinuation`: a `str`
@@ -28,7 +29,8 @@ from absl import logging
 from bert_tf.tasks.pretraining import shuffle as pretraining_shuffle
 import tokenization
 
-__all__ = ["WordContinuation", "check_installed", "load_segmenter",
+__all__ = ["WordContinuation", "is_continuation", "is_chinese",
+           "check_installed", "load_segmenter",
            "WordMarkingTokenizer", "word_groups", "choose_whole_words",
            "unmasked_tokens"]
 
@@ -47,9 +49,20 @@ class WordContinuation(str):
   __slots__ = ()
 
 
+def is_continuation(token):
+  """Whether `token` (str) is a `WordContinuation` (a plain str is not)."""
+  return isinstance(token, WordContinuation)
+
+
 def _is_chinese_char(char):
   """The tokenizer's own CJK test, which makes a character its own token."""
-  return tokenization._is_chinese_char(ord(char))  # pylint: disable=protected-access
+  # pylint: disable-next=protected-access
+  return tokenization._is_chinese_char(ord(char))
+
+
+def is_chinese(text):
+  """Whether `text` (str) is non-empty and all Chinese characters."""
+  return bool(text) and all(_is_chinese_char(char) for char in text)
 
 
 def _missing_message():
@@ -185,7 +198,7 @@ def word_groups(tokens):
       after_special = True
       continue
     if groups and (token.startswith("##") or (
-        not after_special and type(token) is WordContinuation)):  # pylint: disable=unidiomatic-typecheck
+        not after_special and is_continuation(token))):
       groups[-1].append(index)
     else:
       groups.append([index])
