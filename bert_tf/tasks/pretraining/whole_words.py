@@ -192,17 +192,16 @@ def word_groups(tokens):
     list of lists of int, in order.
   """
   groups = []
-  after_special = True
   for index, token in enumerate(tokens):
     if token == "[CLS]" or token == "[SEP]":
-      after_special = True
       continue
+    # `type() is`, not a call: this runs for every token of every instance.
     if groups and (token.startswith("##") or (
-        not after_special and is_continuation(token))):
+        type(token) is WordContinuation and  # pylint: disable=unidiomatic-typecheck
+        tokens[index - 1] != "[CLS]" and tokens[index - 1] != "[SEP]")):
       groups[-1].append(index)
     else:
       groups.append([index])
-    after_special = False
   return groups
 
 
