@@ -14,19 +14,22 @@ cd "$(dirname "$0")"
 # Options, in any order: --test (test requirements), --gpu (NVIDIA GPU
 # support: TensorFlow's CUDA libraries as pip wheels), --beam (Apache Beam
 # and the corpus libraries: requirements-beam.txt; --test adds them too),
-# --print-stack (print the Python, its stack and the venv, check them, and
+# --chinese (the jieba word segmenter for Chinese whole-word masking:
+# requirements-chinese.txt; --test adds it too), --print-stack (print the Python, its stack and the venv, check them, and
 # install nothing).
 WITH_TEST=0
 WITH_GPU=0
 WITH_BEAM=0
+WITH_CHINESE=0
 PRINT_STACK=0
 for arg in "$@"; do
   case "$arg" in
     --test) WITH_TEST=1 ;;
     --gpu) WITH_GPU=1 ;;
     --beam) WITH_BEAM=1 ;;
+    --chinese) WITH_CHINESE=1 ;;
     --print-stack) PRINT_STACK=1 ;;
-    *) echo "setup.sh: unknown option $arg (expected --test, --gpu, --beam and/or --print-stack)" >&2
+    *) echo "setup.sh: unknown option $arg (expected --test, --gpu, --beam, --chinese and/or --print-stack)" >&2
        exit 2 ;;
   esac
 done
@@ -92,6 +95,11 @@ fi
 if [ "$WITH_BEAM" = 1 ] || [ "$WITH_TEST" = 1 ]; then
   $PIP install -q --disable-pip-version-check --use-pep517 \
     -r "$REQUIREMENTS" -r requirements-beam.txt
+fi
+# jieba publishes only a source archive (pure Python, no dependencies).
+if [ "$WITH_CHINESE" = 1 ] || [ "$WITH_TEST" = 1 ]; then
+  $PIP install -q --disable-pip-version-check --use-pep517 \
+    -r requirements-chinese.txt
 fi
 if [ "$WITH_GPU" = 1 ]; then
   # The same tensorflow wheel plus its and-cuda extra (nvidia-* packages).

@@ -162,9 +162,10 @@ def test_requirements_txt_is_both_stacks_and_test_pins_are_exact():
                                                     "requirements.txt"))
            if line.strip() and not line.startswith("#")]
   assert lines == ["-r " + name for name in sorted(STACKS)]
-  for line in read_lines(os.path.join(REPO_ROOT, "requirements-test.txt")):
-    if line.strip() and not line.startswith("#"):
-      assert _PIN.match(line) and _PIN.match(line).group(0) == line, line
+  for name in ("requirements-test.txt", "requirements-chinese.txt"):
+    for line in read_lines(os.path.join(REPO_ROOT, name)):
+      if line.strip() and not line.startswith("#"):
+        assert _PIN.match(line) and _PIN.match(line).group(0) == line, line
 
 
 def test_ci_runs_the_readme_command_on_2_15_and_quick_plus_e2e_on_2_21():
