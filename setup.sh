@@ -7,8 +7,9 @@
 # The Python picks the stack (one pinned file each):
 #   Python 3.9-3.11   TensorFlow 2.15 (Estimator, TPU)   requirements-tf2.15.txt
 #   Python 3.12-3.13  TensorFlow 2.21 (session runner)   requirements-tf2.21.txt
-# Environment: PYTHON (default python3.11, else python3) chooses the Python;
-# VENV (default .venv) the virtual environment's folder.
+# Environment: PYTHON chooses the Python (default: the Python of an existing
+# $VENV, else python3.11, else python3); VENV (default .venv) the virtual
+# environment's folder.
 set -euo pipefail
 cd "$(dirname "$0")"
 # Options, in any order: --test (test requirements), --gpu (NVIDIA GPU
@@ -46,15 +47,21 @@ stack_requirements() {
   esac
 }
 
-PY="${PYTHON:-python3.11}"
-if [ -z "${PYTHON:-}" ] && ! command -v "$PY" >/dev/null 2>&1; then
-  PY=python3
-fi
 VENV="${VENV:-.venv}"
 case "$VENV" in
   *[[:space:]]*) echo "error: VENV=$VENV: expected a folder name without spaces" >&2
                  exit 1 ;;
 esac
+PY="${PYTHON:-python3.11}"
+if [ -z "${PYTHON:-}" ]; then
+  if [ -n "$(python_version "$VENV/bin/python")" ]; then
+    # An existing venv keeps its Python (and so its stack): PYTHON=python3.13
+    # ./quickstart.sh, then ./setup.sh --test, works on the same .venv.
+    PY="$VENV/bin/python"
+  elif ! command -v "$PY" >/dev/null 2>&1; then
+    PY=python3
+  fi
+fi
 PY_VERSION="$(python_version "$PY")"
 if [ -z "$PY_VERSION" ]; then
   echo "error: PYTHON=$PY: expected a Python 3.9-3.13 interpreter (it does not run)" >&2

@@ -128,6 +128,35 @@ def test_an_existing_venv_of_another_python_is_one_line(tmp_path):
   assert _printed(stdout)["venv"] == str(venv)
 
 
+def test_without_python_an_existing_venv_keeps_its_python(tmp_path):
+  """After `PYTHON=python3.13 ./quickstart.sh`, a plain `./setup.sh --test`
+  reuses .venv's Python 3.13 (it was `error: .venv: holds Python 3.13,
+  expected 3.11`); PYTHON still chooses, and a broken venv is refused."""
+  venv = tmp_path / "venv"
+  venv_python = _fake_python(venv / "bin", "python", "3.13")
+  bin_dir = tmp_path / "bin"
+  bin_dir.mkdir()
+  for tool in ("dirname", "grep"):
+    os.symlink(shutil.which(tool), str(bin_dir / tool))
+  _fake_python(bin_dir, "python3.11", "3.11")
+  status, stdout, stderr = _setup(tmp_path, path=str(bin_dir))
+  assert status == 0, stderr
+  assert _printed(stdout)["python"] == venv_python
+  assert _printed(stdout)["version"] == "3.13"
+  assert _printed(stdout)["requirements"] == "requirements-tf2.21.txt"
+  python = str(bin_dir / "python3.11")
+  status, _, stderr = _setup(tmp_path, path=str(bin_dir), PYTHON=python)
+  assert status == 1 and "holds Python 3.13, expected 3.11" in stderr
+  os.remove(venv_python)  # A venv whose Python is gone: the default again.
+  with open(venv_python, "w", encoding="utf-8") as f:
+    f.write("#!/bin/sh\nexit 1\n")
+  os.chmod(venv_python, 0o755)
+  status, _, stderr = _setup(tmp_path, path=str(bin_dir))
+  assert status == 1
+  assert stderr.startswith("error: %s: holds Python (broken), expected 3.11"
+                           % venv)
+
+
 def test_a_venv_name_with_spaces_is_one_line(tmp_path):
   python = _fake_python(tmp_path / "bin", "python3.12", "3.12")
   status, _, stderr = _setup(tmp_path, PYTHON=python,
