@@ -90,6 +90,16 @@ fi
 PIP="$VENV/bin/python -m pip"
 $PIP install -q --disable-pip-version-check --use-pep517 -r "$REQUIREMENTS"
 if [ "$WITH_TEST" = 1 ]; then
+  # PyTorch's CPU build first (about 190 MB; PyPI's default wheel is the CUDA
+  # build, several GB with its nvidia-* packages). `torch==X` also matches
+  # X+cpu (PEP 440), so the test requirements keep it. Where PyTorch's index
+  # cannot be reached, the default index's wheel is installed instead.
+  TORCH_PIN="$(grep -o '^torch==[^;[:space:]]*' requirements-test.txt)"
+  if ! $PIP show -q torch >/dev/null 2>&1 &&
+     ! $PIP install -q --disable-pip-version-check --no-deps "$TORCH_PIN" \
+         --index-url https://download.pytorch.org/whl/cpu; then
+    echo "setup.sh: PyTorch's CPU index is not reachable; installing $TORCH_PIN from the default index (the CUDA build on Linux)" >&2
+  fi
   $PIP install -q --disable-pip-version-check -r requirements-test.txt
 fi
 # --test installs it too: the suite tests the Beam pipelines (under CI a

@@ -210,3 +210,28 @@ def test_ci_runs_the_readme_command_on_2_15_and_quick_plus_e2e_on_2_21():
   with open(os.path.join(REPO_ROOT, "pyproject.toml"), encoding="utf-8") as f:
     pyproject = f.read()
   assert '"e2e: ' in pyproject  # Registered (pytest runs --strict-markers).
+
+
+def test_test_requirements_get_pytorchs_cpu_build_first(tmp_path):
+  """`setup.sh --test` installs torch from PyTorch's CPU index before the
+  test requirements (whose `torch==X` then keeps `X+cpu`); PyPI's default
+  wheel is the CUDA build. A stand-in venv Python logs each pip call."""
+  venv = tmp_path / "venv"
+  (venv / "bin").mkdir(parents=True)
+  log = tmp_path / "pip.log"
+  python = venv / "bin" / "python"
+  python.write_text('#!/bin/sh\necho "$@" >> %s\ncase "$*" in *"pip show"*) '
+                    'exit 1 ;; esac\necho 3.11\n' % log, encoding="utf-8")
+  os.chmod(str(python), 0o755)
+  env = dict(os.environ, VENV=str(venv))
+  env.pop("PYTHON", None)
+  result = subprocess.run([shutil.which("bash"), SETUP, "--test"],
+                          capture_output=True, text=True, env=env, timeout=60)
+  assert result.returncode == 0, result.stderr
+  calls = [line for line in read_lines(str(log)) if " pip " in line]
+  cpu = [i for i, line in enumerate(calls)
+         if "--index-url https://download.pytorch.org/whl/cpu" in line]
+  tests = [i for i, line in enumerate(calls)
+           if "-r requirements-test.txt" in line]
+  assert len(cpu) == 1 and "torch==2.13.0 " in calls[cpu[0]] + " "
+  assert tests and cpu[0] < tests[0]
