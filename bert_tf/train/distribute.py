@@ -55,7 +55,7 @@ def parse_tf_config(text):
   if not text:
     raise ValueError("TF_CONFIG is not set: --distribution_strategy="
                      "multi_worker_mirrored needs it to name the cluster and "
-                     "this task (see README)")
+                     "this task (see docs/scale.md)")
   try:
     config = json.loads(text)
   except ValueError as e:
