@@ -177,6 +177,17 @@ def test_num_shards_names_itself_in_part_errors(tmp_path):
         [str(path)], ["a", "b"], 3, "num_shards")
 
 
+def test_workers_log_warnings_only_unless_the_options_say_otherwise():
+  _beam()
+  options = beam_support.pipeline_options("", 2).get_all_options()
+  assert options["default_sdk_harness_log_level"] == "WARNING"
+  assert options["sdk_harness_log_level_overrides"] == {
+      "apache_beam": "ERROR", "__main__": "ERROR"}
+  options = beam_support.pipeline_options(
+      "--runner=DirectRunner,--default_sdk_harness_log_level=INFO", 2)
+  assert options.get_all_options()["default_sdk_harness_log_level"] == "INFO"
+
+
 def test_pipeline_options_split_at_commas_before_dashes():
   assert beam_support.split_pipeline_options(
       "--runner=DirectRunner, --experiments=a,b,--direct_num_workers=2") == [

@@ -16,6 +16,7 @@ context longer than one window is answered by the span search of
 """
 
 import json
+import logging as std_logging
 import os
 import tempfile
 
@@ -113,6 +114,18 @@ def encode_text(tokenizer, text_a, text_b, max_seq_length):
   return input_ids, input_mask, segment_ids, truncated
 
 
+# What TensorFlow logs at each load of a SavedModel without fingerprint.pb.
+_FINGERPRINT_NOTES = ("Fingerprint not found",
+                      "path_and_singleprint metric could not be logged")
+
+
+def _no_fingerprint_note(record):
+  """Drops TensorFlow's notes that an export has no fingerprint: it is
+  written by `SavedModelBuilder`, which writes no fingerprint.pb (a
+  checksum for TensorFlow's metrics), and it loads without one."""
+  return not record.getMessage().startswith(_FINGERPRINT_NOTES)
+
+
 class BertServingModel(object):
   """A loaded export: its `serving_default` signature plus its tokenizer.
 
@@ -138,7 +151,14 @@ class BertServingModel(object):
     self.tokenizer = tokenization.FullTokenizer(
         vocab_file=vocab_file, do_lower_case=self.config["do_lower_case"])
     logging.info("Loading SavedModel %s (%s)", self.version_dir, self.kind)
-    self._loaded = tf2.saved_model.load(self.version_dir)
+    loggers = [std_logging.getLogger(name) for name in ("absl", "tensorflow")]
+    for logger in loggers:
+      logger.addFilter(_no_fingerprint_note)
+    try:
+      self._loaded = tf2.saved_model.load(self.version_dir)
+    finally:
+      for logger in loggers:
+        logger.removeFilter(_no_fingerprint_note)
     self._signature = self._loaded.signatures["serving_default"]
 
   def run(self, input_ids, input_mask, segment_ids):
