@@ -27,6 +27,9 @@ from helpers import skip_or_fail
 
 _README = os.path.join(REPO_ROOT, "README.md")
 _TEST_COMMAND = "./setup.sh --test && .venv/bin/python -m pytest tests -q"
+# The docs/ blocks marked `<!-- docs-test: NAME -->`.
+_DOCS_BLOCKS = ("sample-two-workers", "multi-label", "long-documents",
+                "best-checkpoint", "masked-lm")
 # docs/ blocks that would run for minutes: the same commands on less data.
 _TINY = {
     "multi-label": [("head -4000 ", "head -64 "),
@@ -177,13 +180,11 @@ def _docs_blocks():
 
 
 def test_docs_blocks_are_found():
-  assert {name for name, _, _ in _docs_blocks()} >= {
-      "multi-label", "long-documents", "best-checkpoint"}
+  assert {name for name, _, _ in _docs_blocks()} == set(_DOCS_BLOCKS)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["multi-label", "long-documents",
-                                  "best-checkpoint"])
+@pytest.mark.parametrize("name", _DOCS_BLOCKS)
 def test_docs_block_runs_as_shown(tmp_path, name):
   (page, block), = [(page, block) for found, page, block in _docs_blocks()
                     if found == name]

@@ -146,12 +146,16 @@ def random_next_ranges(parts, num_documents):
   their own documents only, as the reference does.
 
   Returns:
-    list of lists of `(path, start, end)`, one per part (empty: none).
+    list of lists of `(path, start, end)`, one per part (empty: none); each
+    borrowing is logged.
   """
   borrowed = []
   for k, count in enumerate(num_documents):
     if count == 1 and len(parts) > 1:
       borrowed.append(parts[k + 1] if k + 1 < len(parts) else parts[k - 1])
+      logging.info("part %d/%d holds one document: its random next segments "
+                   "come from %s", k, len(parts),
+                   describe_ranges(borrowed[-1]))
     else:
       borrowed.append([])
   return borrowed
