@@ -225,14 +225,20 @@ def test_lines_are_decoded_like_the_reference(tmp_path):
                        [["second", "doc", "here"]]]
 
 
-def test_workers_write_parts_with_their_own_seeds(tmp_path):
-  files = write_corpus(tmp_path)
-  tokenizer = _tokenizer("vocab.txt")
+def _two_workers(files, tokenizer, tmp_path):
+  """Runs `--num_workers=2` (seed 7, 16 tokens, 3 dupes) in process;
+  returns (the two output paths, the number of instances)."""
   options = {"max_seq_length": 16, "dupe_factor": 3, "short_seq_prob": 0.1,
              "masked_lm_prob": 0.15, "max_predictions_per_seq": 3,
              "do_whole_word_mask": False}
   outputs = [str(tmp_path / "a.tfrecord"), str(tmp_path / "b.tfrecord")]
-  total = cpd._run_workers(files, tokenizer, options, 7, 2, outputs)
+  return outputs, cpd._run_workers(files, tokenizer, options, 7, 2, outputs)
+
+
+def test_workers_write_parts_with_their_own_seeds(tmp_path):
+  files = write_corpus(tmp_path)
+  tokenizer = _tokenizer("vocab.txt")
+  outputs, total = _two_workers(files, tokenizer, tmp_path)
   parts, _ = pretraining_processes.split_corpus(files, 2)
   serializer = pretraining_records.ExampleSerializer(tokenizer, 16, 3)
   count = 0
@@ -441,11 +447,7 @@ def test_two_workers_split_three_documents_into_two_parts(tmp_path):
   takes its random next segments from part 0's documents, never its own."""
   files = write_three_documents(tmp_path / "three.txt")
   tokenizer = _tokenizer("vocab.txt")
-  options = {"max_seq_length": 16, "dupe_factor": 3, "short_seq_prob": 0.1,
-             "masked_lm_prob": 0.15, "max_predictions_per_seq": 3,
-             "do_whole_word_mask": False}
-  outputs = [str(tmp_path / "a.tfrecord"), str(tmp_path / "b.tfrecord")]
-  total = cpd._run_workers(files, tokenizer, options, 7, 2, outputs)
+  outputs, total = _two_workers(files, tokenizer, tmp_path)
   parts, num_documents = pretraining_processes.split_corpus(files, 2)
   assert num_documents == [2, 1]
   own = cpd._read_documents(parts[1], tokenizer)
