@@ -203,18 +203,21 @@ def _module_file(python, module, cwd):
   return result.stdout.strip().splitlines()[-1]
 
 
-def _installed_top_level_names(python):
+def _installed_top_level_names(python, cwd):
   """The top-level importable names that the installed distribution holds.
 
   Read from its `RECORD` (every installed file), cross-checked with
   `top_level.txt`; files outside site-packages (console scripts) and the
-  dist-info folder itself are not names.
+  dist-info folder itself are not names. Run in `cwd`, not the checkout,
+  and without PYTHONPATH: a `bert_tf.egg-info/` that `pip install .` left
+  in the checkout would be found first.
   """
   code = ("import importlib.metadata as m, json; d = m.distribution('bert-tf');"
           " print(json.dumps([[str(f) for f in d.files], "
           "d.read_text('top_level.txt')]))")
+  env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
   result = subprocess.run([python, "-c", code], capture_output=True,
-                          text=True, timeout=300)
+                          text=True, timeout=300, cwd=cwd, env=env)
   assert result.returncode == 0, result.stderr[-2000:]
   files, top_level = json.loads(result.stdout.strip().splitlines()[-1])
   names = set()
@@ -244,7 +247,7 @@ def test_install_into_fresh_venv_gives_working_console_commands(tmp_path):
       str(tmp_path / "venv"))
   # Exactly the package and the root modules are installed: no other
   # top-level name (no tests/, bench/, or a stray helper module).
-  assert _installed_top_level_names(python) == (
+  assert _installed_top_level_names(python, str(work)) == (
       {"bert_tf"} | set(_root_modules()))
 
   # --help lists the script's own flags too (absl lists those of the module
