@@ -16,13 +16,14 @@ next-sentence sampling, truncation and masking in a fixed draw order.
 `--num_workers N` (N > 1) cuts the corpus at document boundaries into N parts
 of about equal size; part k runs the same algorithm in its own process with
 seed `random_seed + k` (other, equally valid instances than N = 1: random-next
-segments come from the part, the final shuffle is per part; memory grows with
-the largest part). `--num_shards N` runs them as an Apache Beam pipeline.
+segments come from the part, or, for a part of one document, from a
+neighbouring part; the final shuffle is per part; memory grows with the
+largest part). `--num_shards N` runs them as an Apache Beam pipeline.
 
-Differences from the reference (see README): a corpus (or, with
-`--num_workers`, a part) with fewer than two documents is refused, because
-next-sentence prediction would then label real continuations as random; and
-when ten draws in a row pick the current document as the "random" one, drawing
+Differences from the reference (docs/differences.md): a corpus (or a part
+and its random-next documents) of fewer than two documents is refused, as
+next-sentence prediction would label real continuations as random; and when
+ten draws in a row pick the current document as the "random" one, drawing
 continues until another document comes up.
 """
 
@@ -270,16 +271,20 @@ def create_training_instances(input_files, tokenizer, max_seq_length,
 def _instances_from_documents(documents, tokenizer, max_seq_length,
                               dupe_factor, short_seq_prob, masked_lm_prob,
                               max_predictions_per_seq, rng, do_whole_word_mask,
-                              prefix=""):
-  """Shuffles `documents` in place; makes all passes' instances; shuffles."""
+                              prefix="", random_next_only=()):
+  """Shuffles `documents` in place; makes all passes' instances; shuffles.
+  `random_next_only`: documents drawn only as "random next" B segments."""
   logging.info("%s%d documents", prefix, len(documents))
   pretraining_shuffle.shuffle(documents, rng)
+  num_own = len(documents)
+  if random_next_only:
+    documents = documents + list(random_next_only)
   vocab_words = list(tokenizer.vocab.keys())
   instances = []
   for pass_index in range(dupe_factor):
     progress = pretraining_processes.Progress(
         "documents of pass %d/%d" % (pass_index + 1, dupe_factor), prefix)
-    for document_index in range(len(documents)):
+    for document_index in range(num_own):
       instances.extend(create_instances_from_document(
           documents, document_index, max_seq_length, short_seq_prob,
           masked_lm_prob, max_predictions_per_seq, vocab_words, rng,
@@ -312,12 +317,8 @@ def create_instances_from_document(all_documents, document_index,
     rng: `random.Random`.
     do_whole_word_mask: bool, mask all WordPieces of a word together.
 
-  Returns:
-    list of `TrainingInstance`.
-
-  Raises:
-    ValueError: if there are fewer than two documents or
-      `max_seq_length < 5`.
+  Returns a list of `TrainingInstance`; raises ValueError if there are fewer
+  than two documents or `max_seq_length < 5`.
   """
   if len(all_documents) < 2:
     raise ValueError(
@@ -557,16 +558,13 @@ def _run_workers(input_files, tokenizer, options, random_seed, num_workers,
                  output_files):
   """Runs the reference algorithm on `num_workers` parts in parallel.
 
-  Part k of the corpus (cut at document boundaries) runs in its own process
-  with `random.Random(random_seed + k)` and writes its own output file(s)
-  (see `pretraining_processes.run_parts`). `options` holds the keyword
-  values of `_instances_from_documents` by flag name (+ `parts_flag`).
-
-  Returns:
-    int, the total number of instances written.
+  Part k of the corpus runs in its own process with `random.Random(
+  random_seed + k)` and writes its own output file(s) (`pretraining_processes.
+  run_parts`). `options`: the keyword values of `_instances_from_documents`
+  by flag name (+ `parts_flag`). Returns the number of instances written.
 
   Raises:
-    ValueError: when a part holds fewer than two documents.
+    ValueError: when a part holds no document, or one without another.
   """
   results = pretraining_processes.run_parts(
       input_files, num_workers, output_files, _run_part, tokenizer, options,
@@ -575,28 +573,31 @@ def _run_workers(input_files, tokenizer, options, random_seed, num_workers,
 
 
 def _run_part(part_index, num_parts, ranges, output_files, tokenizer, options,
-              random_seed):
-  """Makes and writes one part's instances (in a worker process).
+              random_seed, random_next_from=()):
+  """Makes and writes one part's instances (in a worker process); returns
+  a dict with the part's `documents` and `instances` counts.
 
-  Returns:
-    dict with the part's `documents` and `instances` counts.
+  `random_next_from`: byte ranges of a part whose documents give a part of
+  one document its "random next" segments (they make no instances here).
   """
   prefix = "part %d/%d: " % (part_index, num_parts)
   with io_utils.gc_paused():
-    documents = _read_documents(
-        ranges, tokenizer, prefix,
-        chinese_words_too=options.get("do_chinese_whole_word_mask", False))
+    chinese_words_too = options.get("do_chinese_whole_word_mask", False)
+    documents = _read_documents(ranges, tokenizer, prefix,
+                                chinese_words_too=chinese_words_too)
+    others = (_read_documents(random_next_from, tokenizer, prefix,
+                              chinese_words_too=chinese_words_too)
+              if random_next_from else [])
     _check_num_documents(
-        documents, "--%s=%d: part %d of the corpus (%s)" % (
-            options.get("parts_flag", "num_workers"), num_parts, part_index,
-            pretraining_processes.describe_ranges(ranges)))
+        documents and documents + others, "--%s=%d: part %d of the corpus "
+        "(%s)" % (options.get("parts_flag", "num_workers"), num_parts,
+                  part_index, pretraining_processes.describe_ranges(ranges)))
     instances = _instances_from_documents(
         documents, tokenizer, options["max_seq_length"],
         options["dupe_factor"], options["short_seq_prob"],
         options["masked_lm_prob"], options["max_predictions_per_seq"],
         random.Random(random_seed + part_index),
-        (options["do_whole_word_mask"] or
-         options.get("do_chinese_whole_word_mask", False)), prefix)
+        options["do_whole_word_mask"] or chinese_words_too, prefix, others)
     serializer = pretraining_records.ExampleSerializer(
         tokenizer, options["max_seq_length"],
         options["max_predictions_per_seq"])

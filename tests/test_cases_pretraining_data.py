@@ -175,12 +175,13 @@ def test_single_document_list_is_refused_by_the_library():
         ["hello", "tom", "sawyer"], random.Random(1))
 
 
-def test_worker_part_with_one_document_is_refused(tmp_path, tokenizer):
+def test_worker_part_without_a_document_is_refused(tmp_path, tokenizer):
   path = _write(tmp_path, "three.txt", "one a\n\ntwo b\n\nthree c\n")
-  with pytest.raises(ValueError, match=r"--num_workers=2: part 1 of the "
-                     r"corpus .* holds 1 document.*at least two documents "
-                     r"per part \(documents are separated by blank lines\)"):
-    cpd._run_workers([path], tokenizer, {}, 1, 2, [str(tmp_path / "o")])
+  with pytest.raises(ValueError, match=r"--num_workers=4: part 1 of the "
+                     r"corpus .* holds no document; the corpus has 3 "
+                     r"document\(s\) \(documents are separated by blank "
+                     r"lines\)"):
+    cpd._run_workers([path], tokenizer, {}, 1, 4, [str(tmp_path / "o")])
 
 
 @pytest.mark.slow

@@ -4,6 +4,7 @@ through Python, saved_model_cli and the prediction script, and bad input is
 refused in one line."""
 
 import json
+import logging
 import os
 import re
 import shutil
@@ -222,6 +223,17 @@ def test_a_pretrained_checkpoint_without_the_head_is_refused(tmp_path):
   with pytest.raises(ValueError, match=r"lacks 2 of the model's \d+ "
                      r"variables \(output_weights, output_bias\)"):
     _export_classifier(_model_file("bert_model.ckpt"), str(tmp_path / "x"))
+
+
+def test_loading_an_export_logs_no_fingerprint_note(classifier, caplog):
+  """TensorFlow logged `Fingerprint not found. Saved model loading will
+  continue.` at every load of an export (predict_saved_model.py printed
+  it per export)."""
+  with caplog.at_level(logging.INFO):
+    serving.BertServingModel(classifier[3])
+  assert "Loading SavedModel" in caplog.text
+  assert "Fingerprint" not in caplog.text
+  assert "singleprint" not in caplog.text
 
 
 def test_a_checkpoint_without_global_step_is_exported(classifier, tmp_path):

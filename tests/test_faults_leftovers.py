@@ -87,7 +87,7 @@ def _interrupted(*_):
 
 def test_ctrl_c_in_a_worker_is_no_traceback(capfd):
   with pytest.raises(KeyboardInterrupt):
-    processes._run_processes(_interrupted, [(0,), (1,)])  # pylint: disable=protected-access
+    processes._run_processes(_interrupted, [((0,), {}), ((1,), {})])  # pylint: disable=protected-access
   assert "Traceback" not in capfd.readouterr().err
 
 
@@ -100,7 +100,7 @@ _SLEEPING_PARENT = """
       time.sleep(120)
       return {}
 
-    processes._run_processes(sleep, [(0, sys.argv[1]), (1, sys.argv[1])])
+    processes._run_processes(sleep, [((0, sys.argv[1]), {}), ((1, sys.argv[1]), {})])
     """
 
 

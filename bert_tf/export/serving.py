@@ -15,6 +15,7 @@ context longer than one window is answered by the span search of
 `bert_tf.tasks.squad.predictions.write_predictions` over all of them.
 """
 
+import logging as std_logging
 import os
 import tempfile
 
@@ -158,6 +159,18 @@ def encode_text(tokenizer, text_a, text_b, max_seq_length):
   return input_ids, input_mask, segment_ids, truncated
 
 
+# What TensorFlow logs at each load of a SavedModel without fingerprint.pb.
+_FINGERPRINT_NOTES = ("Fingerprint not found",
+                      "path_and_singleprint metric could not be logged")
+
+
+def _no_fingerprint_note(record):
+  """Drops TensorFlow's notes that an export has no fingerprint: it is
+  written by `SavedModelBuilder`, which writes no fingerprint.pb (a
+  checksum for TensorFlow's metrics), and it loads without one."""
+  return not record.getMessage().startswith(_FINGERPRINT_NOTES)
+
+
 class BertServingModel(object):
   """A loaded export: its `serving_default` signature plus its tokenizer.
 
@@ -184,6 +197,9 @@ class BertServingModel(object):
     self.tokenizer = tokenization.FullTokenizer(
         vocab_file=vocab_file, do_lower_case=self.config["do_lower_case"])
     logging.info("Loading SavedModel %s (%s)", self.version_dir, self.kind)
+    loggers = [std_logging.getLogger(name) for name in ("absl", "tensorflow")]
+    for logger in loggers:
+      logger.addFilter(_no_fingerprint_note)
     try:
       self._loaded = tf2.saved_model.load(self.version_dir)
       self._signature = self._loaded.signatures["serving_default"]
@@ -193,6 +209,9 @@ class BertServingModel(object):
           "export is damaged (a truncated variables/ file?): export it "
           "again" % (self.version_dir, type(e).__name__,
                      disk.essential_text(e))) from None
+    finally:
+      for logger in loggers:
+        logger.removeFilter(_no_fingerprint_note)
 
   def run(self, input_ids, input_mask, segment_ids):
     """Runs the signature on a batch.

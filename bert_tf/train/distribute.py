@@ -56,7 +56,7 @@ def parse_tf_config(text):
   if not text:
     raise ValueError("TF_CONFIG is not set: --distribution_strategy="
                      "multi_worker_mirrored needs it to name the cluster and "
-                     "this task (see README)")
+                     "this task (see docs/scale.md)")
   config = json_file.loads(text, "TF_CONFIG")
   if not isinstance(config, dict):
     raise ValueError("TF_CONFIG: expected a JSON object with keys 'cluster' "
