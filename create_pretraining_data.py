@@ -16,13 +16,14 @@ next-sentence sampling, truncation and masking in a fixed draw order.
 `--num_workers N` (N > 1) cuts the corpus at document boundaries into N parts
 of about equal size; part k runs the same algorithm in its own process with
 seed `random_seed + k` (other, equally valid instances than N = 1: random-next
-segments come from the part, the final shuffle is per part; memory grows with
-the largest part). `--num_shards N` runs them as an Apache Beam pipeline.
+segments come from the part, or, for a part of one document, from a
+neighbouring part; the final shuffle is per part; memory grows with the
+largest part). `--num_shards N` runs them as an Apache Beam pipeline.
 
-Differences from the reference (see README): a corpus (or, with
-`--num_workers`, a part) with fewer than two documents is refused, because
-next-sentence prediction would then label real continuations as random; and
-when ten draws in a row pick the current document as the "random" one, drawing
+Differences from the reference (docs/differences.md): a corpus (or a part
+and its random-next documents) of fewer than two documents is refused, as
+next-sentence prediction would label real continuations as random; and when
+ten draws in a row pick the current document as the "random" one, drawing
 continues until another document comes up.
 """
 
@@ -41,6 +42,7 @@ import tensorflow.compat.v1 as tf
 
 from bert_tf import io as io_utils
 from bert_tf.corpus import instances as beam_instances
+from bert_tf.tasks.pretraining import whole_words
 from bert_tf.tasks.pretraining import processes as pretraining_processes
 from bert_tf.tasks.pretraining import records as pretraining_records
 from bert_tf.tasks.pretraining import shuffle as pretraining_shuffle
@@ -82,6 +84,11 @@ def define_flags():
   flags.DEFINE_bool("do_whole_word_mask", False,
                     "Mask every WordPiece of a chosen word together, not "
                     "pieces on their own.")
+  flags.DEFINE_bool(
+      "do_chinese_whole_word_mask", False,
+      "--do_whole_word_mask, and the characters of a Chinese word (cut by "
+      "the jieba segmenter: the chinese extra) are masked together; tokens "
+      "and ids are unchanged.")
   flags.DEFINE_integer("random_seed", 12345,
                        "Seed of the one random generator that drives every "
                        "choice.")
@@ -151,7 +158,7 @@ MaskedLmInstance = collections.namedtuple("MaskedLmInstance",
 # Reading text.
 
 
-def _read_documents(sources, tokenizer, prefix=""):
+def _read_documents(sources, tokenizer, prefix="", chinese_words_too=False):
   """Reads and tokenizes documents from `sources`, as the reference does.
 
   Args:
@@ -159,11 +166,15 @@ def _read_documents(sources, tokenizer, prefix=""):
       one stream (a new file does not start a new document by itself).
     tokenizer: object with `tokenize(text) -> list of str`.
     prefix: str put before progress log lines.
+    chinese_words_too: bool, mark the Chinese characters continuing a
+      segmenter word (`whole_words.WordMarkingTokenizer`; same tokens).
 
   Returns:
     list of documents; a document is a non-empty list of segments, a segment
     a non-empty list of str tokens. Documents left empty are dropped.
   """
+  if chinese_words_too:
+    tokenizer = whole_words.WordMarkingTokenizer(tokenizer)
   documents = [[]]
   progress = pretraining_processes.Progress(
       "lines read", prefix,
@@ -216,7 +227,8 @@ def _check_num_documents(documents, where):
 def create_training_instances(input_files, tokenizer, max_seq_length,
                               dupe_factor, short_seq_prob, masked_lm_prob,
                               max_predictions_per_seq, rng,
-                              do_whole_word_mask=False):
+                              do_whole_word_mask=False,
+                              do_chinese_whole_word_mask=False):
   """Reads `input_files` and returns the shuffled `TrainingInstance`s.
 
   Matches the reference release's draw order: documents are
@@ -234,36 +246,45 @@ def create_training_instances(input_files, tokenizer, max_seq_length,
     max_predictions_per_seq: int, cap on masked positions per instance.
     rng: `random.Random`, the only source of randomness.
     do_whole_word_mask: bool, mask all WordPieces of a word together.
+    do_chinese_whole_word_mask: bool, also mask the characters of a
+      segmenter word together (implies `do_whole_word_mask`).
 
   Returns:
     list of `TrainingInstance`.
 
   Raises:
-    ValueError: if the files hold fewer than two documents.
+    ValueError: if the files hold fewer than two documents, or jieba is
+      needed and missing.
   """
   with io_utils.gc_paused():
     sources = [(path, 0, None) for path in input_files]
-    documents = _read_documents(sources, tokenizer)
+    documents = _read_documents(sources, tokenizer,
+                                chinese_words_too=do_chinese_whole_word_mask)
     _check_num_documents(
         documents, "--input_file (%s)" % _describe_files(list(input_files)))
     return _instances_from_documents(
         documents, tokenizer, max_seq_length, dupe_factor, short_seq_prob,
-        masked_lm_prob, max_predictions_per_seq, rng, do_whole_word_mask)
+        masked_lm_prob, max_predictions_per_seq, rng,
+        do_whole_word_mask or do_chinese_whole_word_mask)
 
 
 def _instances_from_documents(documents, tokenizer, max_seq_length,
                               dupe_factor, short_seq_prob, masked_lm_prob,
                               max_predictions_per_seq, rng, do_whole_word_mask,
-                              prefix=""):
-  """Shuffles `documents` in place; makes all passes' instances; shuffles."""
+                              prefix="", random_next_only=()):
+  """Shuffles `documents` in place; makes all passes' instances; shuffles.
+  `random_next_only`: documents drawn only as "random next" B segments."""
   logging.info("%s%d documents", prefix, len(documents))
   pretraining_shuffle.shuffle(documents, rng)
+  num_own = len(documents)
+  if random_next_only:
+    documents = documents + list(random_next_only)
   vocab_words = list(tokenizer.vocab.keys())
   instances = []
   for pass_index in range(dupe_factor):
     progress = pretraining_processes.Progress(
         "documents of pass %d/%d" % (pass_index + 1, dupe_factor), prefix)
-    for document_index in range(len(documents)):
+    for document_index in range(num_own):
       instances.extend(create_instances_from_document(
           documents, document_index, max_seq_length, short_seq_prob,
           masked_lm_prob, max_predictions_per_seq, vocab_words, rng,
@@ -296,12 +317,8 @@ def create_instances_from_document(all_documents, document_index,
     rng: `random.Random`.
     do_whole_word_mask: bool, mask all WordPieces of a word together.
 
-  Returns:
-    list of `TrainingInstance`.
-
-  Raises:
-    ValueError: if there are fewer than two documents or
-      `max_seq_length < 5`.
+  Returns a list of `TrainingInstance`; raises ValueError if there are fewer
+  than two documents or `max_seq_length < 5`.
   """
   if len(all_documents) < 2:
     raise ValueError(
@@ -410,7 +427,9 @@ def create_masked_lm_predictions(tokens, masked_lm_prob,
     vocab_words: list of str, the vocabulary in file order.
     rng: `random.Random`.
     do_whole_word_mask: bool, a `##` piece joins the group before it (even
-      across a `[SEP]`, kept for parity) and groups are masked whole.
+      across a `[SEP]`, kept for parity), and so does a
+      `whole_words.WordContinuation` (not across a `[SEP]`); groups are
+      masked whole.
 
   Returns:
     (output_tokens, masked_lm_positions, masked_lm_labels): the masked
@@ -420,7 +439,7 @@ def create_masked_lm_predictions(tokens, masked_lm_prob,
   num_to_predict = min(max_predictions_per_seq,
                        max(1, int(round(len(tokens) * masked_lm_prob))))
   if do_whole_word_mask:
-    chosen = _choose_whole_words(tokens, num_to_predict, rng)
+    chosen = whole_words.choose_whole_words(tokens, num_to_predict, rng)
   else:
     # Each position its own group: shuffle (same draws as shuffling
     # one-element groups), then take the first `num_to_predict`.
@@ -438,32 +457,6 @@ def create_masked_lm_predictions(tokens, masked_lm_prob,
       output_tokens[index] = vocab_words[rng.randint(0, num_words - 1)]
   positions = sorted(chosen)
   return output_tokens, positions, [tokens[index] for index in positions]
-
-
-def _choose_whole_words(tokens, num_to_predict, rng):
-  """Positions to mask, whole words at a time, in the order chosen.
-
-  Groups are words (a `##` piece joins the group before it); the shuffled
-  groups are taken in turn, skipping any that would exceed `num_to_predict`.
-  The groups are disjoint, so the reference's "already covered" check never
-  fires and is left out.
-  """
-  groups = []
-  for index, token in enumerate(tokens):
-    if token == "[CLS]" or token == "[SEP]":
-      continue
-    if groups and token.startswith("##"):
-      groups[-1].append(index)
-    else:
-      groups.append([index])
-  pretraining_shuffle.shuffle(groups, rng)
-  chosen = []
-  for group in groups:
-    if len(chosen) >= num_to_predict:
-      break
-    if len(chosen) + len(group) <= num_to_predict:
-      chosen.extend(group)
-  return chosen
 
 
 def truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng):
@@ -565,16 +558,13 @@ def _run_workers(input_files, tokenizer, options, random_seed, num_workers,
                  output_files):
   """Runs the reference algorithm on `num_workers` parts in parallel.
 
-  Part k of the corpus (cut at document boundaries) runs in its own process
-  with `random.Random(random_seed + k)` and writes its own output file(s)
-  (see `pretraining_processes.run_parts`). `options` holds the keyword
-  values of `_instances_from_documents` by flag name (+ `parts_flag`).
-
-  Returns:
-    int, the total number of instances written.
+  Part k of the corpus runs in its own process with `random.Random(
+  random_seed + k)` and writes its own output file(s) (`pretraining_processes.
+  run_parts`). `options`: the keyword values of `_instances_from_documents`
+  by flag name (+ `parts_flag`). Returns the number of instances written.
 
   Raises:
-    ValueError: when a part holds fewer than two documents.
+    ValueError: when a part holds no document, or one without another.
   """
   results = pretraining_processes.run_parts(
       input_files, num_workers, output_files, _run_part, tokenizer, options,
@@ -583,25 +573,31 @@ def _run_workers(input_files, tokenizer, options, random_seed, num_workers,
 
 
 def _run_part(part_index, num_parts, ranges, output_files, tokenizer, options,
-              random_seed):
-  """Makes and writes one part's instances (in a worker process).
+              random_seed, random_next_from=()):
+  """Makes and writes one part's instances (in a worker process); returns
+  a dict with the part's `documents` and `instances` counts.
 
-  Returns:
-    dict with the part's `documents` and `instances` counts.
+  `random_next_from`: byte ranges of a part whose documents give a part of
+  one document its "random next" segments (they make no instances here).
   """
   prefix = "part %d/%d: " % (part_index, num_parts)
   with io_utils.gc_paused():
-    documents = _read_documents(ranges, tokenizer, prefix)
+    chinese_words_too = options.get("do_chinese_whole_word_mask", False)
+    documents = _read_documents(ranges, tokenizer, prefix,
+                                chinese_words_too=chinese_words_too)
+    others = (_read_documents(random_next_from, tokenizer, prefix,
+                              chinese_words_too=chinese_words_too)
+              if random_next_from else [])
     _check_num_documents(
-        documents, "--%s=%d: part %d of the corpus (%s)" % (
-            options.get("parts_flag", "num_workers"), num_parts, part_index,
-            pretraining_processes.describe_ranges(ranges)))
+        documents and documents + others, "--%s=%d: part %d of the corpus "
+        "(%s)" % (options.get("parts_flag", "num_workers"), num_parts,
+                  part_index, pretraining_processes.describe_ranges(ranges)))
     instances = _instances_from_documents(
         documents, tokenizer, options["max_seq_length"],
         options["dupe_factor"], options["short_seq_prob"],
         options["masked_lm_prob"], options["max_predictions_per_seq"],
         random.Random(random_seed + part_index),
-        options["do_whole_word_mask"], prefix)
+        options["do_whole_word_mask"] or chinese_words_too, prefix, others)
     serializer = pretraining_records.ExampleSerializer(
         tokenizer, options["max_seq_length"],
         options["max_predictions_per_seq"])
@@ -650,6 +646,8 @@ def _split_paths(value):
 def main(_):
   start = time.time()
   _check_flags(FLAGS)
+  if FLAGS.do_chinese_whole_word_mask:
+    whole_words.check_installed()
   tokenizer = _load_tokenizer(FLAGS.vocab_file, FLAGS.do_lower_case)
   input_files = io_utils.expand_file_patterns(FLAGS.input_file,
                                               "input_file")
@@ -663,7 +661,8 @@ def main(_):
 
   options = {name: FLAGS[name].value for name in (
       "max_seq_length", "dupe_factor", "short_seq_prob", "masked_lm_prob",
-      "max_predictions_per_seq", "do_whole_word_mask")}
+      "max_predictions_per_seq", "do_whole_word_mask",
+      "do_chinese_whole_word_mask")}
   if FLAGS.num_shards:
     num_written = beam_instances.run_shards(
         input_files, output_files, _run_part, FLAGS, tokenizer,
@@ -674,7 +673,8 @@ def main(_):
         input_files, tokenizer, FLAGS.max_seq_length, FLAGS.dupe_factor,
         FLAGS.short_seq_prob, FLAGS.masked_lm_prob,
         FLAGS.max_predictions_per_seq, rng,
-        do_whole_word_mask=FLAGS.do_whole_word_mask)
+        do_whole_word_mask=FLAGS.do_whole_word_mask,
+        do_chinese_whole_word_mask=FLAGS.do_chinese_whole_word_mask)
     logging.info("*** Writing to %d output file(s) ***", len(output_files))
     num_written = write_instance_to_example_files(
         instances, tokenizer, FLAGS.max_seq_length,

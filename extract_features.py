@@ -7,7 +7,15 @@ line, one JSON object is written, in input order:
       {"index": -1, "values": [...]}, {"index": -2, "values": [...]}]}, ...]}
 
 with one entry per real (unpadded) token and the activations of each layer in
-`--layers` rounded to 6 decimals, as the reference release writes them. On
+`--layers` rounded to 6 decimals, as the reference release writes them.
+
+`--pooling=mean|first_token|cls` (default none: the above) writes one vector
+per line instead, from the last layer (`bert_tf/tasks/pooling.py`; a pair
+pools over both segments), optionally `--l2_normalize`d:
+
+  {"linex_index": i, "embedding": [...]}
+
+On
 CPU/GPU the input is read and tokenized lazily and the output streamed to a
 temporary file renamed when complete, so memory does not grow with the input
 and a killed run never leaves a partial file under the final name.
@@ -17,6 +25,8 @@ Example:
     --vocab_file=$BERT_DIR/vocab.txt --bert_config_file=$BERT_DIR/bert_config.json \
     --init_checkpoint=$BERT_DIR --layers=-1,-2,-3,-4 \
     --max_seq_length=128 --batch_size=8
+  # Sentence embeddings (e.g. all-MiniLM-L6-v2 after convert_checkpoint.py):
+  python extract_features.py ... --pooling=mean --l2_normalize
 """
 
 from bert_tf.cli import quiet  # First: TensorFlow's start-up lines off.
@@ -39,6 +49,7 @@ from bert_tf.train import model_fn as model_fn_utils
 from bert_tf.train import spec as spec_lib
 from bert_tf.runner import select as runner_lib
 from bert_tf.tasks import features as feature_utils
+from bert_tf.tasks import pooling as pooling_lib
 from bert_tf import io as io_utils
 import modeling
 from bert_tf.checks.problems import Problems
@@ -77,6 +88,15 @@ def define_flags():
   flags.DEFINE_bool("use_one_hot_embeddings", False,
                     "Look up embeddings as one-hot matmuls, which TPUs run "
                     "faster.")
+  flags.DEFINE_enum(
+      "pooling", "none", pooling_lib.MODES,
+      "none: every token's vectors of every --layers layer (the "
+      "reference's output). mean (over the attention mask, a pair's both "
+      "segments), first_token ([CLS]'s vector) or cls (BERT's pooler "
+      "output): one vector per line from the last layer, written as "
+      '{"linex_index": i, "embedding": [...]}.')
+  flags.DEFINE_bool("l2_normalize", False,
+                    "With --pooling: divide each vector by its L2 norm.")
 
 
 @dataclasses.dataclass(eq=False)
@@ -230,13 +250,15 @@ def streaming_input_fn_builder(feature_factory, seq_length):
 
 
 def model_fn_builder(bert_config, init_checkpoint, layer_indexes, use_tpu,
-                     use_one_hot_embeddings):
+                     use_one_hot_embeddings, pooling="none",
+                     l2_normalize=False):
   """Returns a prediction-only `model_fn` for TPUEstimator.
 
   Predictions: `unique_id` (int32 [batch_size]) and, for each index `i` of
   `layer_indexes`, `layer_output_<n>` (float32 [batch_size, seq_length,
   hidden_size]) holding `get_all_encoder_layers()[i]`, `n` its position in
-  `layer_indexes`.
+  `layer_indexes`; with `pooling` other than "none", `embedding` (float32
+  [batch_size, hidden_size], `pooling_lib.pool`) instead of the layers.
   """
 
   def model_fn(features, labels, mode, params):
@@ -254,7 +276,14 @@ def model_fn_builder(bert_config, init_checkpoint, layer_indexes, use_tpu,
                                                        use_tpu)
     all_layers = model.get_all_encoder_layers()
     predictions = {"unique_id": features["unique_ids"]}
-    for n, layer_index in enumerate(layer_indexes):
+    if pooling != "none":
+      predictions["embedding"] = pooling_lib.pool(
+          pooling, all_layers[-1], features["input_mask"],
+          model.get_pooled_output(), l2_normalize)
+      layer_indexes_used = ()
+    else:
+      layer_indexes_used = layer_indexes
+    for n, layer_index in enumerate(layer_indexes_used):
       predictions["layer_output_%d" % n] = all_layers[layer_index]
     return spec_lib.model_spec(
         mode=mode, predictions=predictions, scaffold_fn=scaffold_fn)
@@ -347,18 +376,27 @@ def _flag_problems(flag_values):
                       "line)" % flag_values.input_file)
   except ValueError as e:
     problems.append(str(e))
-  return problems
+  return problems + pooling_lib.flag_problems(
+      flag_values.pooling, flag_values.l2_normalize, flag_values.layers,
+      flag_values["layers"].present)
+
+
+def _output_line(feature, result, layer_indexes, pooling):
+  """The JSON line of one example: its tokens' vectors, or its pooled one."""
+  if pooling == "none":
+    return format_output_line(feature, result, layer_indexes)
+  return pooling_lib.format_line(feature.unique_id, result["embedding"])
 
 
 def _write_predictions(model_runner, input_fn, pending, layer_indexes,
-                       output_file):
+                       output_file, pooling="none"):
   """Streams predictions to `output_file` atomically; returns the count."""
   count = 0
   start = time.time()
   with io_utils.atomic_write(output_file) as writer:
     for result in model_runner.predict(input_fn, yield_single_examples=True):
       feature = pending.pop(int(result["unique_id"]))
-      writer.write(format_output_line(feature, result, layer_indexes))
+      writer.write(_output_line(feature, result, layer_indexes, pooling))
       count += 1
       if count % 1000 == 0:
         logging.info("%d examples written (%.1f/sec)", count,
@@ -378,13 +416,18 @@ def main(_):
       need_checkpoint=True, problems=problems)
   problems.raise_if_any()
   bert_config, init_checkpoint, tokenizer = model
-  layer_indexes = parse_layer_indexes(FLAGS.layers,
-                                      bert_config.num_hidden_layers)
+  problems.extend(pooling_lib.checkpoint_problems(FLAGS.pooling,
+                                                  init_checkpoint))
+  problems.raise_if_any()
+  layer_indexes = parse_layer_indexes(
+      "-1" if FLAGS.pooling != "none" else FLAGS.layers,
+      bert_config.num_hidden_layers)
 
   # 2. The runner.
   use_tpu = run.tpu.use_tpu
   model_fn = model_fn_builder(bert_config, init_checkpoint, layer_indexes,
-                              use_tpu, FLAGS.use_one_hot_embeddings)
+                              use_tpu, FLAGS.use_one_hot_embeddings,
+                              FLAGS.pooling, FLAGS.l2_normalize)
   model_runner = runner_lib.make_runner(
       model_fn, run, output_dir=None, predict_batch_size=FLAGS.batch_size)
 
@@ -403,7 +446,7 @@ def main(_):
     input_fn = streaming_input_fn_builder(lambda: pending,
                                           FLAGS.max_seq_length)
   count = _write_predictions(model_runner, input_fn, pending, layer_indexes,
-                             FLAGS.output_file)
+                             FLAGS.output_file, FLAGS.pooling)
   logging.info("Wrote %d examples to %s", count, FLAGS.output_file)
 
 

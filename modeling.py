@@ -43,6 +43,8 @@ import re
 import numpy as np
 import tensorflow.compat.v1 as tf
 
+from bert_tf.checks import json_file as json_checks
+
 
 # ----------------------------------------------------------------------------
 # Configuration
@@ -147,20 +149,16 @@ class BertConfig(object):
 
     Raises:
       FileNotFoundError: if `json_file` does not exist.
-      ValueError: if the file is not a JSON object.
+      ValueError: if the file is not a JSON object (or is nested deeper
+        than `json_file.MAX_DEPTH`), naming the file.
     """
     if not tf.io.gfile.exists(json_file):
       raise FileNotFoundError("BERT config file not found: %s" % json_file)
-    with tf.io.gfile.GFile(json_file, "r") as reader:
+    with tf.io.gfile.GFile(json_file, "rb") as reader:
       text = reader.read()
-    try:
-      json_object = json.loads(text)
-    except ValueError as e:
-      raise ValueError("BERT config file %s is not valid JSON: %s" %
-                       (json_file, e)) from None
-    if not isinstance(json_object, dict):
-      raise ValueError("BERT config file %s must hold a JSON object, got %s" %
-                       (json_file, type(json_object).__name__))
+    json_object = json_checks.loads(text, "BERT config file %s" % json_file)
+    json_checks.require(json_object, "object",
+                        "BERT config file %s" % json_file, "")
     return cls.from_dict(json_object)
 
   def to_dict(self):

@@ -22,6 +22,7 @@ Usage:
 from bert_tf.cli import quiet  # First: TensorFlow's start-up lines off.
 quiet.when_run_as_command(__name__)
 
+import math
 import os
 import time
 
@@ -154,6 +155,9 @@ def main(_):
     if FLAGS[name].value < 1:
       raise ValueError("--%s: got %d, expected at least 1" %
                        (name, FLAGS[name].value))
+  if not math.isfinite(FLAGS.null_score_diff_threshold):
+    raise ValueError("--null_score_diff_threshold=%s: expected a finite "
+                     "number" % FLAGS.null_score_diff_threshold)
   if os.path.exists(FLAGS.output_dir) and not os.path.isdir(FLAGS.output_dir):
     raise ValueError("--output_dir: %s is a file; expected a directory" %
                      FLAGS.output_dir)

@@ -3,9 +3,10 @@
 Matches the reference release's `run_classifier.py`: the task processors
 (XNLI, MNLI, MRPC, CoLA) and their file layouts, the `[CLS] a [SEP] b [SEP]`
 features, the classifier head on the pooled output (`output_weights`,
-`output_bias`), the `--init_checkpoint` assignment map, `TPUEstimator` with
-`use_tpu=False` on CPU/GPU, and the outputs `eval_results.txt` and
-`test_results.tsv`. Beyond it: the rest of GLUE and a `tsv` task
+`output_bias`), the `--init_checkpoint` assignment map, the `model_fn` run
+by `TPUEstimator` on TensorFlow 2.15 or by this project's session runner
+(`--runner`; the only one on TensorFlow 2.21), and the outputs
+`eval_results.txt` and `test_results.tsv`. Beyond it: the rest of GLUE and a `tsv` task
 (`bert_tf/tasks/classifier/data.py`), each task's standard metric
 (`bert_tf/tasks/classifier/metrics.py`), one-line errors for bad input, and
 behind flags whose defaults keep the reference's behaviour: multi-label
@@ -15,7 +16,7 @@ windows over long texts (`--doc_stride`, `--window_aggregation`,
 the best checkpoint kept (`--eval_every_steps`, `--keep_best_by`,
 `--early_stopping_patience`, `bert_tf/train/best.py`).
 
-Usage (see README.md):
+Usage (see docs/finetuning.md):
   python run_classifier.py --task_name=mrpc --do_train --do_eval --do_predict \
     --data_dir=$GLUE_DIR/MRPC --vocab_file=$BERT_DIR/vocab.txt \
     --bert_config_file=$BERT_DIR/bert_config.json \

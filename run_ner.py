@@ -15,7 +15,7 @@ eval_recall, eval_f1, eval_f1_<TYPE>, eval_accuracy, eval_loss, global_step,
 loss), `dev_predictions.txt` and `test_predictions.txt` (`token gold pred`
 lines for conlleval.pl), each written atomically.
 
-Usage (see README.md):
+Usage (see docs/finetuning.md):
   python run_ner.py --do_train --do_eval --do_predict \
     --data_dir=$CONLL_DIR --vocab_file=$BERT_DIR/vocab.txt \
     --bert_config_file=$BERT_DIR/bert_config.json \

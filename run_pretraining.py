@@ -2,8 +2,10 @@
 
 Reads the TFRecords written by `create_pretraining_data.py`, trains the
 encoder with both pre-training heads (Devlin et al. 2018, section 3.1 and
-appendix A.1/A.2) through a `TPUEstimator` (CPU, GPU or TPU), and with
-`--do_eval` writes `output_dir/eval_results.txt`.
+appendix A.1/A.2) through the runner `--runner` selects (a `TPUEstimator`
+on TensorFlow 2.15: CPU, GPU or TPU; this project's session runner on any
+TensorFlow: CPU or GPU), and with `--do_eval` writes
+`output_dir/eval_results.txt`.
 
 Example:
 

@@ -7,26 +7,30 @@
 # The Python picks the stack (one pinned file each):
 #   Python 3.9-3.11   TensorFlow 2.15 (Estimator, TPU)   requirements-tf2.15.txt
 #   Python 3.12-3.13  TensorFlow 2.21 (session runner)   requirements-tf2.21.txt
-# Environment: PYTHON (default python3.11, else python3) chooses the Python;
-# VENV (default .venv) the virtual environment's folder.
+# Environment: PYTHON chooses the Python (default: the Python of an existing
+# $VENV, else python3.11, else python3); VENV (default .venv) the virtual
+# environment's folder.
 set -euo pipefail
 cd "$(dirname "$0")"
 # Options, in any order: --test (test requirements), --gpu (NVIDIA GPU
 # support: TensorFlow's CUDA libraries as pip wheels), --beam (Apache Beam
 # and the corpus libraries: requirements-beam.txt; --test adds them too),
-# --print-stack (print the Python, its stack and the venv, check them, and
+# --chinese (the jieba word segmenter for Chinese whole-word masking:
+# requirements-chinese.txt; --test adds it too), --print-stack (print the Python, its stack and the venv, check them, and
 # install nothing).
 WITH_TEST=0
 WITH_GPU=0
 WITH_BEAM=0
+WITH_CHINESE=0
 PRINT_STACK=0
 for arg in "$@"; do
   case "$arg" in
     --test) WITH_TEST=1 ;;
     --gpu) WITH_GPU=1 ;;
     --beam) WITH_BEAM=1 ;;
+    --chinese) WITH_CHINESE=1 ;;
     --print-stack) PRINT_STACK=1 ;;
-    *) echo "setup.sh: unknown option $arg (expected --test, --gpu, --beam and/or --print-stack)" >&2
+    *) echo "setup.sh: unknown option $arg (expected --test, --gpu, --beam, --chinese and/or --print-stack)" >&2
        exit 2 ;;
   esac
 done
@@ -46,15 +50,21 @@ stack_requirements() {
   esac
 }
 
-PY="${PYTHON:-python3.11}"
-if [ -z "${PYTHON:-}" ] && ! command -v "$PY" >/dev/null 2>&1; then
-  PY=python3
-fi
 VENV="${VENV:-.venv}"
 case "$VENV" in
   *[[:space:]]*) echo "error: VENV=$VENV: expected a folder name without spaces" >&2
                  exit 1 ;;
 esac
+PY="${PYTHON:-python3.11}"
+if [ -z "${PYTHON:-}" ]; then
+  if [ -n "$(python_version "$VENV/bin/python")" ]; then
+    # An existing venv keeps its Python (and so its stack): PYTHON=python3.13
+    # ./quickstart.sh, then ./setup.sh --test, works on the same .venv.
+    PY="$VENV/bin/python"
+  elif ! command -v "$PY" >/dev/null 2>&1; then
+    PY=python3
+  fi
+fi
 PY_VERSION="$(python_version "$PY")"
 if [ -z "$PY_VERSION" ]; then
   echo "error: PYTHON=$PY: expected a Python 3.9-3.13 interpreter (it does not run)" >&2
@@ -83,6 +93,16 @@ fi
 PIP="$VENV/bin/python -m pip"
 $PIP install -q --disable-pip-version-check --use-pep517 -r "$REQUIREMENTS"
 if [ "$WITH_TEST" = 1 ]; then
+  # PyTorch's CPU build first (about 190 MB; PyPI's default wheel is the CUDA
+  # build, several GB with its nvidia-* packages). `torch==X` also matches
+  # X+cpu (PEP 440), so the test requirements keep it. Where PyTorch's index
+  # cannot be reached, the default index's wheel is installed instead.
+  TORCH_PIN="$(grep -o '^torch==[^;[:space:]]*' requirements-test.txt)"
+  if ! $PIP show -q torch >/dev/null 2>&1 &&
+     ! $PIP install -q --disable-pip-version-check --no-deps "$TORCH_PIN" \
+         --index-url https://download.pytorch.org/whl/cpu; then
+    echo "setup.sh: PyTorch's CPU index is not reachable; installing $TORCH_PIN from the default index (the CUDA build on Linux)" >&2
+  fi
   $PIP install -q --disable-pip-version-check -r requirements-test.txt
 fi
 # --test installs it too: the suite tests the Beam pipelines (under CI a
@@ -92,6 +112,11 @@ fi
 if [ "$WITH_BEAM" = 1 ] || [ "$WITH_TEST" = 1 ]; then
   $PIP install -q --disable-pip-version-check --use-pep517 \
     -r "$REQUIREMENTS" -r requirements-beam.txt
+fi
+# jieba publishes only a source archive (pure Python, no dependencies).
+if [ "$WITH_CHINESE" = 1 ] || [ "$WITH_TEST" = 1 ]; then
+  $PIP install -q --disable-pip-version-check --use-pep517 \
+    -r requirements-chinese.txt
 fi
 if [ "$WITH_GPU" = 1 ]; then
   # The same tensorflow wheel plus its and-cuda extra (nvidia-* packages).

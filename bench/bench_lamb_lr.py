@@ -1,8 +1,8 @@
-"""LAMB's learning rate on the README's own pre-training example.
+"""LAMB's learning rate on the pre-training example of docs/pretraining.md.
 
-Runs the README's pre-training example (`configs/bert_tiny_config.json`,
+Runs that pre-training example (`configs/bert_tiny_config.json`,
 `sample_text.txt` records, batch 32, sequence 128) for a few steps with
-AdamW at the README's `--learning_rate=1e-3` and with LAMB at several
+AdamW at its `--learning_rate=1e-3` and with LAMB at several
 rates, all in this run, and prints each run's masked-LM and next-sentence
 loss (`--do_eval`, the same records) with the ratio to AdamW's.
 

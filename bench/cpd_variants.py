@@ -9,7 +9,7 @@ switches. The output bytes must not change (the bench checks them). Used by
 `bench_pretraining_data.py --ab`; `--without=` (nothing) is the script as is.
 
 Tricks measured and removed because they changed the end-to-end time by
-less than ~10% (see the README): the ASCII shortcut that decided blank lines
+less than ~10% (see docs/performance.md): the ASCII shortcut that decided blank lines
 without decoding when splitting the corpus, `os._exit` in the workers, and
 `gc.freeze()` before forking them.
 """

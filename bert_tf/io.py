@@ -22,12 +22,15 @@ import uuid
 from absl import logging
 import numpy as np
 
+from bert_tf.checks import disk
+
 __all__ = ["varint", 
     "iter_raw_lines",
     "decode_line",
     "read_lines",
     "check_text_file",
     "atomic_path",
+    "writer_may_run",
     "atomic_write",
     "write_eval_results",
     "number_str",
@@ -243,7 +246,7 @@ def _temp_name(path):
   prefix = ".%s.tmp-" % base
   if "://" not in path:
     for stale in glob.glob(os.path.join(directory, glob.escape(prefix) + "*")):
-      if _writer_may_run(stale[len(os.path.join(directory, prefix)):]):
+      if writer_may_run(stale[len(os.path.join(directory, prefix)):]):
         continue
       logging.info("Removing %s, left by an earlier run that did not finish",
                    stale)
@@ -252,7 +255,7 @@ def _temp_name(path):
       prefix, socket.gethostname(), os.getpid(), uuid.uuid4().hex[:8]))
 
 
-def _writer_may_run(suffix):
+def writer_may_run(suffix):
   """Whether the process that made a temporary name (its `suffix`, after
   `.tmp-`) may still be writing it: on another host, or alive here."""
   parts = suffix.rsplit(".", 2)
@@ -324,21 +327,11 @@ def atomic_path(path):
       os.replace(temp, path)
   except BaseException as e:
     _remove(temp)
-    if _disk_full(e):
+    if disk.is_disk_full(e):
       raise OSError(errno.ENOSPC, "%s: write failed: the disk is full or the "
                     "file-size limit was reached (%s); free space and rerun" %
-                    (path, " ".join(str(e).split()))) from None
+                    (path, disk.essential_text(e))) from None
     raise
-
-
-def _disk_full(error):
-  """Whether `error` (an OSError, or TensorFlow's error for one) says a
-  write hit a full disk or a file-size limit (EFBIG, ENOSPC, EDQUOT)."""
-  if isinstance(error, OSError):
-    return error.errno in (errno.EFBIG, errno.ENOSPC, errno.EDQUOT)
-  text = str(error)
-  return ("File too large" in text or "No space left on device" in text or
-          "Disk quota exceeded" in text)
 
 
 @contextlib.contextmanager

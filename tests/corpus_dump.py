@@ -9,7 +9,8 @@ also holds a redirect, a talk page and a template page, which it skips.
 
   python tests/corpus_dump.py /tmp/dump.xml.bz2   # .xml or .xml.bz2
 
-Used by tests/test_corpus_prepare.py and the README's corpus recipe.
+Used by tests/test_corpus_prepare.py and the corpus recipe of
+docs/pretraining.md.
 """
 
 import bz2

@@ -199,6 +199,20 @@ def write_corpus(tmp_path):
   return files
 
 
+def write_three_documents(path):
+  """Three documents of 4%, 28% and 68% of the bytes (the shape of the
+  reference's sample_text.txt: no blank line after the middle); the third
+  shares no word with the others."""
+  first, last = ["one", "two", "three", "four"], ["five", "six", "seven"]
+  docs = [["alpha one two", "alpha three four"],
+          ["beta %s %s %s" % (a, b, a) for a in first for b in first[:3]],
+          ["gamma %s %s %s" % (a, b, c) for a in last for b in last
+           for c in last]]
+  path.write_text("\n\n".join("\n".join(doc) for doc in docs) + "\n",
+                  encoding="utf-8")
+  return [str(path)]
+
+
 def sgd_train_spec(loss):
   """The TRAIN spec of a test model_fn: one SGD step (rate 0.01) on `loss`
   and the global step's increment."""

@@ -20,6 +20,7 @@ import pytest
 from helpers import data_path
 from helpers import run_script
 import create_pretraining_data as cpd
+from bert_tf.tasks.pretraining import whole_words
 import tokenization
 
 _UNCASED_VOCAB = ("conformance", "tokenization", "vocab.txt")
@@ -115,14 +116,6 @@ def test_documents_empty_after_tokenization_do_not_count(tmp_path, tokenizer,
     _create([path], tokenizer, case)
 
 
-def _original_tokens(instance):
-  tokens = list(instance.tokens)
-  for position, label in zip(instance.masked_lm_positions,
-                             instance.masked_lm_labels):
-    tokens[position] = label
-  return tokens
-
-
 def test_two_documents_random_next_always_from_the_other(tmp_path, tokenizer,
                                                          case):
   doc_a = "apple banana cherry\ngrape lemon mango\npeach plum pear\n"
@@ -134,7 +127,7 @@ def test_two_documents_random_next_always_from_the_other(tmp_path, tokenizer,
   instances = _create([path], tokenizer, case, dupe_factor=40)
   num_random = 0
   for instance in instances:
-    tokens = _original_tokens(instance)
+    tokens = whole_words.unmasked_tokens(instance)
     first = {t for t, s in zip(tokens, instance.segment_ids) if s == 0}
     second = {t for t, s in zip(tokens, instance.segment_ids) if s == 1}
     first -= {"[CLS]", "[SEP]"}
@@ -182,12 +175,13 @@ def test_single_document_list_is_refused_by_the_library():
         ["hello", "tom", "sawyer"], random.Random(1))
 
 
-def test_worker_part_with_one_document_is_refused(tmp_path, tokenizer):
+def test_worker_part_without_a_document_is_refused(tmp_path, tokenizer):
   path = _write(tmp_path, "three.txt", "one a\n\ntwo b\n\nthree c\n")
-  with pytest.raises(ValueError, match=r"--num_workers=2: part 1 of the "
-                     r"corpus .* holds 1 document.*at least two documents "
-                     r"per part \(documents are separated by blank lines\)"):
-    cpd._run_workers([path], tokenizer, {}, 1, 2, [str(tmp_path / "o")])
+  with pytest.raises(ValueError, match=r"--num_workers=4: part 1 of the "
+                     r"corpus .* holds no document; the corpus has 3 "
+                     r"document\(s\) \(documents are separated by blank "
+                     r"lines\)"):
+    cpd._run_workers([path], tokenizer, {}, 1, 4, [str(tmp_path / "o")])
 
 
 @pytest.mark.slow

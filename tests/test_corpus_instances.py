@@ -24,6 +24,7 @@ from helpers import REPO_ROOT
 from helpers import script_command
 from helpers import script_env
 from helpers import write_corpus
+from helpers import write_three_documents
 import create_pretraining_data as cpd
 from bert_tf.corpus import beam_support
 from bert_tf.corpus import instances as beam_instances
@@ -84,6 +85,21 @@ def test_shard_k_is_byte_identical_to_part_k_of_num_workers(tmp_path,
   assert got == expected
   assert all(got)
   assert total == sum(_count(tmp_path / "beam" / name) for name in names)
+
+
+def test_three_documents_make_two_shards_identical_to_two_workers(tmp_path):
+  """A shard of one document (random next segments from the other shard's
+  documents) is byte-identical to that part of `--num_workers=2`."""
+  _beam()
+  files = write_three_documents(tmp_path / "three.txt")
+  (tmp_path / "workers").mkdir()
+  (tmp_path / "beam").mkdir()
+  expected = _worker_parts(files, str(tmp_path / "workers" / "o"), 2)
+  out = str(tmp_path / "beam" / "o")
+  beam_instances.run_shards(files, [out], cpd._run_part, _flags(2),
+                            _tokenizer(), _OPTIONS, 7)
+  got = [_read("%s-%05d-of-00002" % (out, k)) for k in range(2)]
+  assert got == expected and all(got)
 
 
 def _read_reference(files, out):
@@ -151,14 +167,25 @@ def test_num_shards_names_itself_in_part_errors(tmp_path):
   _beam()
   path = tmp_path / "three.txt"
   path.write_text("one a\n\ntwo b\n\nthree c\n", encoding="utf-8")
-  with pytest.raises(ValueError, match=r"--num_shards=2: part \d of the "
-                     r"corpus .* holds 1 document"):
+  with pytest.raises(ValueError, match=r"--num_shards=4: part 1 of the "
+                     r"corpus .* holds no document; the corpus has 3"):
     beam_instances.run_shards([str(path)], [str(tmp_path / "o")],
-                              cpd._run_part, _flags(2), _tokenizer(),
+                              cpd._run_part, _flags(4), _tokenizer(),
                               _OPTIONS, 1)
   with pytest.raises(ValueError, match="with --num_shards=3 give one path"):
     cpd.pretraining_processes.check_output_paths(
         [str(path)], ["a", "b"], 3, "num_shards")
+
+
+def test_workers_log_warnings_only_unless_the_options_say_otherwise():
+  _beam()
+  options = beam_support.pipeline_options("", 2).get_all_options()
+  assert options["default_sdk_harness_log_level"] == "WARNING"
+  assert options["sdk_harness_log_level_overrides"] == {
+      "apache_beam": "ERROR", "__main__": "ERROR"}
+  options = beam_support.pipeline_options(
+      "--runner=DirectRunner,--default_sdk_harness_log_level=INFO", 2)
+  assert options.get_all_options()["default_sdk_harness_log_level"] == "INFO"
 
 
 def test_pipeline_options_split_at_commas_before_dashes():

@@ -155,6 +155,13 @@ def test_cli_dump_to_shards(tmp_path):
       "--num_shards=2"])
   assert proc.returncode == 0, proc.stderr[-3000:]
   assert "Done: %d documents" % len(articles) in proc.stderr
+  # Neither the two workers' start-up lines nor the launcher's copies of
+  # them (49 stderr lines before, each warning twice): Beam's import notes
+  # in each worker, its first INFO line, and the script's own lines.
+  lines = proc.stderr.strip().splitlines()
+  assert not [line for line in lines if "Worker: severity" in line or
+              "sdk_worker" in line or "harness" in line], lines
+  assert len(lines) <= 8, lines
   documents = _shard_documents(
       [str(tmp_path / ("c.txt-%05d-of-00002" % k)) for k in range(2)])
   assert sorted(documents) == sorted(s for _, s in articles)

@@ -1,8 +1,8 @@
 # coding=utf-8
-"""The README's corpus recipe runs end to end: dump -> corpus -> vocab ->
-instances -> run_pretraining.py, on the small test dump.
+"""The corpus recipe of docs/pretraining.md runs end to end: dump ->
+corpus -> vocab -> instances -> run_pretraining.py, on the small test dump.
 
-Runs the README block between the `corpus-recipe` markers with bash, its
+Runs the block between the `corpus-recipe` markers with bash, its
 `python` being this interpreter. Needs the `beam` extra (skips without it,
 fails under CI).
 """
@@ -20,11 +20,12 @@ from helpers import script_env
 
 
 def _recipe():
-  with open(os.path.join(REPO_ROOT, "README.md"), encoding="utf-8") as f:
+  with open(os.path.join(REPO_ROOT, "docs", "pretraining.md"),
+            encoding="utf-8") as f:
     text = f.read()
   found = re.search(r"<!-- corpus-recipe:start -->\n```bash\n(.*?)```\n"
                     r"<!-- corpus-recipe:end -->", text, re.DOTALL)
-  assert found, "README.md has no corpus-recipe block"
+  assert found, "docs/pretraining.md has no corpus-recipe block"
   return found.group(1)
 
 

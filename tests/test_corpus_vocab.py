@@ -47,6 +47,17 @@ def test_learned_vocab_has_the_released_layout_and_tokenizes_its_text(
   assert 1.0 <= stats["pieces_per_word"] < 2.0
 
 
+def test_the_same_text_learns_the_same_vocab_on_every_run():
+  import_or_skip("tokenizers", "pip install .[beam]")
+  # Each trainer hashes with a new seed, in one process as across runs:
+  # three runs here gave three vocabularies before (issue #34).
+  runs = [vocab_utils.learn([_SAMPLE], 400, do_lower_case=True, num_unused=5)
+          for _ in range(3)]
+  assert runs[0] == runs[1] == runs[2]
+  singles = [t for t in runs[0][10:] if len(t) == 1]
+  assert runs[0][10:10 + len(singles)] == singles  # Characters first.
+
+
 def test_cjk_characters_are_learned_alone_and_cased_keeps_case():
   import_or_skip("tokenizers", "pip install .[beam]")
   path = data_path("conformance", "pretraining_data", "zh_sample.txt")

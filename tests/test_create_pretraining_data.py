@@ -23,6 +23,7 @@ from helpers import REPO_ROOT
 from helpers import script_command
 from helpers import script_env
 from helpers import write_corpus
+from helpers import write_three_documents
 from helpers import skip_or_fail
 import create_pretraining_data as cpd
 from bert_tf.tasks.pretraining import processes as pretraining_processes
@@ -224,14 +225,20 @@ def test_lines_are_decoded_like_the_reference(tmp_path):
                        [["second", "doc", "here"]]]
 
 
-def test_workers_write_parts_with_their_own_seeds(tmp_path):
-  files = write_corpus(tmp_path)
-  tokenizer = _tokenizer("vocab.txt")
+def _two_workers(files, tokenizer, tmp_path):
+  """Runs `--num_workers=2` (seed 7, 16 tokens, 3 dupes) in process;
+  returns (the two output paths, the number of instances)."""
   options = {"max_seq_length": 16, "dupe_factor": 3, "short_seq_prob": 0.1,
              "masked_lm_prob": 0.15, "max_predictions_per_seq": 3,
              "do_whole_word_mask": False}
   outputs = [str(tmp_path / "a.tfrecord"), str(tmp_path / "b.tfrecord")]
-  total = cpd._run_workers(files, tokenizer, options, 7, 2, outputs)
+  return outputs, cpd._run_workers(files, tokenizer, options, 7, 2, outputs)
+
+
+def test_workers_write_parts_with_their_own_seeds(tmp_path):
+  files = write_corpus(tmp_path)
+  tokenizer = _tokenizer("vocab.txt")
+  outputs, total = _two_workers(files, tokenizer, tmp_path)
   parts, _ = pretraining_processes.split_corpus(files, 2)
   serializer = pretraining_records.ExampleSerializer(tokenizer, 16, 3)
   count = 0
@@ -264,12 +271,12 @@ def test_failing_part_leaves_no_outputs(tmp_path):
   assert os.listdir(tmp_path) == ["corpus.txt"]
 
 
-def test_part_with_one_document_is_refused(tmp_path):
+def test_part_without_a_document_is_refused(tmp_path):
   path = tmp_path / "three.txt"
   path.write_text("one a\n\ntwo b\n\nthree c\n", encoding="utf-8")
-  with pytest.raises(ValueError, match=r"part \d of the corpus .* holds 1 "
-                     r"document.*at least two documents per part"):
-    cpd._run_workers([str(path)], _tokenizer("vocab.txt"), {}, 1, 2,
+  with pytest.raises(ValueError, match=r"part 1 of the corpus .* holds no "
+                     r"document; the corpus has 3 document\(s\)"):
+    cpd._run_workers([str(path)], _tokenizer("vocab.txt"), {}, 1, 4,
                      [str(tmp_path / "o")])
 
 
@@ -432,3 +439,28 @@ def test_out_of_range_masking_flags_are_refused(monkeypatch, name, value,
   setattr(cpd.FLAGS, name, value)
   with pytest.raises(ValueError, match=message):
     cpd._check_flags(cpd.FLAGS)
+
+
+def test_two_workers_split_three_documents_into_two_parts(tmp_path):
+  """The old cut (first blank line at or after the middle) left part 1
+  empty: `holds 0 document(s)`. Now part 1 holds the third document and
+  takes its random next segments from part 0's documents, never its own."""
+  files = write_three_documents(tmp_path / "three.txt")
+  tokenizer = _tokenizer("vocab.txt")
+  outputs, total = _two_workers(files, tokenizer, tmp_path)
+  parts, num_documents = pretraining_processes.split_corpus(files, 2)
+  assert num_documents == [2, 1]
+  own = cpd._read_documents(parts[1], tokenizer)
+  others = cpd._read_documents(parts[0], tokenizer)
+  instances = cpd._instances_from_documents(
+      own, tokenizer, 16, 3, 0.1, 0.15, 3, random.Random(7 + 1), False,
+      random_next_only=others)
+  serializer = pretraining_records.ExampleSerializer(tokenizer, 16, 3)
+  assert _records(outputs[1]) == [serializer.serialize(i) for i in instances]
+  random_next = [i for i in instances if i.is_random_next]
+  assert random_next and len(random_next) < len(instances)
+  for instance in random_next:
+    b = instance.tokens[instance.segment_ids.index(1):]
+    assert not {"gamma", "five", "six", "seven"} & set(b)
+    assert {"alpha", "beta", "one", "two", "three", "four"} & set(b)
+  assert total == len(instances) + len(_records(outputs[0]))

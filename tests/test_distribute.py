@@ -7,8 +7,11 @@ a resume; (c) bad input, each a one-line error.
 
 import json
 import os
+import re
 import signal
 import socket
+import subprocess
+import sys
 import time
 
 from absl import flags
@@ -19,6 +22,7 @@ import tensorflow.compat.v1 as tf
 from helpers import data_path
 from helpers import checked_run_options
 import distribute_helpers as helpers
+from helpers import REPO_ROOT
 from helpers import RUNNERS
 from bert_tf.cli import flags as cli_flags
 from bert_tf.train import distribute as distribute_utils
@@ -410,3 +414,42 @@ def test_unreachable_worker_fails_within_the_timeout_naming_it(tmp_path):
                          ": worker %s (TF_CONFIG cluster.worker[1]) not "
                          "reachable within 5s" % addresses[1]), last
   assert time.time() - start < 200
+
+
+_LOSING_A_PEER = """
+import json, os, socket, sys, time
+peer = socket.socket()
+peer.bind(("127.0.0.1", 0))
+peer.listen(64)
+os.environ["TF_CONFIG"] = json.dumps({
+    "cluster": {"worker": ["127.0.0.1:%d" % peer.getsockname()[1],
+                           "127.0.0.1:1"]},
+    "task": {"type": "worker", "index": 1}})
+from bert_tf.train import distribute
+watch = distribute.start_peer_watchdog(3, poll_secs=0.5)
+time.sleep(2)
+if sys.argv[1] == "done":
+  watch.set()
+peer.close()  # The peer is gone.
+time.sleep(12)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("state", ["training", "done"])
+def test_a_peer_lost_during_training_ends_the_run_in_one_line(state):
+  start = time.time()
+  result = subprocess.run(
+      [sys.executable, "-c", _LOSING_A_PEER, state], cwd=REPO_ROOT,
+      capture_output=True, text=True, timeout=120,
+      env=dict(os.environ, CUDA_VISIBLE_DEVICES="", TF_CPP_MIN_LOG_LEVEL="3"))
+  if state == "done":  # Training over: a peer may go.
+    assert result.returncode == 0, result.stderr
+    return
+  assert result.returncode == 1, result.stderr
+  last = result.stderr.strip().splitlines()[-1]
+  assert re.match(r"error: --distribution_strategy=multi_worker_mirrored: "
+                  r"worker 127\.0\.0\.1:\d+ \(TF_CONFIG cluster\.worker\[0\]\) "
+                  r"stopped answering \d+s ago \(--worker_timeout_secs=3\); "
+                  r".*stop every task and start them all again", last), last
+  assert time.time() - start < 30

@@ -4,6 +4,7 @@ through Python, saved_model_cli and the prediction script, and bad input is
 refused in one line."""
 
 import json
+import logging
 import os
 import re
 import shutil
@@ -222,6 +223,17 @@ def test_a_pretrained_checkpoint_without_the_head_is_refused(tmp_path):
   with pytest.raises(ValueError, match=r"lacks 2 of the model's \d+ "
                      r"variables \(output_weights, output_bias\)"):
     _export_classifier(_model_file("bert_model.ckpt"), str(tmp_path / "x"))
+
+
+def test_loading_an_export_logs_no_fingerprint_note(classifier, caplog):
+  """TensorFlow logged `Fingerprint not found. Saved model loading will
+  continue.` at every load of an export (predict_saved_model.py printed
+  it per export)."""
+  with caplog.at_level(logging.INFO):
+    serving.BertServingModel(classifier[3])
+  assert "Loading SavedModel" in caplog.text
+  assert "Fingerprint" not in caplog.text
+  assert "singleprint" not in caplog.text
 
 
 def test_a_checkpoint_without_global_step_is_exported(classifier, tmp_path):
@@ -608,3 +620,18 @@ def test_script_reports_bad_input_in_one_line(classifier, tmp_path):
   assert proc.stderr.strip().splitlines()[-1] == (
       "error: --model_dir: %s is missing assets.extra/bert_config.json "
       "(expected an export written with --export_dir)" % version)
+
+
+def test_truncated_variables_are_one_line_naming_the_export(classifier,
+                                                           tmp_path):
+  version = str(tmp_path / "export" / "5")
+  shutil.copytree(classifier[3], version)
+  data = os.path.join(version, "variables", "variables.data-00000-of-00001")
+  with open(data, "r+b") as f:
+    f.truncate(os.path.getsize(data) // 2)
+  with pytest.raises(ValueError) as info:
+    serving.BertServingModel(version)
+  message = str(info.value)
+  assert message.startswith("--model_dir: %s: the SavedModel cannot be "
+                            "loaded (" % version), message
+  assert "\n" not in message and "File " not in message

@@ -117,7 +117,8 @@ def test_output_equals_conformance_and_keeps_every_line(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("case", ["empty_input", "missing_checkpoint",
-                                  "bad_layer"])
+                                  "bad_layer", "l2_without_pooling",
+                                  "pooling_with_layers"])
 def test_bad_input_gives_one_line_error(tmp_path, case):
   input_file = tmp_path / "input.txt"
   input_file.write_text("" if case == "empty_input" else "hello\n",
@@ -128,11 +129,19 @@ def test_bad_input_gives_one_line_error(tmp_path, case):
   expected = {"empty_input": "is empty",
               "missing_checkpoint": "--init_checkpoint: no TensorFlow "
                                     "checkpoint",
-              "bad_layer": "--layers: index 5"}[case]
+              "bad_layer": "--layers: index 5",
+              "l2_without_pooling": "--l2_normalize needs --pooling=mean, "
+                                    "first_token or cls",
+              "pooling_with_layers": "--layers=-1,-2 with --pooling=mean: "
+                                     "pooling uses the last layer only"}[case]
   if case == "missing_checkpoint":
     args.append("--init_checkpoint=%s" % (tmp_path / "nope.ckpt"))
   if case == "bad_layer":
     args.append("--layers=5")
+  if case == "l2_without_pooling":
+    args.append("--l2_normalize")
+  if case == "pooling_with_layers":
+    args.append("--pooling=mean")
   result = _run_script(args)
   assert result.returncode == 1
   error_lines = [l for l in result.stderr.splitlines()

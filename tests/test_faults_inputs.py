@@ -378,10 +378,11 @@ def test_a_distribution_problem_is_reported_with_the_others():
 
 
 def test_readme_encode_text_example_unpacks_what_it_returns():
-  with open(os.path.join(REPO_ROOT, "README.md"), encoding="utf-8") as f:
+  with open(os.path.join(REPO_ROOT, "docs", "extract-and-serve.md"),
+            encoding="utf-8") as f:
     readme = f.read()
   targets = re.findall(r"^(.+?) = serving\.encode_text\(", readme, re.M)
-  assert targets, "README has no serving.encode_text example"
+  assert targets, "docs/extract-and-serve.md has no serving.encode_text example"
   tokenizer = tokenization.FullTokenizer(_model_file("vocab.txt"), True)
   returned = serving.encode_text(tokenizer, "the cat", "a dog", 16)
   for target in targets:

@@ -264,7 +264,7 @@ def test_config_invalid_json_names_the_path(tmp_path):
   with pytest.raises(ValueError, match="bad_config.json"):
     modeling.BertConfig.from_json_file(str(path))
   path.write_text("[1, 2]")
-  with pytest.raises(ValueError, match="JSON object"):
+  with pytest.raises(ValueError, match="top level is a list, expected an object"):
     modeling.BertConfig.from_json_file(str(path))
 
 

@@ -39,10 +39,55 @@ _COMMANDS = {
     "bert-predict-masked-lm": ("predict_masked_lm", ["--top_k",
                                                      "--input_file"]),
 }
-# Kept out of the copy that is installed: environments, caches, outputs.
+# Kept out of the copy that is installed where git is missing: environments,
+# caches, outputs.
 _NOT_COPIED = shutil.ignore_patterns(".git", ".venv", ".venv-*", "__pycache__",
                                      "*.pyc", ".pytest_cache", "build", "dist",
                                      "*.egg-info", "runs", "out", "tmp")
+
+
+def _copy_checkout(root, dest):
+  """Copies the files git knows in `root` (tracked, or new and not ignored)
+  to `dest`, so that what `pip install .` left in the checkout (build/,
+  *.egg-info/) or any other output cannot change what the test installs.
+  Without git (an unpacked archive), copies the tree minus `_NOT_COPIED`."""
+  try:
+    listed = subprocess.run(
+        ["git", "-C", str(root), "ls-files", "-z", "--cached", "--others",
+         "--exclude-standard"], capture_output=True, timeout=120, check=True)
+  except (OSError, subprocess.CalledProcessError):
+    shutil.copytree(str(root), str(dest), ignore=_NOT_COPIED)
+    return
+  for name in listed.stdout.decode("utf-8").split("\0"):
+    source = os.path.join(str(root), name)
+    if name and os.path.isfile(source):  # Not a deleted file or submodule.
+      os.makedirs(os.path.dirname(os.path.join(str(dest), name)),
+                  exist_ok=True)
+      shutil.copy2(source, os.path.join(str(dest), name))
+
+
+def test_copy_of_the_checkout_leaves_out_what_pip_install_left(tmp_path):
+  """`pip install .` in a checkout leaves build/ and bert_tf.egg-info/
+  there (ignored by git); the copy the install tests use has neither."""
+  root = tmp_path / "checkout"
+  root.mkdir()
+  shutil.copy2(os.path.join(REPO_ROOT, ".gitignore"), str(root))
+  (root / "pkg").mkdir()
+  (root / "pkg" / "a.py").write_text("A = 1\n", encoding="utf-8")
+  (root / "new.py").write_text("B = 2\n", encoding="utf-8")
+  for leftover in ("build/lib/pkg/a.py", "bert_tf.egg-info/SOURCES.txt"):
+    (root / leftover).parent.mkdir(parents=True, exist_ok=True)
+    (root / leftover).write_text("stale\n", encoding="utf-8")
+  git = ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t"]
+  subprocess.run(git + ["init", "-q"], check=True, timeout=60)
+  subprocess.run(git + ["add", ".gitignore", "pkg"], check=True, timeout=60)
+  subprocess.run(git + ["commit", "-qm", "x"], check=True, timeout=60)
+  _copy_checkout(root, tmp_path / "copy")
+  copied = sorted(os.path.relpath(os.path.join(folder, name),
+                                  str(tmp_path / "copy"))
+                  for folder, _, names in os.walk(str(tmp_path / "copy"))
+                  for name in names)
+  assert copied == [".gitignore", "new.py", os.path.join("pkg", "a.py")]
 
 
 def _pyproject():
@@ -110,6 +155,8 @@ def test_dependencies_are_the_requirements_files_and_artefacts_are_ignored():
       "file": ["requirements-test.txt"]}
   assert dynamic["optional-dependencies"]["beam"] == {
       "file": ["requirements-beam.txt"]}
+  assert dynamic["optional-dependencies"]["chinese"] == {
+      "file": ["requirements-chinese.txt"]}
   ignored = read_lines(os.path.join(REPO_ROOT, ".gitignore"))
   assert {"/build/", "*.egg-info/", "/dist/"} <= set(ignored)
   assert "slow" in project["tool"]["pytest"]["ini_options"]["markers"][0]
@@ -158,18 +205,21 @@ def _module_file(python, module, cwd):
   return result.stdout.strip().splitlines()[-1]
 
 
-def _installed_top_level_names(python):
+def _installed_top_level_names(python, cwd):
   """The top-level importable names that the installed distribution holds.
 
   Read from its `RECORD` (every installed file), cross-checked with
   `top_level.txt`; files outside site-packages (console scripts) and the
-  dist-info folder itself are not names.
+  dist-info folder itself are not names. Run in `cwd`, not the checkout,
+  and without PYTHONPATH: a `bert_tf.egg-info/` that `pip install .` left
+  in the checkout would be found first.
   """
   code = ("import importlib.metadata as m, json; d = m.distribution('bert-tf');"
           " print(json.dumps([[str(f) for f in d.files], "
           "d.read_text('top_level.txt')]))")
+  env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
   result = subprocess.run([python, "-c", code], capture_output=True,
-                          text=True, timeout=300)
+                          text=True, timeout=300, cwd=cwd, env=env)
   assert result.returncode == 0, result.stderr[-2000:]
   files, top_level = json.loads(result.stdout.strip().splitlines()[-1])
   names = set()
@@ -185,7 +235,8 @@ def _installed_top_level_names(python):
 @pytest.mark.slow
 def test_install_into_fresh_venv_gives_working_console_commands(tmp_path):
   source = tmp_path / "checkout"
-  shutil.copytree(REPO_ROOT, str(source), ignore=_NOT_COPIED)
+  _copy_checkout(REPO_ROOT, source)
+  built_before = os.path.exists(os.path.join(REPO_ROOT, "build"))
   python = _fresh_venv(tmp_path / "venv")
   _pip_install(python, str(source))
   bin_dir = os.path.dirname(python)
@@ -198,7 +249,7 @@ def test_install_into_fresh_venv_gives_working_console_commands(tmp_path):
       str(tmp_path / "venv"))
   # Exactly the package and the root modules are installed: no other
   # top-level name (no tests/, bench/, or a stray helper module).
-  assert _installed_top_level_names(python) == (
+  assert _installed_top_level_names(python, str(work)) == (
       {"bert_tf"} | set(_root_modules()))
 
   # --help lists the script's own flags too (absl lists those of the module
@@ -236,13 +287,14 @@ def test_install_into_fresh_venv_gives_working_console_commands(tmp_path):
   assert [f["token"] for f in rows[1]["features"]] == (
       ["[CLS]"] + tokenizer.tokenize("single line") + ["[SEP]"])
   assert len(rows[0]["features"][0]["layers"][0]["values"]) == 32
-  assert not os.path.exists(os.path.join(REPO_ROOT, "build"))
+  # The install built in the copy, not in the checkout.
+  assert os.path.exists(os.path.join(REPO_ROOT, "build")) == built_before
 
 
 @pytest.mark.slow
 def test_editable_install_imports_from_the_checkout(tmp_path):
   source = tmp_path / "checkout"
-  shutil.copytree(REPO_ROOT, str(source), ignore=_NOT_COPIED)
+  _copy_checkout(REPO_ROOT, source)
   python = _fresh_venv(tmp_path / "venv")
   _pip_install(python, "-e", str(source))
   work = tmp_path / "work"

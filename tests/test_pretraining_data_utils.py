@@ -164,11 +164,13 @@ def test_output_paths_checked_before_work(tmp_path):
     processes.check_output_paths([corpus], [out], 2)
 
 
-def _write_part(part_index, num_parts, ranges, output_files, failure):
+def _write_part(part_index, num_parts, ranges, output_files, failure,
+                random_next_from=()):
   """A part runner for the tests: writes its ranges' bytes, or fails.
 
   `failure`: None, or (part index, "raise" or "die").
   """
+  del random_next_from  # Only the ranges are written.
   if failure and failure[0] == part_index:
     if failure[1] == "die":
       os._exit(3)
@@ -214,11 +216,48 @@ def test_run_parts_reports_a_worker_that_dies(tmp_path):
   assert not [p for p in os.listdir(tmp_path) if not p.startswith("corpus")]
 
 
-def test_run_parts_refuses_parts_without_two_documents(tmp_path):
-  path = tmp_path / "three.txt"
-  path.write_text("one a\n\ntwo b\n\nthree c\n", encoding="utf-8")
-  with pytest.raises(ValueError, match=r"--num_workers=2: part \d of the "
-                     r"corpus \(.*three.txt\[.*\]\) holds 1 document"):
-    processes.run_parts([str(path)], 2, [str(tmp_path / "o")], _write_part,
+def test_run_parts_refuses_a_part_without_a_document(tmp_path):
+  path = tmp_path / "two.txt"
+  path.write_text("one a\n\ntwo b\n", encoding="utf-8")
+  with pytest.raises(ValueError, match=r"--num_workers=3: part 1 of the "
+                     r"corpus \(no text left to cut\) holds no document; the "
+                     r"corpus has 2 document\(s\)"):
+    processes.run_parts([str(path)], 3, [str(tmp_path / "o")], _write_part,
                         None)
-  assert os.listdir(tmp_path) == ["three.txt"]
+  assert os.listdir(tmp_path) == ["two.txt"]
+
+
+def test_split_corpus_gives_every_part_a_document(tmp_path):
+  """Three documents of 268, 1,604 and 2,517 bytes (the shape of the
+  reference's sample_text.txt): two parts of 2 and 1 documents, cut at the
+  boundary nearest the middle; the one-document part borrows its "random
+  next" documents from the other part. The old cut (the first blank line at
+  or after the middle) left part 1 empty."""
+  path = tmp_path / "three.txt"
+  docs = ["a" * 267, "b" * 1603, "c" * 2516]
+  path.write_text("\n\n".join(docs) + "\n", encoding="utf-8")
+  parts, num_documents = processes.split_corpus([str(path)], 2)
+  assert num_documents == [2, 1]
+  assert parts == [[(str(path), 0, 268 + 1 + 1604)],
+                   [(str(path), 268 + 1 + 1604, None)]]
+  assert processes.random_next_ranges(parts, num_documents) == [[], parts[0]]
+  # Three parts: one document each, every part borrowing.
+  parts, num_documents = processes.split_corpus([str(path)], 3)
+  assert num_documents == [1, 1, 1]
+  assert processes.random_next_ranges(parts, num_documents) == [
+      parts[1], parts[2], parts[1]]
+  parts, num_documents = processes.split_corpus([str(path)], 4)
+  with pytest.raises(ValueError, match="holds no document; the corpus has 3"):
+    processes.check_parts(parts, num_documents)
+
+
+def test_split_corpus_cuts_at_the_nearest_boundary(tmp_path):
+  """Ten documents of 99 bytes, a blank line after each but the last (999
+  bytes): 2 parts cut at the blank line nearest byte 499.5 (499, after
+  document 5), 3 parts at those nearest 333 and 666 (299 and 699)."""
+  path = tmp_path / "ten.txt"
+  path.write_text("\n\n".join(["x" * 98] * 10) + "\n", encoding="utf-8")
+  _, num_documents = processes.split_corpus([str(path)], 2)
+  assert num_documents == [5, 5]
+  _, num_documents = processes.split_corpus([str(path)], 3)
+  assert num_documents == [3, 4, 3]

@@ -128,6 +128,35 @@ def test_an_existing_venv_of_another_python_is_one_line(tmp_path):
   assert _printed(stdout)["venv"] == str(venv)
 
 
+def test_without_python_an_existing_venv_keeps_its_python(tmp_path):
+  """After `PYTHON=python3.13 ./quickstart.sh`, a plain `./setup.sh --test`
+  reuses .venv's Python 3.13 (it was `error: .venv: holds Python 3.13,
+  expected 3.11`); PYTHON still chooses, and a broken venv is refused."""
+  venv = tmp_path / "venv"
+  venv_python = _fake_python(venv / "bin", "python", "3.13")
+  bin_dir = tmp_path / "bin"
+  bin_dir.mkdir()
+  for tool in ("dirname", "grep"):
+    os.symlink(shutil.which(tool), str(bin_dir / tool))
+  _fake_python(bin_dir, "python3.11", "3.11")
+  status, stdout, stderr = _setup(tmp_path, path=str(bin_dir))
+  assert status == 0, stderr
+  assert _printed(stdout)["python"] == venv_python
+  assert _printed(stdout)["version"] == "3.13"
+  assert _printed(stdout)["requirements"] == "requirements-tf2.21.txt"
+  python = str(bin_dir / "python3.11")
+  status, _, stderr = _setup(tmp_path, path=str(bin_dir), PYTHON=python)
+  assert status == 1 and "holds Python 3.13, expected 3.11" in stderr
+  os.remove(venv_python)  # A venv whose Python is gone: the default again.
+  with open(venv_python, "w", encoding="utf-8") as f:
+    f.write("#!/bin/sh\nexit 1\n")
+  os.chmod(venv_python, 0o755)
+  status, _, stderr = _setup(tmp_path, path=str(bin_dir))
+  assert status == 1
+  assert stderr.startswith("error: %s: holds Python (broken), expected 3.11"
+                           % venv)
+
+
 def test_a_venv_name_with_spaces_is_one_line(tmp_path):
   python = _fake_python(tmp_path / "bin", "python3.12", "3.12")
   status, _, stderr = _setup(tmp_path, PYTHON=python,
@@ -162,6 +191,32 @@ def test_requirements_txt_is_both_stacks_and_test_pins_are_exact():
                                                     "requirements.txt"))
            if line.strip() and not line.startswith("#")]
   assert lines == ["-r " + name for name in sorted(STACKS)]
-  for line in read_lines(os.path.join(REPO_ROOT, "requirements-test.txt")):
-    if line.strip() and not line.startswith("#"):
-      assert _PIN.match(line) and _PIN.match(line).group(0) == line, line
+  for name in ("requirements-test.txt", "requirements-chinese.txt"):
+    for line in read_lines(os.path.join(REPO_ROOT, name)):
+      if line.strip() and not line.startswith("#"):
+        assert _PIN.match(line) and _PIN.match(line).group(0) == line, line
+
+
+def test_test_requirements_get_pytorchs_cpu_build_first(tmp_path):
+  """`setup.sh --test` installs torch from PyTorch's CPU index before the
+  test requirements (whose `torch==X` then keeps `X+cpu`); PyPI's default
+  wheel is the CUDA build. A stand-in venv Python logs each pip call."""
+  venv = tmp_path / "venv"
+  (venv / "bin").mkdir(parents=True)
+  log = tmp_path / "pip.log"
+  python = venv / "bin" / "python"
+  python.write_text('#!/bin/sh\necho "$@" >> %s\ncase "$*" in *"pip show"*) '
+                    'exit 1 ;; esac\necho 3.11\n' % log, encoding="utf-8")
+  os.chmod(str(python), 0o755)
+  env = dict(os.environ, VENV=str(venv))
+  env.pop("PYTHON", None)
+  result = subprocess.run([shutil.which("bash"), SETUP, "--test"],
+                          capture_output=True, text=True, env=env, timeout=60)
+  assert result.returncode == 0, result.stderr
+  calls = [line for line in read_lines(str(log)) if " pip " in line]
+  cpu = [i for i, line in enumerate(calls)
+         if "--index-url https://download.pytorch.org/whl/cpu" in line]
+  tests = [i for i, line in enumerate(calls)
+           if "-r requirements-test.txt" in line]
+  assert len(cpu) == 1 and "torch==2.13.0 " in calls[cpu[0]] + " "
+  assert tests and cpu[0] < tests[0]

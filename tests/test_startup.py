@@ -253,7 +253,7 @@ def _python(code):
 def test_importing_the_package_and_reference_modules_changes_nothing():
   # bert_tf and tokenization do not import TensorFlow: nothing changes.
   _python("import os, sys; e = dict(os.environ); m = list(sys.meta_path); "
-          "import bert_tf, bert_tf.cli, tokenization; "
+          "import bert_tf, bert_tf.cli, bert_tf.corpus, tokenization; "
           "assert dict(os.environ) == e and list(sys.meta_path) == m; "
           "assert 'tensorflow' not in sys.modules")
   # modeling and optimization need TensorFlow, whose own import sets
@@ -285,6 +285,17 @@ def test_a_command_quiets_tensorflow_before_it_loads():
       "print(os.environ['TF_CPP_MIN_LOG_LEVEL']); import tensorflow")
   assert result.stdout.split() == ["3"] and result.stderr == "", (
       result.stderr[-2000:])
+
+
+def test_a_beam_worker_quiets_tensorflow_before_it_loads():
+  # A Beam worker runs Beam's harness as __main__ and imports bert_tf.corpus
+  # to run a step: TensorFlow's import there printed its start-up lines
+  # (on 2.21 whatever the level; on 2.15 without TF_CPP_MIN_LOG_LEVEL).
+  result = _python(
+      "import sys, types; sys.modules['__main__'].__spec__ = "
+      "types.SimpleNamespace(name='apache_beam.runners.worker."
+      "sdk_worker_main'); import bert_tf.corpus; import tensorflow")
+  assert result.stderr == "", result.stderr[-2000:]
 
 
 @pytest.mark.slow

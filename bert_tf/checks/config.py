@@ -5,85 +5,173 @@ library users; the scripts check the file here first so that a bad value is
 one line naming the key, not a shape error deep in the graph.
 """
 
-import json
-
-import tensorflow.compat.v1 as tf
+import os
 
 import modeling
+from bert_tf.checks import json_file
 
-__all__ = ["check_bert_config_json", "read_json"]
+__all__ = ["check_bert_config_json", "read_json", "parameter_count",
+           "memory_problem"]
 
 # Keys that fix the shapes of the checkpoint's variables: no default can be
-# right for them.
-_REQUIRED_INT_KEYS = ("vocab_size", "hidden_size", "num_hidden_layers",
-                      "num_attention_heads", "intermediate_size")
-_OPTIONAL_INT_KEYS = ("max_position_embeddings", "type_vocab_size")
+# right for them. Each with the largest value a sane model has (far above
+# any released BERT; a larger one is a typo that would only allocate until
+# the kernel kills the process).
+_REQUIRED_INT_KEYS = {"vocab_size": 10 ** 7, "hidden_size": 65536,
+                      "num_hidden_layers": 1000, "num_attention_heads": 4096,
+                      "intermediate_size": 2 ** 20}
+_OPTIONAL_INT_KEYS = {"max_position_embeddings": 2 ** 20,
+                      "type_vocab_size": 65536}
 _PROBABILITY_KEYS = ("hidden_dropout_prob", "attention_probs_dropout_prob")
+# float32 weights.
+_BYTES_PER_PARAMETER = 4
 
 
-def check_bert_config_json(json_object, path, flag_name="bert_config_file"):
+def check_bert_config_json(json_object, path, flag_name="bert_config_file",
+                           memory_bytes=None):
   """Refuses a config whose values cannot describe a BERT model.
 
   Args:
     json_object: the parsed JSON.
     path: str, the file (for the message).
-    flag_name: str, the flag it came from.
+    flag_name: str, the flag it came from (None: the file alone is named).
+    memory_bytes: optional int, the memory to measure the model against
+      (default: this machine's physical memory).
 
   Raises:
     ValueError: one line naming the flag, the file and every bad key: a
       missing size key (vocab_size, hidden_size, num_hidden_layers,
       num_attention_heads, intermediate_size), a size that is not a positive
-      integer, a dropout probability outside [0, 1), an initializer_range
-      that is not a positive number, a hidden_act that is not an activation
-      name (`modeling.get_activation`), or a
-      hidden_size that num_attention_heads does not divide.
+      integer up to its sane maximum, a dropout probability outside [0, 1),
+      an initializer_range that is not a finite positive number, a
+      hidden_act that is not an activation name (`modeling.get_activation`),
+      a hidden_size that num_attention_heads does not divide, or a model
+      whose float32 weights alone exceed the memory (`memory_problem`).
   """
-  where = "--%s: %s" % (flag_name, path)
+  where = "--%s: %s" % (flag_name, path) if flag_name else path
   if not isinstance(json_object, dict):
     raise ValueError("%s must hold a JSON object, got %s" %
                      (where, type(json_object).__name__))
   problems = []
-  for key in _REQUIRED_INT_KEYS + _OPTIONAL_INT_KEYS:
+  for key, largest in list(_REQUIRED_INT_KEYS.items()) + list(
+      _OPTIONAL_INT_KEYS.items()):
     if key not in json_object:
       if key in _REQUIRED_INT_KEYS:
         problems.append("%r is missing" % key)
       continue
     value = json_object[key]
-    if isinstance(value, bool) or not isinstance(value, int):
-      problems.append("%r is %r; expected a positive integer" % (key, value))
-    elif value < 1:
-      problems.append("%r is %d; expected a positive integer" % (key, value))
+    if (isinstance(value, bool) or not isinstance(value, int) or
+        not 1 <= value <= largest):
+      problems.append("%r is %s; expected a positive integer up to %d" %
+                      (key, json_file.describe(value), largest))
   for key in _PROBABILITY_KEYS:
     value = json_object.get(key, 0.0)
     if (isinstance(value, bool) or not isinstance(value, (int, float))
         or not 0.0 <= value < 1.0):
-      problems.append("%r is %r; expected a probability in [0, 1)" %
-                      (key, value))
+      problems.append("%r is %s; expected a probability in [0, 1)" %
+                      (key, json_file.describe(value)))
   value = json_object.get("initializer_range", 0.02)
   if (isinstance(value, bool) or not isinstance(value, (int, float))
-      or not value > 0):
-    problems.append("'initializer_range' is %r; expected a positive number" %
-                    (value,))
+      or not 0 < value < float("inf")):
+    problems.append("'initializer_range' is %s; expected a finite positive "
+                    "number" % json_file.describe(value))
   value = json_object.get("hidden_act", "gelu")
   if value is not None and not isinstance(value, str):
-    problems.append("'hidden_act' is %r; expected a name such as \"gelu\"" %
-                    (value,))
+    problems.append("'hidden_act' is %s; expected a name such as \"gelu\"" %
+                    json_file.describe(value))
   elif value:
     try:
       modeling.get_activation(value)
     except ValueError as e:  # It names the activations it knows.
       problems.append("'hidden_act': %s" % e)
-  hidden, heads = (json_object.get("hidden_size"),
-                   json_object.get("num_attention_heads"))
-  if (not problems and hidden % heads):
-    problems.append("hidden_size=%d is not a multiple of "
-                    "num_attention_heads=%d" % (hidden, heads))
+  if not problems:
+    hidden = json_object["hidden_size"]
+    heads = json_object["num_attention_heads"]
+    if hidden % heads:
+      problems.append("hidden_size=%d is not a multiple of "
+                      "num_attention_heads=%d" % (hidden, heads))
+    else:
+      problem = memory_problem(json_object, memory_bytes)
+      if problem:
+        problems.append(problem)
   if problems:
     raise ValueError("%s: %s" % (where, "; ".join(problems)))
 
 
+def parameter_count(config):
+  """The number of weights of a `BertModel` (with its pooler) of `config`.
+
+  Args:
+    config: dict of a checked `bert_config.json` (sizes are positive ints).
+
+  Returns:
+    int: embeddings (word, position, token type, LayerNorm), per layer the
+    attention's query/key/value/output, the feed-forward layers and two
+    LayerNorms, and the pooler.
+  """
+  hidden = config["hidden_size"]
+  inner = config["intermediate_size"]
+  embeddings = hidden * (config["vocab_size"] +
+                         config.get("max_position_embeddings", 512) +
+                         config.get("type_vocab_size", 16) + 2)
+  attention = 4 * (hidden * hidden + hidden)
+  feed_forward = 2 * hidden * inner + inner + hidden
+  layer = attention + feed_forward + 4 * hidden
+  return (embeddings + config["num_hidden_layers"] * layer +
+          hidden * hidden + hidden)
+
+
+def _machine_memory():
+  """(memory, available memory) in bytes: the physical memory, or a lower
+  cgroup limit (a container's); available may be None."""
+  total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+  for limit_file in ("/sys/fs/cgroup/memory.max",
+                     "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+    try:
+      with open(limit_file) as f:
+        total = min(total, int(f.read().strip()))
+      break
+    except (OSError, ValueError):  # Absent, or "max" (no limit).
+      continue
+  available = None
+  try:
+    with open("/proc/meminfo") as f:
+      for line in f:
+        if line.startswith("MemAvailable:"):
+          available = int(line.split()[1]) * 1024
+  except (OSError, ValueError, IndexError):
+    pass
+  return total, available
+
+
+def memory_problem(config, memory_bytes=None):
+  """A one-line problem when the model's float32 weights exceed memory.
+
+  Args:
+    config: dict of a checked `bert_config.json`.
+    memory_bytes: optional int (default: this machine's physical memory).
+
+  Returns:
+    str or None.
+  """
+  available = None
+  if memory_bytes is None:
+    memory_bytes, available = _machine_memory()
+  count = parameter_count(config)
+  needed = count * _BYTES_PER_PARAMETER
+  if needed <= memory_bytes:
+    return None
+  return ("the model has %d parameters: its float32 weights alone need %s "
+          "but this machine has %s of memory%s; check the sizes" %
+          (count, _size(needed), _size(memory_bytes),
+           "" if available is None else " (%s available)" % _size(available)))
+
+
+def _size(num_bytes):
+  return "%.1f GiB" % (num_bytes / 2 ** 30)
+
+
 def read_json(path):
-  """The parsed JSON of a small UTF-8 file (local or any `tf.io.gfile`
-  file system)."""
-  with tf.io.gfile.GFile(path, "rb") as f:
-    return json.loads(f.read().decode("utf-8"))
+  """The parsed JSON of a small file (local or any `tf.io.gfile` file
+  system), nested at most `json_file.MAX_DEPTH` levels."""
+  return json_file.load(path, max_bytes=2 ** 20)

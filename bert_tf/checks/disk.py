@@ -3,10 +3,14 @@
 import errno
 import re
 
-__all__ = ["is_disk_full", "disk_full_message", "final_name"]
+__all__ = ["is_disk_full", "disk_full_message", "final_name",
+           "essential_text"]
 
-# A path in an error's text (TensorFlow names the file it was writing).
-_PATH = re.compile(r"(?:[a-z][a-z0-9+.-]*://[^\s/]*)?/[^\s;,'\"()]+")
+# A path in an error's text (TensorFlow names the file it was writing): it
+# starts the text or follows a space, quote, bracket or `=`, so an op's
+# name (`save/SaveV2`) is not taken for one.
+_PATH = re.compile(r"(?:(?<=[\s'\"(=\[])|^)"
+                   r"(?:[a-z][a-z0-9+.-]*://[^\s/]*)?/[^\s;,'\"()\[\]]+")
 # Temporary names and what they become: a checkpoint shard
 # (`<prefix>_temp[_<hex>]/part-K-of-N.data-...`, merged into `<prefix>`),
 # TensorFlow's atomic writes (`<file>.tempstate<n>`, `<file>.tmp<hex>`) and
@@ -22,6 +26,28 @@ _TEMP_NAMES = (
 # `OutOfRangeError`, ENOSPC as a `ResourceExhaustedError`, not as OSError).
 _DISK_FULL_TEXT = ("File too large", "No space left on device",
                    "Disk quota exceeded")
+
+
+def essential_text(error):
+  """The message of `error` on one line, without a Python stack.
+
+  TensorFlow's graph-execution errors carry the Python stack of the
+  failing op (`Graph execution error:`, `Detected at node ...`, indented
+  `File "..."` lines); only the lines that say what went wrong are kept.
+
+  Args:
+    error: an exception.
+
+  Returns:
+    str.
+  """
+  message = str(getattr(error, "message", None) or error)
+  kept = [line.strip() for line in message.splitlines()
+          if line.strip() and not line[:1].isspace()
+          and not line.startswith(("Graph execution error",
+                                   "Detected at node", "File ",
+                                   "Traceback "))]
+  return " ".join(" ".join(kept).split()) or " ".join(message.split())
 
 
 def is_disk_full(error):
@@ -45,7 +71,8 @@ def disk_full_message(error, path=None):
   Returns:
     str.
   """
-  text = " ".join(str(getattr(error, "message", None) or error).split())
+  text = (" ".join(error.split()) if isinstance(error, str)
+          else essential_text(error))
   if "the disk is full or the file-size limit" in text:  # From bert_tf.io.
     return re.sub(r"^\[Errno \d+\] ", "", text)
   name = path or getattr(error, "filename", None)

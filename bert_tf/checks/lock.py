@@ -5,8 +5,10 @@ however it ends (SIGKILL included), so a killed run never leaves the folder
 locked. Unix only, as the scripts are.
 """
 
+import errno
 import fcntl
 import os
+import stat
 
 __all__ = ["OutputDirLock", "lock_output_dir"]
 
@@ -61,13 +63,27 @@ def lock_output_dir(output_dir, flag_name="output_dir"):
 
   Raises:
     ValueError: naming the folder and the other run's process id, when a
-      live process (this one included) holds the lock.
+      live process (this one included) holds the lock; or when `.lock` is a
+      symbolic link or not a regular file.
   """
   if not output_dir or "://" in output_dir:
     return None
   os.makedirs(output_dir, exist_ok=True)
-  fd = os.open(os.path.join(output_dir, ".lock"), os.O_RDWR | os.O_CREAT,
-               0o644)
+  path = os.path.join(output_dir, ".lock")
+  try:
+    # O_NOFOLLOW: a `.lock` that is a link is never followed (its target
+    # would be truncated and get the pid).
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+  except OSError as e:
+    if os.path.islink(path) or e.errno == errno.ELOOP:
+      raise ValueError("--%s: %s is a symbolic link; expected the lock file "
+                       "of the folder (remove the link)" % (flag_name, path)
+                      ) from None
+    raise
+  if not stat.S_ISREG(os.fstat(fd).st_mode):
+    os.close(fd)
+    raise ValueError("--%s: %s is not a regular file; expected the lock "
+                     "file of the folder" % (flag_name, path))
   try:
     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
   except OSError:

@@ -6,6 +6,7 @@ than a traceback; `BERT_DEBUG=1` brings the traceback back.
 """
 
 import os
+import signal
 import sys
 
 from absl import app
@@ -14,11 +15,12 @@ import tensorflow.compat.v1 as tf
 
 from bert_tf import tf_private
 from bert_tf.checks import disk
+from bert_tf.cli import leftovers
 from bert_tf.cli import quiet
 from bert_tf.checks import records
 from bert_tf.train import options as training_options
 
-__all__ = ["run_main", "one_line"]
+__all__ = ["run_main", "one_line", "Terminated"]
 
 _USER_ERRORS = (ValueError, OSError, tf.errors.NotFoundError,
                 tf.errors.InvalidArgumentError,
@@ -49,14 +51,9 @@ def one_line(error):
 
 
 def _one_line_text(error):
-  message = str(getattr(error, "message", None) or error)
   if isinstance(error, tf.errors.OpError):
-    kept = [line.strip() for line in message.splitlines()
-            if line.strip() and not line[:1].isspace()
-            and not line.startswith(("Graph execution error",
-                                     "Detected at node", "File "))]
-    message = " ".join(kept) or message
-  return " ".join(message.split())
+    return disk.essential_text(error)
+  return " ".join(str(getattr(error, "message", None) or error).split())
 
 
 def _fail(message):
@@ -103,6 +100,28 @@ def _show_in_help(main):
     entry.__doc__ = sys.modules[module].__doc__
 
 
+class Terminated(BaseException):
+  """SIGTERM outside training: unwinds like Ctrl-C, so every atomic output
+  (`bert_tf.io.atomic_path`) removes its temporary name."""
+
+
+def _terminate_by_exception():
+  """SIGTERM raises `Terminated` in this process (training's
+  `PreemptionHook` sets its own handler while it trains). A forked child
+  that inherits the handler dies of the signal as usual."""
+  owner = os.getpid()
+
+  def on_sigterm(signum, frame):
+    del frame
+    if os.getpid() != owner:
+      signal.signal(signum, signal.SIG_DFL)
+      os.kill(os.getpid(), signum)
+      return
+    raise Terminated()
+
+  signal.signal(signal.SIGTERM, on_sigterm)
+
+
 def run_main(main):
   """Runs `main` through `absl.app.run`, reporting bad input in one line.
 
@@ -115,7 +134,10 @@ def run_main(main):
   `BERT_DEBUG=1` gives the full traceback (and TensorFlow's deprecation
   notices) instead. `--use_xla` takes effect at parsing (`_parse_flags`).
   Ctrl-C outside training is one line too, `error: interrupted (Ctrl-C)`,
-  exit status 130.
+  exit status 130; SIGTERM outside training is `error: terminated
+  (SIGTERM) ...`, exit status 143, after every atomic output removed its
+  temporary name. Temporary files (autograph's, Beam's) go to a folder
+  the run owns (`leftovers.use_own_temp_dir`).
 
   Args:
     main: the script's `main(argv)`; `--help` lists its module's flags.
@@ -124,12 +146,22 @@ def run_main(main):
 
   def guarded(argv):
     quiet.one_log_stream()  # Each TensorFlow log line once.
+    # Autograph's and Beam's temporary files in a folder of this run's.
+    leftovers.use_own_temp_dir()
     if not os.environ.get("BERT_DEBUG"):
       # Deprecation notices of tf.compat.v1 APIs (a dozen lines before the
       # first line of the project's own log); BERT_DEBUG=1 shows them.
       tf_private.quiet_deprecation_notices()
+    _terminate_by_exception()
     try:
       return main(argv)
+    except Terminated:
+      if os.environ.get("BERT_DEBUG"):
+        raise
+      sys.stderr.write("error: terminated (SIGTERM); no partial output "
+                       "was kept\n")
+      sys.stderr.flush()
+      sys.exit(143)
     except KeyboardInterrupt:
       # Ctrl-C outside a training loop (which saves and exits itself).
       if os.environ.get("BERT_DEBUG"):

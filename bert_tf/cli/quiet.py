@@ -18,7 +18,12 @@ import logging
 import os
 import sys
 
-__all__ = ["when_run_as_command", "quiet_tensorflow", "one_log_stream"]
+__all__ = ["when_run_as_command", "when_beam_worker", "quiet_tensorflow",
+           "one_log_stream"]
+
+# The main module of a Beam worker process (the DirectRunner's
+# multi-processing workers, Dataflow's Python harness).
+_BEAM_WORKER_MAIN = "apache_beam.runners.worker.sdk_worker_main"
 
 
 def when_run_as_command(module_name):
@@ -42,6 +47,30 @@ def when_run_as_command(module_name):
       os.path.basename(sys.argv[0] if sys.argv else "") != command):
     return False
   return quiet_tensorflow()
+
+
+def when_beam_worker():
+  """Quiets TensorFlow's import in a Beam worker process; elsewhere nothing.
+
+  A worker runs Beam's harness as `__main__` and imports the pipeline's
+  code (`bert_tf.corpus`, which calls this first) before TensorFlow; it
+  inherits `TF_CPP_MIN_LOG_LEVEL` from the launching command, but on
+  TensorFlow 2.19+ each import still printed its start-up lines. Here the
+  first import runs with stderr on /dev/null, as in the command, unless
+  `BERT_DEBUG=1`.
+
+  Returns:
+    bool, whether this is a worker whose TensorFlow import is now quiet.
+  """
+  main = sys.modules.get("__main__")
+  if (getattr(getattr(main, "__spec__", None), "name", None) !=
+      _BEAM_WORKER_MAIN or "tensorflow" in sys.modules or
+      os.environ.get("BERT_DEBUG")):
+    return False
+  os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+  if not any(isinstance(f, _SilentImport) for f in sys.meta_path):
+    sys.meta_path.insert(0, _SilentImport())
+  return True
 
 
 def quiet_tensorflow():

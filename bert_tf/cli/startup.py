@@ -75,9 +75,11 @@ def load_bert_config(path, flag_name="bert_config_file"):
   keys), the values are checked by `config_checks.check_bert_config_json`.
 
   Raises:
-    ValueError: when `path` is empty, missing, not JSON, or a config with a
-      missing size, a value of the wrong type or range, or a hidden_size
-      that num_attention_heads does not divide (every bad key named).
+    ValueError: when `path` is empty, missing, not JSON (or nested beyond
+      `json_file.MAX_DEPTH`), or a config with a missing size, a value of
+      the wrong type or range, a hidden_size that num_attention_heads does
+      not divide, or weights larger than the machine's memory (every bad
+      key named).
   """
   if not path:
     raise ValueError("--%s is required: the JSON config of the BERT model"
@@ -86,14 +88,11 @@ def load_bert_config(path, flag_name="bert_config_file"):
     raise ValueError("--%s: %s does not exist (expected the model's "
                      "bert_config.json)" % (flag_name, path))
   try:
-    config = modeling.BertConfig.from_json_file(path)
-    config_checks.check_bert_config_json(config_checks.read_json(path), path,
-                                         flag_name)
+    json_object = config_checks.read_json(path)
   except (ValueError, OSError) as e:
-    if str(e).startswith("--%s: " % flag_name):
-      raise
-    raise ValueError("--%s: %s is not a valid BERT config JSON (%s)" %
-                     (flag_name, path, e)) from e
+    raise ValueError("--%s: %s" % (flag_name, e)) from None
+  config_checks.check_bert_config_json(json_object, path, flag_name)
+  config = modeling.BertConfig.from_dict(json_object)
   return config
 
 

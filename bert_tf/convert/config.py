@@ -9,6 +9,9 @@ models were trained).
 
 import math
 
+from bert_tf.checks import config as config_checks
+from bert_tf.checks import json_file
+
 __all__ = ["BERT_CONFIG_KEYS", "hf_config_to_bert_config",
            "bert_config_to_hf_config"]
 
@@ -62,6 +65,7 @@ def hf_config_to_bert_config(hf_config, source="config.json"):
     raise ValueError("%s: %s = %r, expected %s" %
                      (source, key, hf_config.get(key), expected))
 
+  _check_hf_types(hf_config, source)
   model_type = hf_config.get("model_type", "bert")
   if model_type != "bert":
     fail("model_type", "'bert' (this project runs BERT only; e.g. RoBERTa "
@@ -82,7 +86,39 @@ def hf_config_to_bert_config(hf_config, source="config.json"):
   if config["hidden_act"] not in _HF_TO_TF_ACT:
     fail("hidden_act", "one of %s" % ", ".join(sorted(_HF_TO_TF_ACT)))
   config["hidden_act"] = _HF_TO_TF_ACT[config["hidden_act"]]
+  config_checks.check_bert_config_json(config, source, flag_name=None)
   return config
+
+
+# Keys of a Hugging Face config.json read here, and the JSON kinds they
+# must have (sizes and rates are checked as a bert_config.json after the
+# mapping).
+_HF_KINDS = {
+    "model_type": "string", "layer_norm_eps": "number",
+    "position_embedding_type": "string", "is_decoder": "boolean",
+    "add_cross_attention": "boolean", "embedding_size": ("integer", "null"),
+    "hidden_act": "string", "architectures": ("list", "null"),
+    "problem_type": ("string", "null"), "id2label": ("object", "null"),
+}
+
+
+def _check_hf_types(hf_config, source):
+  """Refuses a config.json that is not an object or has a key of the
+  wrong JSON type (`_HF_KINDS`), naming the file and the key.
+
+  Raises:
+    ValueError: one line.
+  """
+  json_file.require(hf_config, "object", source, "")
+  for key, kind in _HF_KINDS.items():
+    json_file.field(hf_config, key, kind, source, default=None)
+  for i, name in enumerate(hf_config.get("architectures") or ()):
+    json_file.require(name, "string", source,
+                      json_file.index_path("architectures", i))
+  for key in hf_config.get("id2label") or ():
+    if not key.isdigit():
+      raise ValueError("%s: id2label has key %r, expected label ids 0, 1, "
+                       "..." % (source, key))
 
 
 def bert_config_to_hf_config(bert_config, architectures, num_labels=None):

@@ -9,7 +9,6 @@ output folder is written under a temporary name and renamed when complete.
 """
 
 import contextlib
-import json
 import os
 
 from absl import logging
@@ -21,6 +20,7 @@ from safetensors import SafetensorError
 import tensorflow.compat.v1 as tf
 
 from bert_tf import io as io_utils
+from bert_tf.checks import json_file
 from bert_tf.cli import startup
 
 __all__ = ["read_json", "safetensors_files", "read_hf_weights",
@@ -39,19 +39,14 @@ _PYTORCH_BIN_HINT = (
 
 
 def read_json(path):
-  """The JSON value in the local file `path`.
+  """The JSON object in the local file `path`.
 
   Raises:
     FileNotFoundError: `path` is not a file.
-    ValueError: not valid JSON, naming the file.
+    ValueError: not valid JSON, nested too deeply, or not an object, naming
+      the file.
   """
-  if not os.path.isfile(path):
-    raise FileNotFoundError("%s not found" % path)
-  with open(path, encoding="utf-8") as f:
-    try:
-      return json.load(f)
-    except json.JSONDecodeError as e:
-      raise ValueError("%s: not valid JSON (%s)" % (path, e)) from None
+  return json_file.require(json_file.load(path), "object", path, "")
 
 
 def safetensors_files(hf_dir):
@@ -60,15 +55,25 @@ def safetensors_files(hf_dir):
   Raises:
     FileNotFoundError: when there is none; a folder holding only
       `pytorch_model.bin` gets the command that converts it.
+    ValueError: an index whose `weight_map` is not an object of file names
+      inside `hf_dir` (an absolute path, `..`, or a link leading out is
+      refused), naming the index and the key.
   """
   single = os.path.join(hf_dir, "model.safetensors")
   if os.path.isfile(single):
+    _check_inside(hf_dir, "model.safetensors", single, "")
     return [single]
   index = os.path.join(hf_dir, "model.safetensors.index.json")
   if os.path.isfile(index):
-    weight_map = read_json(index).get("weight_map", {})
-    return [os.path.join(hf_dir, name)
-            for name in sorted(set(weight_map.values()))]
+    weight_map = json_file.field(read_json(index), "weight_map", "object",
+                                 index, default={})
+    names = set()
+    for tensor, name in weight_map.items():
+      where = "weight_map[%s]" % json_file.describe(tensor)
+      json_file.require(name, "string", index, where)
+      names.add(name)
+      _check_inside(hf_dir, name, index, where)
+    return [os.path.join(hf_dir, name) for name in sorted(names)]
   pickle_path = os.path.join(hf_dir, "pytorch_model.bin")
   if os.path.exists(pickle_path) or os.path.exists(pickle_path + ".index.json"):
     raise FileNotFoundError(
@@ -77,6 +82,30 @@ def safetensors_files(hf_dir):
   raise FileNotFoundError("%s: no model.safetensors (found: %s)" %
                           (hf_dir, ", ".join(sorted(os.listdir(hf_dir))) or
                            "nothing"))
+
+
+def _check_inside(folder, name, source, where):
+  """Refuses a file name that leads out of `folder`.
+
+  A Hugging Face cache snapshot (`.../snapshots/<revision>/`) links each
+  file to its repository's `blobs/` folder; those links are followed.
+
+  Raises:
+    ValueError: `name` is absolute, has a `..` part, or resolves (through
+      links) outside `folder`; naming `source` and `where`.
+  """
+  parts = name.replace("\\", "/").split("/")
+  real_folder = os.path.realpath(folder)
+  allowed = [real_folder]
+  if os.path.basename(os.path.dirname(real_folder)) == "snapshots":
+    allowed.append(os.path.join(os.path.dirname(os.path.dirname(real_folder)),
+                                "blobs"))
+  real = os.path.realpath(os.path.join(folder, name))
+  if (os.path.isabs(name) or ".." in parts or
+      not any(os.path.commonpath([root, real]) == root for root in allowed)):
+    raise ValueError("%s: %s is %r, expected a file inside %s (absolute "
+                     "paths, '..' and links leading out are refused)" %
+                     (source, where or "the file", name, folder))
 
 
 def read_hf_weights(hf_dir):
@@ -128,31 +157,58 @@ def _read_safetensors(path):
 
 
 def hf_vocab_text(hf_dir):
-  """vocab.txt's text, or the WordPiece vocab of tokenizer.json in id order."""
+  """vocab.txt's text, or the WordPiece vocab of tokenizer.json in id order.
+
+  Raises:
+    FileNotFoundError: neither file is there.
+    ValueError: a tokenizer.json of the wrong shape (`_wordpiece_vocab_text`).
+  """
   vocab_path = os.path.join(hf_dir, "vocab.txt")
   if os.path.isfile(vocab_path):
     with open(vocab_path, "rb") as f:
       return f.read()
   tokenizer_path = os.path.join(hf_dir, "tokenizer.json")
   if os.path.isfile(tokenizer_path):
-    model = read_json(tokenizer_path).get("model", {})
-    if model.get("type") == "WordPiece":
-      by_id = sorted(model["vocab"].items(), key=lambda item: item[1])
-      if [i for _, i in by_id] != list(range(len(by_id))):
-        raise ValueError("%s: WordPiece vocab ids are not 0..n-1" %
-                         tokenizer_path)
-      logging.info("No vocab.txt: writing the WordPiece vocab of %s",
-                   tokenizer_path)
-      return "".join(token + "\n" for token, _ in by_id).encode("utf-8")
+    return _wordpiece_vocab_text(tokenizer_path, hf_dir)
   raise FileNotFoundError("%s: no vocab.txt (nor a WordPiece tokenizer.json)" %
                           hf_dir)
+
+
+def _wordpiece_vocab_text(tokenizer_path, hf_dir):
+  """The WordPiece vocab of a tokenizer.json as vocab.txt's text.
+
+  Raises:
+    ValueError: no `model` object, a model that is not WordPiece, a
+      `model.vocab` that is not an object of integer ids 0..n-1; naming the
+      file and the key.
+  """
+  model = json_file.field(read_json(tokenizer_path), "model", "object",
+                          tokenizer_path)
+  kind = json_file.field(model, "type", ("string", "null"), tokenizer_path,
+                         "model", default=None)
+  if kind != "WordPiece":
+    raise ValueError("%s: model.type is %s, expected \"WordPiece\" (or a "
+                     "vocab.txt in %s)" % (tokenizer_path,
+                                          json_file.describe(kind), hf_dir))
+  vocab = json_file.field(model, "vocab", "object", tokenizer_path, "model")
+  for token, index in vocab.items():
+    json_file.require(index, "integer", tokenizer_path,
+                      "model.vocab[%s]" % json_file.describe(token))
+  by_id = sorted(vocab.items(), key=lambda item: item[1])
+  if [i for _, i in by_id] != list(range(len(by_id))):
+    raise ValueError("%s: WordPiece vocab ids are not 0..n-1" %
+                     tokenizer_path)
+  logging.info("No vocab.txt: writing the WordPiece vocab of %s",
+               tokenizer_path)
+  return "".join(token + "\n" for token, _ in by_id).encode("utf-8")
 
 
 def log_lower_case(hf_dir):
   """Tells which --do_lower_case the converted model needs, when known."""
   path = os.path.join(hf_dir, "tokenizer_config.json")
   if os.path.isfile(path):
-    lower = read_json(path).get("do_lower_case")
+    lower = json_file.field(read_json(path), "do_lower_case",
+                            ("boolean", "null"), path, default=None)
     if lower is not None:
       logging.info("%s says do_lower_case=%s: pass --do_lower_case=%s to the "
                    "scripts", path, lower, bool(lower))

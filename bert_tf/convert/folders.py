@@ -15,6 +15,7 @@ from absl import logging
 from safetensors.numpy import save_file as save_safetensors
 import tensorflow.compat.v1 as tf
 
+from bert_tf.checks import config as config_checks
 from bert_tf.convert import files
 from bert_tf.convert.config import bert_config_to_hf_config
 from bert_tf.convert.config import hf_config_to_bert_config
@@ -124,6 +125,8 @@ def tf_to_hf(checkpoint, output_dir, bert_config_file=None, vocab_file=None,
     if not tf.io.gfile.exists(path):
       raise FileNotFoundError("%s not found: pass --%s" % (path, flag))
   bert_config = files.read_json(bert_config_file)
+  config_checks.check_bert_config_json(bert_config, bert_config_file,
+                                       flag_name=None)
   hf_tensors, groups = tf_to_hf_weights(files.read_tf_checkpoint(prefix),
                                         bert_config, prefix)
   num_labels = (hf_tensors["classifier.weight"].shape[0]

@@ -7,4 +7,12 @@ byte-identical to part k of `--num_workers`; `wiki` turns MediaWiki pages and
 plain text into sentences and `prepare` is `prepare_corpus.py`'s pipeline;
 `vocab` learns and extends WordPiece vocabularies for `learn_vocab.py`.
 Everything here imports Beam and the corpus libraries only when used.
+
+In a Beam worker process, which imports this package to run a pipeline's
+steps, TensorFlow's import is quieted first (`quiet.when_beam_worker`);
+imported anywhere else, the package changes nothing in the process.
 """
+
+from bert_tf.cli import quiet
+
+quiet.when_beam_worker()

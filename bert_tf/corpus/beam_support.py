@@ -42,6 +42,15 @@ _BEAM_STEP = re.compile(r"\s*\[while running '[^']*'\]")
 # An option starts at a comma followed by "-": "--experiments=a,b" stays one.
 _OPTION_START = re.compile(r",(?=\s*-)")
 
+# Worker log levels (Beam's harness options), unless --pipeline_options
+# sets them: this project's warnings, none of Beam's start-up lines.
+_QUIET_WORKERS = (
+    "--default_sdk_harness_log_level=WARNING",
+    '--sdk_harness_log_level_overrides={"apache_beam": "ERROR", '
+    '"__main__": "ERROR"}')
+# The logger with which the DirectRunner relays its workers' lines.
+_RELAYED_WORKER_LINES = "apache_beam.runners.portability.local_job_service"
+
 
 def import_module(name, flag_name):
   """Imports module `name` of the `beam` extra.
@@ -51,10 +60,16 @@ def import_module(name, flag_name):
     flag_name: str, the flag that needs it, or a script name (`x.py`) for
       the message.
 
+  Beam's import logs that optional Google Cloud clients are missing
+  ("apitools not found", "bigquery_storage_v1"), which nothing here uses:
+  log lines below errors are off while it is imported.
+
   Raises:
     ValueError: `--<flag_name>: needs <name>; install it with ...` when it is
       not installed.
   """
+  disabled = std_logging.root.manager.disable
+  std_logging.disable(max(disabled, std_logging.WARNING))
   try:
     return importlib.import_module(name)
   except ImportError as e:
@@ -62,6 +77,8 @@ def import_module(name, flag_name):
     raise ValueError("%s: needs %s, which is not installed (%s); install "
                      "the extra with %s" % (where, name, e,
                                             INSTALL_HINT)) from None
+  finally:
+    std_logging.disable(disabled)
 
 
 def import_beam(flag_name):
@@ -92,7 +109,9 @@ def pipeline_options(text, num_workers, flag_name="pipeline_options"):
 
   With no options given, the pipeline runs on the DirectRunner in
   `num_workers` processes, at most one a CPU core
-  (`--direct_running_mode=multi_processing`).
+  (`--direct_running_mode=multi_processing`). Unless the options set them,
+  worker processes log warnings and errors only, and Beam's own warnings
+  not at all (`_QUIET_WORKERS`): they printed every start-up step.
   Options that Beam does not know are refused (a typo would otherwise run
   with defaults).
 
@@ -113,6 +132,9 @@ def pipeline_options(text, num_workers, flag_name="pipeline_options"):
     argv = ["--runner=DirectRunner", "--direct_running_mode=multi_processing",
             "--direct_num_workers=%d" % max(1, min(num_workers,
                                                    os.cpu_count() or 1))]
+  argv += [option for option in _QUIET_WORKERS
+           if not any(arg.startswith(option.split("=")[0] + "=")
+                      for arg in argv)]
   options = module.PipelineOptions(argv)
   unknown = _unknown_options(module, argv)
   if unknown:
@@ -168,7 +190,9 @@ def worker_pythonpath(*modules):
 def run_pipeline(pipeline, flag_name):
   """Runs `pipeline` to the end; a worker's user error as one ValueError.
 
-  Beam relays every worker's log lines at INFO: only its warnings are kept.
+  Beam's own lines are kept from warnings on. The DirectRunner relays each
+  line a worker process logs, which that process has printed already: those
+  copies are dropped (each warning came twice).
   A `ValueError` or `OSError` raised in a worker reaches here inside Beam's
   own error (with the worker's traceback); its message is raised again as
   `ValueError("--<flag_name>: <message>")`.
@@ -177,6 +201,7 @@ def run_pipeline(pipeline, flag_name):
     the pipeline's result.
   """
   std_logging.getLogger("apache_beam").setLevel(std_logging.WARNING)
+  std_logging.getLogger(_RELAYED_WORKER_LINES).setLevel(std_logging.CRITICAL)
   try:
     result = pipeline.run()
     result.wait_until_finish()

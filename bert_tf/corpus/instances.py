@@ -70,8 +70,10 @@ def run_shards(input_files, output_files, run_part, flag_values, *args):
     output_files: list of str, `--output_file`'s paths (see
       `processes.part_output_files`).
     run_part: the script's module-level function
-      `run_part(k, num_parts, ranges, output_paths, *args) -> dict` with the
-      part's `documents` and `instances` counts; workers import it by name.
+      `run_part(k, num_parts, ranges, output_paths, *args,
+      random_next_from=...) -> dict` with the part's `documents` and
+      `instances` counts (`processes.run_parts` calls it the same way);
+      workers import it by name.
     flag_values: the script's flags (`num_shards`, `pipeline_options`).
     *args: picklable further arguments of `run_part`.
 
@@ -97,7 +99,9 @@ def run_shards(input_files, output_files, run_part, flag_values, *args):
   target = (_module_name(run_part), run_part.__name__)
   beam_support.worker_pythonpath(sys.modules[run_part.__module__], bert_tf)
   with beam_support.atomic_outputs(part_outputs) as temps:
-    elements = [(k, num_shards, parts[k], temps[k]) for k in range(num_shards)]
+    borrowed = processes.random_next_ranges(parts, num_documents)
+    elements = [(k, num_shards, parts[k], temps[k], borrowed[k])
+                for k in range(num_shards)]
     metrics = _run_pipeline(beam, options, elements, target, args)
   return _log_parts(metrics, num_shards, part_outputs)
 
@@ -136,10 +140,11 @@ def _run_one_part(element, target, args):
   """
   # The beam extra is optional: imported only where a pipeline runs.
   from apache_beam.metrics import Metrics  # pylint: disable=g-import-not-at-top
-  part_index, num_parts, ranges, temps = element
+  part_index, num_parts, ranges, temps, borrowed = element
   run_part = getattr(importlib.import_module(target[0]), target[1])
   with beam_support.attempt_paths(temps) as attempts:
-    summary = run_part(part_index, num_parts, ranges, attempts, *args)
+    summary = run_part(part_index, num_parts, ranges, attempts, *args,
+                       random_next_from=borrowed)
   cpu_s, peak_rss_mb = processes.process_usage()
   counts = {"documents": summary["documents"],
             "instances": summary["instances"],

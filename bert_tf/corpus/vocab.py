@@ -14,6 +14,7 @@ words). `measure` gives WordPiece pieces per word and the `[UNK]` rate of a
 vocabulary on held-out text.
 """
 
+import collections
 import re
 
 from absl import logging
@@ -73,12 +74,22 @@ def learn(input_files, vocab_size, do_lower_case, num_unused=99,
     raise ValueError("--vocab_size is %d; expected more than the %d special "
                      "and [unused*] tokens" % (vocab_size, len(specials)))
   hf = beam_support.import_module("tokenizers", "learn_vocab.py")
+  alphabet, continuing = _alphabet(input_files, do_lower_case, limit_alphabet)
+  if not alphabet:
+    raise ValueError("--input_file: no text in %s" % ", ".join(input_files))
   tokenizer = hf.Tokenizer(hf.models.WordPiece(unk_token="[UNK]"))
   tokenizer.pre_tokenizer = hf.pre_tokenizers.WhitespaceSplit()
+  # Determinism: the trainer numbers the `##c` pieces in the order of its
+  # own hash map (a new order each process), and that order breaks ties
+  # between equally frequent merges, so each run learned another
+  # vocabulary. Given here as special tokens, in sorted order, they get
+  # the same ids on every run; the alphabet is chosen here too (the
+  # trainer's cut at limit_alphabet breaks ties the same way).
   trainer = hf.trainers.WordPieceTrainer(
       vocab_size=vocab_size, min_frequency=min_frequency,
-      special_tokens=specials, limit_alphabet=limit_alphabet,
-      continuing_subword_prefix="##", show_progress=False)
+      special_tokens=specials + continuing, initial_alphabet=alphabet,
+      limit_alphabet=len(alphabet), continuing_subword_prefix="##",
+      show_progress=False)
   counts = {"lines": 0}
 
   def lines():
@@ -87,13 +98,17 @@ def learn(input_files, vocab_size, do_lower_case, num_unused=99,
       yield " ".join(words)
 
   tokenizer.train_from_iterator(lines(), trainer)
-  if not counts["lines"]:
-    raise ValueError("--input_file: no text in %s" % ", ".join(input_files))
   ids = tokenizer.get_vocab()
   vocab = sorted(ids, key=ids.get)
-  if vocab[:len(specials)] != specials:
+  if vocab[:len(specials) + len(continuing)] != specials + continuing:
     raise ValueError("internal error: the trainer did not put the special "
                      "tokens first")
+  # The released layout: specials, single characters, `##` characters,
+  # then the merged pieces.
+  rest = vocab[len(specials) + len(continuing):]
+  singles = set(alphabet)
+  vocab = (specials + [t for t in rest if t in singles] + continuing +
+           [t for t in rest if t not in singles])
   logging.info("Learned %d tokens (%d pieces) from %d lines", len(vocab),
                len(vocab) - len(specials), counts["lines"])
   if len(vocab) < vocab_size:
@@ -101,6 +116,20 @@ def learn(input_files, vocab_size, do_lower_case, num_unused=99,
                     "more pieces seen --min_frequency=%d times", len(vocab),
                     vocab_size, min_frequency)
   return vocab
+
+
+def _alphabet(input_files, do_lower_case, limit_alphabet):
+  """(alphabet, continuing pieces): the `limit_alphabet` most frequent
+  characters of the words (ties: in character order), and `##c` for each
+  of them that occurs inside a word, sorted."""
+  counts = collections.Counter()
+  inside = set()
+  for words in iter_words(input_files, do_lower_case):
+    for word in words:
+      counts.update(word)
+      inside.update(word[1:])
+  alphabet = sorted(counts, key=lambda c: (-counts[c], c))[:limit_alphabet]
+  return alphabet, ["##" + c for c in sorted(set(alphabet) & inside)]
 
 
 def add_extra_tokens(vocab, words, do_lower_case):

@@ -228,7 +228,7 @@ def remove_killed_exports(export_dir):
       continue
     if match:
       # The owner's host and pid: removed only when it no longer runs.
-      if io_utils._writer_may_run(match.group(1)):  # pylint: disable=protected-access
+      if io_utils.writer_may_run(match.group(1)):
         continue
     elif not _OLD_WORK_DIR.match(name):
       continue

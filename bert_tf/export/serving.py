@@ -15,7 +15,7 @@ context longer than one window is answered by the span search of
 `bert_tf.tasks.squad.predictions.write_predictions` over all of them.
 """
 
-import json
+import logging as std_logging
 import os
 import tempfile
 
@@ -23,6 +23,8 @@ from absl import logging
 import numpy as np
 import tensorflow as tf2
 
+from bert_tf.checks import disk
+from bert_tf.checks import json_file
 from bert_tf.export import saved_model as export_utils
 from bert_tf.tasks import features as feature_utils
 from bert_tf.tasks.squad import data as squad_data
@@ -79,19 +81,63 @@ def read_assets(version_dir):
                      "written with --export_dir)" %
                      (version_dir, ", ".join(missing)))
   path = os.path.join(assets, export_utils.SERVING_ASSET)
-  with tf2.io.gfile.GFile(path, "r") as f:
-    try:
-      config = json.load(f)
-    except ValueError as e:
-      raise ValueError("%s: not valid JSON (%s)" % (path, e)) from e
-  for key in ("kind", "do_lower_case", "max_seq_length", "output_keys"):
-    if key not in config:
-      raise ValueError("%s: no %r field" % (path, key))
+  config = json_file.load(path, max_bytes=2 ** 24)
+  check_serving_config(config, path)
+  return (config, os.path.join(assets, export_utils.VOCAB_ASSET),
+          os.path.join(assets, export_utils.CONFIG_ASSET))
+
+
+# serving_config.json: key -> (JSON kind, minimum) of the keys every export
+# has, then of the keys some kinds add.
+_SERVING_REQUIRED = {"kind": ("string", None),
+                     "do_lower_case": ("boolean", None),
+                     "max_seq_length": ("integer", 3),
+                     "output_keys": ("list", None)}
+_SERVING_OPTIONAL = {"label_list": (("list", "null"), None),
+                     "task_name": (("string", "null"), None),
+                     "tsv_columns": (("object", "null"), None),
+                     "doc_stride": ("integer", 1),
+                     "max_query_length": ("integer", 1),
+                     "version_2_with_negative": ("boolean", None)}
+_TSV_COLUMNS = {"text_a_column": ("integer", 0),
+                "text_b_column": (("integer", "null"), 0),
+                "skip_header": ("boolean", None)}
+
+
+def check_serving_config(config, path):
+  """Refuses a `serving_config.json` of the wrong shape.
+
+  Args:
+    config: the parsed JSON.
+    path: str, the file (for the message).
+
+  Raises:
+    ValueError: one line naming the file and the key path: not an object;
+      a missing `kind`, `do_lower_case`, `max_seq_length` or `output_keys`;
+      a value of the wrong JSON type or below its minimum; an unknown kind;
+      a SQuAD export without `doc_stride` / `max_query_length`.
+  """
+  json_file.require(config, "object", path, "")
+  for table, default in ((_SERVING_REQUIRED, json_file.MISSING),
+                         (_SERVING_OPTIONAL, None)):
+    for key, (kind, minimum) in table.items():
+      json_file.field(config, key, kind, path, default=default,
+                      minimum=minimum)
   if config["kind"] not in export_utils.KINDS:
     raise ValueError("%s: kind %r is not one of %s" %
                      (path, config["kind"], export_utils.KINDS))
-  return (config, os.path.join(assets, export_utils.VOCAB_ASSET),
-          os.path.join(assets, export_utils.CONFIG_ASSET))
+  for name in ("output_keys", "label_list"):
+    for i, value in enumerate(config.get(name) or ()):
+      json_file.require(value, "string", path, json_file.index_path(name, i))
+  if not config["output_keys"]:
+    raise ValueError("%s: output_keys is [], expected the names of the "
+                     "outputs" % path)
+  for key, (kind, minimum) in _TSV_COLUMNS.items():
+    json_file.field(config.get("tsv_columns") or {}, key, kind, path,
+                    "tsv_columns", default=None, minimum=minimum)
+  if config["kind"] == export_utils.SQUAD:
+    for key in ("doc_stride", "max_query_length"):
+      json_file.field(config, key, "integer", path, minimum=1)
 
 
 def encode_text(tokenizer, text_a, text_b, max_seq_length):
@@ -113,6 +159,18 @@ def encode_text(tokenizer, text_a, text_b, max_seq_length):
   return input_ids, input_mask, segment_ids, truncated
 
 
+# What TensorFlow logs at each load of a SavedModel without fingerprint.pb.
+_FINGERPRINT_NOTES = ("Fingerprint not found",
+                      "path_and_singleprint metric could not be logged")
+
+
+def _no_fingerprint_note(record):
+  """Drops TensorFlow's notes that an export has no fingerprint: it is
+  written by `SavedModelBuilder`, which writes no fingerprint.pb (a
+  checksum for TensorFlow's metrics), and it loads without one."""
+  return not record.getMessage().startswith(_FINGERPRINT_NOTES)
+
+
 class BertServingModel(object):
   """A loaded export: its `serving_default` signature plus its tokenizer.
 
@@ -127,7 +185,8 @@ class BertServingModel(object):
     tokenizer: `tokenization.FullTokenizer` over the export's vocabulary.
 
   Raises:
-    ValueError: a folder without an export, or with missing assets.
+    ValueError: a folder without an export, with missing assets, or whose
+      SavedModel cannot be loaded (damaged variables, no signature).
   """
 
   def __init__(self, model_dir):
@@ -138,8 +197,21 @@ class BertServingModel(object):
     self.tokenizer = tokenization.FullTokenizer(
         vocab_file=vocab_file, do_lower_case=self.config["do_lower_case"])
     logging.info("Loading SavedModel %s (%s)", self.version_dir, self.kind)
-    self._loaded = tf2.saved_model.load(self.version_dir)
-    self._signature = self._loaded.signatures["serving_default"]
+    loggers = [std_logging.getLogger(name) for name in ("absl", "tensorflow")]
+    for logger in loggers:
+      logger.addFilter(_no_fingerprint_note)
+    try:
+      self._loaded = tf2.saved_model.load(self.version_dir)
+      self._signature = self._loaded.signatures["serving_default"]
+    except (tf2.errors.OpError, ValueError, OSError, KeyError) as e:
+      raise ValueError(
+          "--model_dir: %s: the SavedModel cannot be loaded (%s: %s); the "
+          "export is damaged (a truncated variables/ file?): export it "
+          "again" % (self.version_dir, type(e).__name__,
+                     disk.essential_text(e))) from None
+    finally:
+      for logger in loggers:
+        logger.removeFilter(_no_fingerprint_note)
 
   def run(self, input_ids, input_mask, segment_ids):
     """Runs the signature on a batch.

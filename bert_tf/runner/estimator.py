@@ -227,7 +227,7 @@ class DistributedEstimator(object):
       return self
     if steps is not None or saving_listeners:
       raise ValueError("multi-worker training takes max_steps only")
-    distribute_utils.start_peer_watchdog(self._worker_timeout_secs)
+    watch = distribute_utils.start_peer_watchdog(self._worker_timeout_secs)
     try:
       tf.estimator.train_and_evaluate(
           self.estimator,
@@ -239,6 +239,9 @@ class DistributedEstimator(object):
       if explained is None:
         raise
       raise explained from None
+    finally:
+      if watch is not None:  # Training is over: a peer may now go.
+        watch.set()
     return self
 
   def evaluate(self, input_fn, **kwargs):

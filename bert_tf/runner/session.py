@@ -202,7 +202,7 @@ class SessionRunner(object):
     # coordinator, which starts this task's server and calls worker_fn with
     # the strategy configured for the cluster; MonitoredTrainingSession then
     # reads the worker context (the chief alone checkpoints and summarizes).
-    distribute_utils.start_peer_watchdog(self._worker_timeout_secs)
+    watch = distribute_utils.start_peer_watchdog(self._worker_timeout_secs)
     try:
       tf_private.run_distribute_coordinator(
           lambda worker_strategy: self._train_here(
@@ -213,6 +213,9 @@ class SessionRunner(object):
       if explained is None:
         raise
       raise explained from None
+    finally:
+      if watch is not None:  # Training is over: a peer may now go.
+        watch.set()
     return self
 
   def _train_here(self, input_fn, hooks, max_steps, strategy):

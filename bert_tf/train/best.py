@@ -20,8 +20,9 @@ from absl import logging
 import tensorflow.compat.v1 as tf
 
 from bert_tf import io as io_utils
+from bert_tf.checks import json_file
 
-__all__ = ["BEST_DIR", "RECORD_FILE", "higher_is_better", "check_key",
+__all__ = ["BEST_DIR", "RECORD_FILE", "read_record", "higher_is_better", "check_key",
            "BestKeeper", "train", "train_with_evaluation"]
 
 BEST_DIR = "best"
@@ -43,6 +44,39 @@ def check_key(key, known_keys):
                      (key, ", ".join(sorted(known_keys))))
 
 
+# best.json: key -> JSON kind (null until a first best).
+_RECORD_KINDS = {"key": ("string", "null"), "best_step": ("integer", "null"),
+                 "best_value": ("number", "null"),
+                 "best_checkpoint": ("string", "null"),
+                 "since_best": "integer", "evaluations": "list"}
+
+
+def read_record(path):
+  """The saved record of a `BestKeeper` (`best/best.json`), checked.
+
+  Raises:
+    ValueError: not JSON, or a key of the wrong type (each evaluation an
+      object with an integer `global_step`), naming the file and key and
+      saying to delete the file to start the record anew.
+  """
+  try:
+    saved = json_file.load(path, max_bytes=2 ** 26)
+    for key, kind in _RECORD_KINDS.items():
+      json_file.field(saved, key, kind, path, minimum=0 if kind == "integer"
+                      else None)
+    for i, entry in enumerate(saved["evaluations"]):
+      json_file.field(entry, "global_step", ("integer", "number"), path,
+                      json_file.index_path("evaluations", i))
+    if saved["best_checkpoint"] is not None:
+      name = saved["best_checkpoint"]
+      if os.path.basename(name) != name or name in (".", ".."):
+        raise ValueError("%s: best_checkpoint is %r, expected a file name" %
+                         (path, name))
+  except ValueError as e:
+    raise ValueError("%s; delete it to start the record anew" % e) from None
+  return saved
+
+
 class BestKeeper(object):
   """Keeps the best checkpoint of a run in `<output_dir>/best/`.
 
@@ -62,12 +96,7 @@ class BestKeeper(object):
                    "best_checkpoint": None, "since_best": 0,
                    "evaluations": []}
     if tf.io.gfile.exists(self._record_path):
-      with tf.io.gfile.GFile(self._record_path, "r") as f:
-        try:
-          saved = json.loads(f.read())
-        except ValueError as e:
-          raise ValueError("%s: not JSON (%s); delete it to start the record "
-                           "anew" % (self._record_path, e))
+      saved = read_record(self._record_path)
       if saved.get("key") != key:
         raise ValueError(
             "--keep_best_by=%s: %s ranks by %r; use the same key to resume, "

@@ -14,7 +14,6 @@ over all replicas. Under a strategy every replica reads its own batch of
 replica count.
 """
 
-import json
 import os
 import socket
 import sys
@@ -24,6 +23,8 @@ import time
 from absl import logging
 import tensorflow as tf2
 import tensorflow.compat.v1 as tf
+
+from bert_tf.checks import json_file
 
 __all__ = ["STRATEGIES", "parse_tf_config", "is_chief", "peer_addresses",
            "check_global_batch", "check_options", "setup", "session_config",
@@ -55,11 +56,8 @@ def parse_tf_config(text):
   if not text:
     raise ValueError("TF_CONFIG is not set: --distribution_strategy="
                      "multi_worker_mirrored needs it to name the cluster and "
-                     "this task (see README)")
-  try:
-    config = json.loads(text)
-  except ValueError as e:
-    raise ValueError("TF_CONFIG is not valid JSON (%s)" % e) from None
+                     "this task (see docs/scale.md)")
+  config = json_file.loads(text, "TF_CONFIG")
   if not isinstance(config, dict):
     raise ValueError("TF_CONFIG: expected a JSON object with keys 'cluster' "
                      "and 'task'")
@@ -76,7 +74,8 @@ def parse_tf_config(text):
                        "\"host:port\" strings" % job)
     for i, address in enumerate(addresses):
       host, _, port = str(address).rpartition(":")
-      if not host or not port.isdigit() or not 0 < int(port) < 65536:
+      if (not isinstance(address, str) or not host or not port.isdigit() or
+          not 0 < int(port) < 65536):
         raise ValueError("TF_CONFIG: cluster.%s[%d]=%r: expected "
                          "\"host:port\"" % (job, i, address))
   seen = {}
@@ -93,7 +92,7 @@ def parse_tf_config(text):
     raise ValueError("TF_CONFIG: key 'task' missing; expected {\"type\": "
                      "\"worker\", \"index\": 0}")
   task_type = task.get("type")
-  if task_type not in cluster:
+  if not isinstance(task_type, str) or task_type not in cluster:
     raise ValueError("TF_CONFIG: task.type=%r is not a job of cluster (%s)" %
                      (task_type, ", ".join(sorted(cluster))))
   index = task.get("index")
@@ -332,45 +331,73 @@ def _reachable(address, timeout):
     return False
 
 
-def start_peer_watchdog(timeout_secs):
+def start_peer_watchdog(timeout_secs, poll_secs=2.0):
   """Ends the process if a peer in `TF_CONFIG` is not reachable in time.
 
   TensorFlow waits for missing workers without a limit (and holds the Python
   lock while it does, at places), so a background thread polls every other
-  task's address by TCP; when one still refuses after `timeout_secs`, it
-  prints `error: ...` naming the address and ends the process with status 1.
+  task's address by TCP. At start-up, when one still refuses after
+  `timeout_secs`, it prints `error: ...` naming the address and ends the
+  process with status 1. Once all have answered it keeps polling until told
+  to stop: a task that stops answering for `timeout_secs` (killed, its
+  machine lost) ends this one the same way, saying how to restart (a lost
+  task cannot rejoin a running cluster: the chief would wait for it
+  forever, the others restore again and again).
+
+  Args:
+    timeout_secs: int, `--worker_timeout_secs`.
+    poll_secs: float, seconds between polls once all have answered.
 
   Returns:
-    The thread (daemon), or None without `TF_CONFIG` or peers.
+    A `threading.Event`: set it when the cluster's work is over (a task
+    that finished may then go); None without `TF_CONFIG` or peers.
   """
   config = tf_config()
   if config is None or not peer_addresses(config):
     return None
   peers = peer_addresses(config)
+  stop = threading.Event()
+
+  def fail(label, address, what):
+    if stop.is_set():
+      return
+    sys.stderr.write("error: --distribution_strategy=multi_worker_mirrored: "
+                     "worker %s (TF_CONFIG %s) %s\n" % (address, label, what))
+    sys.stderr.flush()
+    os._exit(1)  # pylint: disable=protected-access
 
   def watch():
     deadline = time.time() + timeout_secs
     waiting = list(peers)
-    while waiting:
+    while waiting and not stop.is_set():
       waiting = [(label, address) for label, address in waiting
                  if not _reachable(address, 1.0)]
       if waiting and time.time() > deadline:
-        label, address = waiting[0]
-        sys.stderr.write(
-            "error: --distribution_strategy=multi_worker_mirrored: worker "
-            "%s (TF_CONFIG %s) not reachable within %ds; start every task "
-            "of the cluster, and check the address and firewall\n" %
-            (address, label, timeout_secs))
-        sys.stderr.flush()
-        os._exit(1)  # pylint: disable=protected-access
+        fail(*waiting[0], what="not reachable within %ds; start every task "
+             "of the cluster, and check the address and firewall" %
+             timeout_secs)
       if waiting:
         time.sleep(1.0)
     logging.info("All %d other tasks of the cluster are reachable",
                  len(peers))
+    lost_since = {}
+    while not stop.wait(poll_secs):
+      for label, address in peers:
+        if _reachable(address, 1.0):
+          lost_since.pop(address, None)
+          continue
+        since = lost_since.setdefault(address, time.time())
+        if time.time() - since > timeout_secs:
+          fail(label, address, what=(
+              "stopped answering %ds ago (--worker_timeout_secs=%d); a lost "
+              "task cannot rejoin a running cluster: stop every task and "
+              "start them all again with the same flags (training resumes "
+              "from the last checkpoint in --output_dir)" %
+              (time.time() - since, timeout_secs)))
 
   thread = threading.Thread(target=watch, name="peer_watchdog", daemon=True)
   thread.start()
-  return thread
+  return stop
 
 
 # ----------------------------------------------------------------------------

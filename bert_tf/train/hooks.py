@@ -68,17 +68,24 @@ def start_training(output_dir):
 # A checkpoint save writes its shards into `<prefix>_temp/` (sharded V2
 # format; older versions add a random suffix) and merges them into place.
 _KILLED_SAVE = re.compile(r"model\.ckpt-\d+_temp(_[0-9a-f]+)?$")
+# TensorFlow's atomic file writes (the `.meta` graph, the `checkpoint`
+# state, the merged `.index`) write `<file>.tmp<hex>` or
+# `<file>.tempstate<n>` and rename it; a full disk or a kill leaves it.
+_CUT_WRITE = re.compile(r"^(model\.ckpt-\d+|checkpoint|graph\.pbtxt).*"
+                        r"\.(tmp[0-9a-f]{6,}|tempstate\d+)$")
 
 
 def remove_killed_saves(output_dir):
-  """Removes the shard folders of saves that a kill or a full disk cut.
+  """Removes what saves that a kill or a full disk cut left: the shard
+  folders (`model.ckpt-N_temp/`) and TensorFlow's temporary files
+  (`model.ckpt-N.meta.tmp<hex>`, `checkpoint.tmp<hex>`, `.tempstate<n>`).
 
   Call only while holding the folder's lock: a live run's save in progress
   looks the same. Every such folder is a save that never became a
   checkpoint (the merge removes it).
 
   Returns:
-    list of str, the folders removed.
+    list of str, the folders and files removed.
   """
   if "://" in output_dir or not os.path.isdir(output_dir):
     return []
@@ -86,10 +93,13 @@ def remove_killed_saves(output_dir):
   for name in sorted(os.listdir(output_dir)):
     path = os.path.join(output_dir, name)
     if _KILLED_SAVE.match(name) and os.path.isdir(path):
-      logging.info("Removing %s, the unfinished save of an earlier run",
-                   path)
       shutil.rmtree(path, ignore_errors=True)
-      removed.append(path)
+    elif _CUT_WRITE.match(name) and os.path.isfile(path):
+      os.remove(path)
+    else:
+      continue
+    logging.info("Removing %s, the unfinished save of an earlier run", path)
+    removed.append(path)
   return removed
 
 

@@ -382,6 +382,8 @@ _NUMBER_FLAGS = types.MappingProxyType({
     "save_checkpoints_steps": (1, None, True),
     "save_checkpoints_secs": (0, None, True),
     "iterations_per_loop": (1, None, True),
+    # SQuAD 2.0's null-answer margin: any finite number.
+    "null_score_diff_threshold": (float("-inf"), None, True),
 })
 
 
@@ -412,6 +414,8 @@ def number_flag_problems(flag_values):
     if not ok:
       if high is not None:
         expected = "a number in [%s, %s]" % (low, high)
+      elif low == float("-inf"):
+        expected = "a finite number"
       else:
         expected = "a finite number %s %s" % (">=" if low_allowed else ">",
                                               low)

@@ -18,6 +18,7 @@ import sys
 import tensorflow.compat.v1 as tf
 
 from bert_tf import io as io_utils
+from bert_tf.checks import json_file
 from bert_tf.tasks.ner import reader as ner_reader
 from bert_tf.tasks.classifier.data import InputExample
 from bert_tf.tasks.classifier.data import read_tsv_rows
@@ -153,19 +154,19 @@ def read_labels_file(folder):
   """`(problem_type, labels)` from `folder/LABELS_FILE`, or None if absent.
 
   Raises:
-    ValueError: a file that is not such a JSON object, naming it.
+    ValueError: a file that is not `{"problem_type": str, "labels": [str,
+      ...]}`, naming it and the key.
   """
   path = os.path.join(folder, LABELS_FILE)
   if not tf.io.gfile.exists(path):
     return None
-  with tf.io.gfile.GFile(path, "r") as f:
-    try:
-      content = json.loads(f.read())
-      labels = [str(label) for label in content["labels"]]
-      return str(content["problem_type"]), labels
-    except (ValueError, KeyError, TypeError) as e:
-      raise ValueError("%s: expected {\"problem_type\": ..., \"labels\": "
-                       "[...]} (%s)" % (path, e))
+  content = json_file.load(path, max_bytes=2 ** 24)
+  problem_type = json_file.field(content, "problem_type", "string", path)
+  labels = json_file.field(content, "labels", "list", path)
+  for i, label in enumerate(labels):
+    json_file.require(label, "string", path,
+                      json_file.index_path("labels", i))
+  return problem_type, labels
 
 
 def conll_entity_type_rows(sentences):

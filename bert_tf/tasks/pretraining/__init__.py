@@ -4,5 +4,7 @@
 reference's algorithm: its record encoder (`records`), its copy of
 `random.shuffle` (`shuffle`), and its multi-process runner and progress
 lines (`processes`). They change how fast and in how many processes it
-runs, never what it writes.
+runs, never what it writes. `whole_words` chooses the whole words to mask,
+and, behind `--do_chinese_whole_word_mask`, carries the jieba segmenter's
+Chinese words on the character tokens.
 """

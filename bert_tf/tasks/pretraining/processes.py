@@ -9,9 +9,14 @@ only when every part succeeded. What is written does not depend on this:
 each part runs the reference's algorithm on its share.
 """
 
+import array
+import bisect
 import contextlib
+import ctypes
+import ctypes.util
 import multiprocessing
 import os
+import signal
 import time
 
 from absl import logging
@@ -25,8 +30,8 @@ except ImportError:  # Not on Unix: no usage figures.
   resource = None
 
 __all__ = ["Progress", "process_usage", "split_corpus", "describe_ranges",
-           "check_parts", "part_output_files", "check_output_paths",
-           "run_parts"]
+           "random_next_ranges", "check_parts", "part_output_files",
+           "check_output_paths", "run_parts"]
 
 # Seconds between progress lines.
 _PROGRESS_INTERVAL_S = 15.0
@@ -68,8 +73,10 @@ def process_usage():
 def split_corpus(input_files, num_parts):
   """Cuts the corpus at blank lines into `num_parts` parts of similar size.
 
-  Scans the bytes only (no tokenizing). A part starts at the first blank line
-  at or after k/num_parts of the corpus's bytes.
+  Scans the bytes only (no tokenizing). Part k starts at the document
+  boundary (the first blank line after a document) nearest k/num_parts of
+  the corpus's bytes, moved as little as needed for every part to hold at
+  least one document whenever the corpus has `num_parts` documents or more.
 
   Args:
     input_files: list of str, the corpus files in order.
@@ -77,30 +84,84 @@ def split_corpus(input_files, num_parts):
 
   Returns:
     (parts, num_documents): parts[k] is a list of `(path, start, end)` byte
-    ranges (end None: to the end of the file), empty when there are too few
-    blank lines to cut this many parts; num_documents[k] counts the part's
-    runs of non-blank lines (documents before tokenization).
+    ranges (end None: to the end of the file), empty when there are fewer
+    documents than parts; num_documents[k] counts the part's runs of
+    non-blank lines (documents before tokenization).
   """
   sizes = [tf.io.gfile.stat(path).length for path in input_files]
-  total = sum(sizes)
-  targets = [total * k / num_parts for k in range(1, num_parts)]
-  cuts = []  # (file_index, byte_offset) where part len(cuts) + 1 starts.
-  num_documents = [0] * num_parts
+  starts = [sum(sizes[:i]) for i in range(len(sizes))]
+  # Corpus offset of the blank line that ends document i (8 bytes each).
+  boundaries = array.array("q")
+  total_documents = 0
   in_document = False
-  base = 0
   for file_index, path in enumerate(input_files):
-    offset = 0
+    offset = starts[file_index]
     for raw_line in io_utils.iter_raw_lines(path):
       if not io_utils.decode_line(raw_line).strip():  # Blank line.
-        if len(cuts) < len(targets) and base + offset >= targets[len(cuts)]:
-          cuts.append((file_index, offset))
+        if in_document:
+          boundaries.append(offset)
         in_document = False
       elif not in_document:
-        num_documents[len(cuts)] += 1
+        total_documents += 1
         in_document = True
       offset += len(raw_line) + 1
-    base += sizes[file_index]
+  chosen = _nearest_boundaries(boundaries, total_documents, sum(sizes),
+                               num_parts)
+  cuts = []
+  for index in chosen:
+    file_index = bisect.bisect_right(starts, boundaries[index]) - 1
+    cuts.append((file_index, boundaries[index] - starts[file_index]))
+  ends = [index + 1 for index in chosen] + [total_documents]
+  num_documents = [end - begin for begin, end in zip([0] + ends, ends)]
+  num_documents += [0] * (num_parts - len(num_documents))
   return _ranges_between_cuts(input_files, cuts, num_parts), num_documents
+
+
+def _nearest_boundaries(boundaries, total_documents, total_bytes, num_parts):
+  """Indexes into `boundaries` of the `num_parts - 1` cuts (fewer when the
+  corpus has fewer documents than parts).
+
+  Cut k goes to the boundary nearest `total_bytes * k / num_parts` (on a tie
+  the later one), within the range that leaves each part a document.
+  """
+  chosen = []
+  for k in range(1, num_parts):
+    low = chosen[-1] + 1 if chosen else 0
+    # Parts k..num_parts-1 each need one of the documents after the cut.
+    high = min(total_documents - 1 - (num_parts - k), len(boundaries) - 1)
+    if low > high:
+      break
+    target = total_bytes * k / num_parts
+    index = bisect.bisect_left(boundaries, target, low, high + 1)
+    if index > low and (index > high or
+                        target - boundaries[index - 1] <
+                        boundaries[index] - target):
+      index -= 1
+    chosen.append(index)
+  return chosen
+
+
+def random_next_ranges(parts, num_documents):
+  """Where each part draws its "random next" segments from, besides itself.
+
+  A part of one document has no other document of its own: it takes them
+  from the next part (the last part from the one before). Other parts use
+  their own documents only, as the reference does.
+
+  Returns:
+    list of lists of `(path, start, end)`, one per part (empty: none); each
+    borrowing is logged.
+  """
+  borrowed = []
+  for k, count in enumerate(num_documents):
+    if count == 1 and len(parts) > 1:
+      borrowed.append(parts[k + 1] if k + 1 < len(parts) else parts[k - 1])
+      logging.info("part %d/%d holds one document: its random next segments "
+                   "come from %s", k, len(parts),
+                   describe_ranges(borrowed[-1]))
+    else:
+      borrowed.append([])
+  return borrowed
 
 
 def _ranges_between_cuts(input_files, cuts, num_parts):
@@ -129,19 +190,19 @@ def describe_ranges(ranges):
 
 
 def check_parts(parts, num_documents, flag_name="num_workers"):
-  """Refuses parts that cannot hold two documents, before any work starts.
+  """Refuses parts without a document, before any work starts.
 
   Raises:
     ValueError: naming `--<flag_name>`, the part and its byte ranges.
   """
   for k, count in enumerate(num_documents):
-    if count < 2:
+    if count < 1:
       raise ValueError(
-          "--%s=%d: part %d of the corpus (%s) holds %d document(s); "
-          "next-sentence prediction needs at least two documents per part "
-          "(documents are separated by blank lines): use fewer parts or "
-          "more text" % (flag_name, len(parts), k, describe_ranges(parts[k]),
-                         count))
+          "--%s=%d: part %d of the corpus (%s) holds no document; the "
+          "corpus has %d document(s) (documents are separated by blank "
+          "lines): use at most that many parts, or more text"
+          % (flag_name, len(parts), k, describe_ranges(parts[k]),
+             sum(num_documents)))
 
 
 def part_output_files(output_files, num_workers, flag_name="num_workers"):
@@ -204,7 +265,8 @@ def run_parts(input_files, num_workers, output_files, run_part, *args):
 
   The corpus is cut with `split_corpus` and checked with `check_parts`
   before any process starts. Worker k calls
-  `run_part(k, num_workers, ranges_k, temp_output_paths_k, *args)`, which
+  `run_part(k, num_workers, ranges_k, temp_output_paths_k, *args,
+  random_next_from=borrowed_k)` (`random_next_ranges`), which
   returns a small picklable dict `summary` with the part's `documents` and
   `instances` counts (sent back with the worker's `cpu_s` and `peak_rss_mb`
   added). The outputs are renamed into place only when every part
@@ -224,12 +286,13 @@ def run_parts(input_files, num_workers, output_files, run_part, *args):
                num_workers, "/".join(str(n) for n in num_documents),
                time.time() - start)
   part_outputs = part_output_files(output_files, num_workers)
+  borrowed = random_next_ranges(parts, num_documents)
   with contextlib.ExitStack() as outputs:
     temps = [[outputs.enter_context(io_utils.atomic_path(path))
               for path in paths] for paths in part_outputs]
     results = _run_processes(run_part, [
-        (k, num_workers, parts[k], temps[k]) + args
-        for k in range(num_workers)])
+        ((k, num_workers, parts[k], temps[k]) + args,
+         {"random_next_from": borrowed[k]}) for k in range(num_workers)])
   for k, result in enumerate(results):
     logging.info("part %d/%d: %d documents, %d instances, %.1f s CPU, peak "
                  "RSS %.1f MiB; wrote %s", k, num_workers,
@@ -238,40 +301,69 @@ def run_parts(input_files, num_workers, output_files, run_part, *args):
   return results
 
 
-def _worker_main(connection, run_part, part_args):
+def _worker_main(connection, run_part, part_args, part_kwargs, parent):
   """Entry point of a worker process: runs one part, sends its outcome.
 
-  Sends `("ok", summary)` or `("error", exception)`.
+  Sends `("ok", summary)` or `("error", exception)`; Ctrl-C (sent to the
+  whole process group) sends `("error", KeyboardInterrupt())` without a
+  traceback. The worker ends when its parent (process id `parent`) dies.
   """
+  _end_with_parent(parent)
   try:
-    summary = dict(run_part(*part_args))
+    summary = dict(run_part(*part_args, **part_kwargs))
     summary["cpu_s"], summary["peak_rss_mb"] = process_usage()
     connection.send(("ok", summary))
+  except KeyboardInterrupt:
+    connection.send(("error", KeyboardInterrupt()))
   except Exception as e:  # pylint: disable=broad-except
     connection.send(("error", e))
   finally:
     connection.close()
 
 
+def _end_with_parent(parent):
+  """Asks Linux to send this process SIGTERM when its parent dies
+  (`prctl(PR_SET_PDEATHSIG)`); elsewhere, nothing. Exits at once when the
+  parent is already gone."""
+  signal.signal(signal.SIGTERM, signal.SIG_DFL)
+  try:
+    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6",
+                       use_errno=True)
+    libc.prctl(1, int(signal.SIGTERM))  # 1: PR_SET_PDEATHSIG.
+  except (OSError, AttributeError):
+    return
+  if os.getppid() != parent:
+    os._exit(1)  # pylint: disable=protected-access
+
+
 def _run_processes(run_part, all_part_args):
-  """Runs `run_part(*args)` for each `args` in its own process.
+  """Runs `run_part(*args, **kwargs)` for each `(args, kwargs)` in its own
+  process.
 
   One process per part (forked where the system allows, else spawned), so
-  each holds one part's data only.
+  each holds one part's data only. When this process stops waiting (Ctrl-C,
+  an error), the workers still running are ended.
   """
   method = ("fork" if "fork" in multiprocessing.get_all_start_methods()
             else "spawn")
   context = multiprocessing.get_context(method)
   workers = []
-  for part_args in all_part_args:
-    receiver, sender = context.Pipe(duplex=False)
-    process = context.Process(target=_worker_main,
-                              args=(sender, run_part, part_args),
-                              name="part-%d" % part_args[0])
-    process.start()
-    sender.close()
-    workers.append((process, receiver))
-  outcomes = [_receive(process, receiver) for process, receiver in workers]
+  try:
+    for part_args, part_kwargs in all_part_args:
+      receiver, sender = context.Pipe(duplex=False)
+      process = context.Process(target=_worker_main,
+                                args=(sender, run_part, part_args, part_kwargs,
+                                      os.getpid()),
+                                name="part-%d" % part_args[0])
+      process.start()
+      sender.close()
+      workers.append((process, receiver))
+    outcomes = [_receive(process, receiver) for process, receiver in workers]
+  finally:
+    for process, _ in workers:
+      if process.is_alive():
+        process.terminate()
+        process.join()
   errors = [payload for status, payload in outcomes if status != "ok"]
   if errors:
     raise errors[0]

@@ -12,13 +12,13 @@ imports every public name from here; the windowing rules (`DocSpan`,
 import collections
 import contextlib
 import dataclasses
-import json
 from typing import Any, Dict, List, Optional
 
 from absl import logging
 import tensorflow.compat.v1 as tf
 
 from bert_tf import io as io_utils
+from bert_tf.checks import json_file
 from bert_tf.tasks import features as feature_utils
 import tokenization
 
@@ -99,13 +99,13 @@ def read_squad_examples(input_file, is_training, version_2_with_negative=False):
     doc_tokens, char_to_word_offset = split_document(context)
     for q_index, qa in enumerate(qas):
       q_where = "%s.qas[%d]" % (where, q_index)
-      qas_id = _field(qa, "id", object, input_file, q_where)
+      qas_id = _field(qa, "id", "string", input_file, q_where)
       if qas_id in seen_ids:
         raise ValueError("%s: question id %r appears twice (%s and %s); ids "
                          "must be unique" % (input_file, qas_id,
                                              seen_ids[qas_id], q_where))
       seen_ids[qas_id] = q_where
-      question = _field(qa, "question", str, input_file, q_where)
+      question = _field(qa, "question", "string", input_file, q_where)
       if not is_training:
         examples.append(SquadExample(qas_id, question, doc_tokens))
         continue
@@ -135,32 +135,16 @@ def load_squad_data(input_file):
                             input_file)
   with tf.io.gfile.GFile(input_file, "rb") as f:
     data = f.read()
-  try:
-    # json.loads reads UTF-8 (and UTF-16/32) bytes as the text reader did;
-    # bytes that are none of these are a one-line error naming the file.
-    parsed = json.loads(data)
-  except ValueError as e:
-    raise ValueError("%s: not valid JSON (%s)" % (input_file, e)) from e
-  return _field(parsed, "data", list, input_file, "the top level")
+  # json.loads reads UTF-8 (and UTF-16/32) bytes as the text reader did;
+  # bytes that are none of these are a one-line error naming the file.
+  parsed = json_file.loads(data, input_file)
+  return _field(parsed, "data", "list", input_file, "")
 
 
 def _field(obj, key, kind, input_file, where):
-  """obj[key], checked to be a `kind`; a one-line error names what is wrong."""
-  if not isinstance(obj, dict):
-    raise ValueError("%s: %s is not a JSON object (not a SQuAD file?)" %
-                     (input_file, where))
-  if key not in obj:
-    raise ValueError("%s: %s has no %r field (not a SQuAD file?)" %
-                     (input_file, where, key))
-  value = obj[key]
-  if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-    raise ValueError("%s: %s.%s is %r, expected %s" %
-                     (input_file, where, key, value, _KIND_NAMES[kind]))
-  return value
-
-
-_KIND_NAMES = {object: "a value", str: "a string", list: "a list",
-               int: "an integer"}
+  """obj[key], checked to be a `kind` (a `json_file` kind name); a one-line
+  error names the file, the key path and what was expected."""
+  return json_file.field(obj, key, kind, input_file, where)
 
 
 def _iter_paragraphs(input_file):
@@ -168,11 +152,11 @@ def _iter_paragraphs(input_file):
   data = load_squad_data(input_file)
   for a_index, article in enumerate(data):
     a_where = "data[%d]" % a_index
-    paragraphs = _field(article, "paragraphs", list, input_file, a_where)
+    paragraphs = _field(article, "paragraphs", "list", input_file, a_where)
     for p_index, paragraph in enumerate(paragraphs):
       p_where = "%s.paragraphs[%d]" % (a_where, p_index)
-      context = _field(paragraph, "context", str, input_file, p_where)
-      qas = _field(paragraph, "qas", list, input_file, p_where)
+      context = _field(paragraph, "context", "string", input_file, p_where)
+      qas = _field(paragraph, "qas", "list", input_file, p_where)
       yield p_where, context, qas
 
 
@@ -209,22 +193,23 @@ def _training_answer(qa, doc_tokens, char_to_word_offset,
   """(answer text, start word, end word, is_impossible), or None if skipped."""
   is_impossible = bool(version_2_with_negative and qa.get("is_impossible"))
   if is_impossible:
-    if qa.get("answers"):
+    if json_file.field(qa, "answers", ("list", "null"), input_file, where,
+                       default=None):
       # The reference trains such a question as impossible; so does this,
       # but says so (the data contradicts itself).
       logging.warning("%s: %s id %r is marked is_impossible but has %d "
                       "answer(s); trained as impossible, answers ignored",
                       input_file, where, qa.get("id"), len(qa["answers"]))
     return "", -1, -1, True
-  answers = _field(qa, "answers", list, input_file, where)
+  answers = _field(qa, "answers", "list", input_file, where)
   if len(answers) != 1:
     raise ValueError(
         "For training, each question should have exactly 1 answer. (%s: %s "
         "id %r has %d; SQuAD 2.0 data needs --version_2_with_negative)" %
         (input_file, where, qa["id"], len(answers)))
-  text = _field(answers[0], "text", str, input_file, where + ".answers[0]")
-  offset = _field(answers[0], "answer_start", int, input_file,
-                  where + ".answers[0]")
+  first = where + ".answers[0]"
+  text = _field(answers[0], "text", "string", input_file, first)
+  offset = _field(answers[0], "answer_start", "integer", input_file, first)
   end_offset = offset + len(text) - 1
   if not 0 <= offset < len(char_to_word_offset) or (
       end_offset >= len(char_to_word_offset)):

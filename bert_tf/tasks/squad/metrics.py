@@ -23,6 +23,8 @@ import collections
 import re
 import string
 
+from bert_tf.checks import json_file
+
 __all__ = [
     "normalize_answer", "exact_match", "token_f1", "gold_answers",
     "evaluate_v1", "evaluate_v2", "best_threshold", "best_f1_predictions",
@@ -76,23 +78,38 @@ def token_f1(prediction, gold, empty_matches_empty=True):
   return 2 * precision * recall / (precision + recall)
 
 
-def gold_answers(dataset):
+def gold_answers(dataset, source="the SQuAD file"):
   """Gold answer texts per question of a parsed SQuAD JSON `data` list.
 
   Args:
     dataset: the list under the file's top-level "data" key.
+    source: str, the file, for the messages.
 
   Returns:
     OrderedDict qas_id -> list of answer texts, or None for a question that
     has no "answers" field (it cannot be scored).
+
+  Raises:
+    ValueError: a value of the wrong type, naming the file and key path.
   """
   gold = collections.OrderedDict()
-  for article in dataset:
-    for paragraph in article.get("paragraphs", []):
-      for qa in paragraph.get("qas", []):
-        answers = qa.get("answers")
-        gold[qa["id"]] = (None if answers is None else
-                          [a.get("text", "") for a in answers])
+  for a, article in enumerate(dataset):
+    a_where = "data[%d]" % a
+    paragraphs = json_file.field(article, "paragraphs", "list", source,
+                                 a_where, default=[])
+    for p, paragraph in enumerate(paragraphs):
+      p_where = "%s.paragraphs[%d]" % (a_where, p)
+      qas = json_file.field(paragraph, "qas", "list", source, p_where,
+                            default=[])
+      for q, qa in enumerate(qas):
+        q_where = "%s.qas[%d]" % (p_where, q)
+        qas_id = json_file.field(qa, "id", "string", source, q_where)
+        answers = json_file.field(qa, "answers", ("list", "null"), source,
+                                  q_where, default=None)
+        gold[qas_id] = None if answers is None else [
+            json_file.field(answer, "text", "string", source,
+                            "%s.answers[%d]" % (q_where, i), default="")
+            for i, answer in enumerate(answers)]
   return gold
 
 

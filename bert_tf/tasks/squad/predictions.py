@@ -10,6 +10,7 @@ carries answers. `run_squad.py` imports every public name from here.
 """
 
 import collections
+import contextlib
 import functools
 import json
 import math
@@ -17,6 +18,7 @@ import os
 import unicodedata
 
 from absl import logging
+import tensorflow.compat.v1 as tf
 
 from bert_tf import io as io_utils
 from bert_tf.tasks.squad import data as squad_data
@@ -101,10 +103,11 @@ def write_predictions(all_examples, all_features, all_results, n_best_size,
       odds, text = _decide_null(null, nbest, null_score_diff_threshold)
       null_odds[example.qas_id] = odds
       predictions[example.qas_id] = text
-  _write_json(output_prediction_file, predictions)
-  _write_json(output_nbest_file, nbest_json)
+  outputs = [(output_prediction_file, predictions),
+             (output_nbest_file, nbest_json)]
   if version_2_with_negative:
-    _write_json(output_null_log_odds_file, null_odds)
+    outputs.append((output_null_log_odds_file, null_odds))
+  _write_json_files(outputs)
   return WrittenPredictions(predictions, nbest_json, null_odds)
 
 
@@ -237,8 +240,18 @@ def _decide_null(null, nbest, threshold):
 
 
 def _write_json(path, obj):
-  with io_utils.atomic_write(path) as f:
-    f.write(json.dumps(obj, indent=4) + "\n")
+  _write_json_files([(path, obj)])
+
+
+def _write_json_files(outputs):
+  """Writes each `(path, obj)` as indented JSON, all or none: every file
+  is written under its temporary name first and renamed only when all are
+  complete (a full disk on the last one leaves none of them)."""
+  with contextlib.ExitStack() as stack:
+    for path, obj in outputs:
+      temp = stack.enter_context(io_utils.atomic_path(path))
+      with tf.io.gfile.GFile(temp, "w") as f:
+        f.write(json.dumps(obj, indent=4) + "\n")
 
 
 def get_final_text(pred_text, orig_text, do_lower_case, verbose_logging=False):
@@ -360,7 +373,8 @@ def score_predictions(predict_file, written, version_2_with_negative,
   Returns:
     OrderedDict of scores, or None when the file carries no answers.
   """
-  gold = squad_metrics.gold_answers(squad_data.load_squad_data(predict_file))
+  gold = squad_metrics.gold_answers(
+      squad_data.load_squad_data(predict_file), predict_file)
   scorable = collections.OrderedDict(
       (q, answers) for q, answers in gold.items()
       if answers is not None and (answers or version_2_with_negative))
