@@ -271,7 +271,7 @@ def worker_config(addresses, index):
 
 def run_workers(tmp_path, tag, script, args, addresses, kill_chief_at=None,
                 timeout=400):
-  """Runs one worker per address; with `kill_chief_at`, kills all at that file.
+  """Runs one worker per address; kills all once `kill_chief_at()` is true.
 
   Worker i logs to tmp_path/TAG_i.log (see `read_log`) and dumps to
   tmp_path/TAG_i.npz. Returns the exit statuses.
@@ -288,14 +288,14 @@ def run_workers(tmp_path, tag, script, args, addresses, kill_chief_at=None,
     while any(p.poll() is None for p in procs):
       if time.time() > deadline:
         raise AssertionError("workers still running after %ds" % timeout)
-      if kill_chief_at and os.path.exists(kill_chief_at):
+      if kill_chief_at and kill_chief_at():
         # The other workers then wait on a dead peer; they are killed too
         # (as a cluster manager would restart the job).
         for p in procs:
           p.send_signal(signal.SIGKILL)
           p.wait()
         break
-      time.sleep(0.5)
+      time.sleep(0.1)
   finally:
     for p in procs:
       if p.poll() is None:
