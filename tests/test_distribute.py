@@ -456,3 +456,46 @@ def test_a_peer_lost_during_training_ends_the_run_in_one_line(state):
                   r"stopped answering \d+s ago \(--worker_timeout_secs=3\); "
                   r".*stop every task and start them all again", last), last
   assert time.time() - start < 30
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("victim", [1, 0], ids=["worker_killed", "chief_killed"])
+def test_a_killed_task_of_two_real_workers_ends_the_other_in_one_line(
+    tmp_path, victim):
+  # Issue #34: with one task killed mid-training, the other waited for over
+  # 6 minutes (chief) or restored every ~2 s (worker) and never ended.
+  data, config = _setup(tmp_path)
+  out = str(tmp_path / "out")
+  args = _args(data, config, out, num_train_steps=100000,
+               distribution_strategy="multi_worker_mirrored", num_gpus=0,
+               worker_timeout_secs=20, runner="session")
+  addresses = helpers.cluster()
+  logs = [open(str(tmp_path / ("w_%d.log" % i)), "w") for i in range(2)]
+  procs = [helpers.start("run_pretraining.py", args,
+                         str(tmp_path / ("w_%d.npz" % i)),
+                         helpers.worker_config(addresses, i), log=logs[i])
+           for i in range(2)]
+  other = procs[1 - victim]
+  try:
+    deadline = time.time() + 300
+    while not os.path.exists(os.path.join(out, "model.ckpt-4.index")):
+      assert time.time() < deadline and other.poll() is None, (
+          helpers.read_log(tmp_path, "w", 1 - victim)[-3000:])
+      time.sleep(0.2)
+    procs[victim].send_signal(signal.SIGKILL)
+    procs[victim].wait()
+    code = other.wait(timeout=150)  # 20 s of silence, then the line.
+  finally:
+    for p in procs:
+      if p.poll() is None:
+        p.kill()
+        p.wait()
+    for log in logs:
+      log.close()
+  lines = helpers.read_log(tmp_path, "w", 1 - victim).strip().splitlines()
+  assert code == 1, lines[-20:]
+  assert lines[-1].startswith("error: --distribution_strategy="
+                              "multi_worker_mirrored: worker 127.0.0.1:"), (
+                                  lines[-20:])
+  assert "stopped answering" in lines[-1]
+  assert "start them all again" in lines[-1]
