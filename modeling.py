@@ -43,7 +43,7 @@ import re
 import numpy as np
 import tensorflow.compat.v1 as tf
 
-from bert_tf.checks import json_file as json_checks
+from bert_tf import json_file as json_checks
 
 
 # ----------------------------------------------------------------------------

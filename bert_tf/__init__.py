@@ -15,6 +15,8 @@ entry points; everything they share lives here, one folder per concern:
 * `export/`: SavedModel export and serving;
 * `convert/`: checkpoint conversion to and from Hugging Face folders;
 * `corpus/`: corpus-scale data on Apache Beam, and vocabularies;
+* `json_file.py`: every JSON input, read with a depth limit and checked
+  for shape, each problem in one line naming the key path;
 * `io.py`: files: reading lines, atomic writes, globs, feature encoders;
 * `tf_private.py`: every use of TensorFlow's private API.
 

@@ -17,7 +17,7 @@ import pytest
 
 import fault_helpers as fh
 from bert_tf.checks import config as config_checks
-from bert_tf.checks import json_file
+from bert_tf import json_file
 from bert_tf.cli import startup
 from bert_tf.convert import config as convert_config
 from bert_tf.convert import files as convert_files

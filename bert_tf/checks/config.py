@@ -8,7 +8,7 @@ one line naming the key, not a shape error deep in the graph.
 import os
 
 import modeling
-from bert_tf.checks import json_file
+from bert_tf import json_file
 
 __all__ = ["check_bert_config_json", "read_json", "parameter_count",
            "memory_problem"]

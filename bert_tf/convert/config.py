@@ -10,7 +10,7 @@ models were trained).
 import math
 
 from bert_tf.checks import config as config_checks
-from bert_tf.checks import json_file
+from bert_tf import json_file
 
 __all__ = ["BERT_CONFIG_KEYS", "hf_config_to_bert_config",
            "bert_config_to_hf_config"]

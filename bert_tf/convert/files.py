@@ -20,7 +20,7 @@ from safetensors import SafetensorError
 import tensorflow.compat.v1 as tf
 
 from bert_tf import io as io_utils
-from bert_tf.checks import json_file
+from bert_tf import json_file
 from bert_tf.cli import startup
 
 __all__ = ["read_json", "safetensors_files", "read_hf_weights",

@@ -24,7 +24,7 @@ import numpy as np
 import tensorflow as tf2
 
 from bert_tf.checks import disk
-from bert_tf.checks import json_file
+from bert_tf import json_file
 from bert_tf.export import saved_model as export_utils
 from bert_tf.tasks import features as feature_utils
 from bert_tf.tasks.squad import data as squad_data

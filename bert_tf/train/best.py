@@ -20,7 +20,7 @@ from absl import logging
 import tensorflow.compat.v1 as tf
 
 from bert_tf import io as io_utils
-from bert_tf.checks import json_file
+from bert_tf import json_file
 
 __all__ = ["BEST_DIR", "RECORD_FILE", "read_record", "higher_is_better", "check_key",
            "BestKeeper", "train", "train_with_evaluation"]

@@ -24,7 +24,7 @@ from absl import logging
 import tensorflow as tf2
 import tensorflow.compat.v1 as tf
 
-from bert_tf.checks import json_file
+from bert_tf import json_file
 
 __all__ = ["STRATEGIES", "parse_tf_config", "is_chief", "peer_addresses",
            "check_global_batch", "check_options", "setup", "session_config",

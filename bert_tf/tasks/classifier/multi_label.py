@@ -18,7 +18,7 @@ import sys
 import tensorflow.compat.v1 as tf
 
 from bert_tf import io as io_utils
-from bert_tf.checks import json_file
+from bert_tf import json_file
 from bert_tf.tasks.ner import reader as ner_reader
 from bert_tf.tasks.classifier.data import InputExample
 from bert_tf.tasks.classifier.data import read_tsv_rows

@@ -18,7 +18,7 @@ from absl import logging
 import tensorflow.compat.v1 as tf
 
 from bert_tf import io as io_utils
-from bert_tf.checks import json_file
+from bert_tf import json_file
 from bert_tf.tasks import features as feature_utils
 import tokenization
 

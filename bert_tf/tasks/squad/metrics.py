@@ -23,7 +23,7 @@ import collections
 import re
 import string
 
-from bert_tf.checks import json_file
+from bert_tf import json_file
 
 __all__ = [
     "normalize_answer", "exact_match", "token_f1", "gold_answers",
