@@ -269,9 +269,12 @@ def worker_config(addresses, index):
           "task": {"type": "worker", "index": index}}
 
 
-def run_workers(tmp_path, tag, script, args, addresses, kill_chief_at=None,
-                timeout=400):
-  """Runs one worker per address; kills all once `kill_chief_at()` is true.
+def run_workers(tmp_path, tag, script, args, addresses, kill_at=None,
+                kill=None, timeout=400):
+  """Runs one worker per address until all have exited.
+
+  Once `kill_at()` is true, SIGKILLs the workers whose indices are in `kill`
+  (all when None) and waits for the others.
 
   Worker i logs to tmp_path/TAG_i.log (see `read_log`) and dumps to
   tmp_path/TAG_i.npz. Returns the exit statuses.
@@ -288,13 +291,11 @@ def run_workers(tmp_path, tag, script, args, addresses, kill_chief_at=None,
     while any(p.poll() is None for p in procs):
       if time.time() > deadline:
         raise AssertionError("workers still running after %ds" % timeout)
-      if kill_chief_at and kill_chief_at():
-        # The other workers then wait on a dead peer; they are killed too
-        # (as a cluster manager would restart the job).
-        for p in procs:
-          p.send_signal(signal.SIGKILL)
-          p.wait()
-        break
+      if kill_at and kill_at():
+        kill_at = None
+        for index in (range(len(procs)) if kill is None else kill):
+          procs[index].send_signal(signal.SIGKILL)
+          procs[index].wait()
       time.sleep(0.1)
   finally:
     for p in procs:
