@@ -93,15 +93,22 @@ fi
 PIP="$VENV/bin/python -m pip"
 $PIP install -q --disable-pip-version-check --use-pep517 -r "$REQUIREMENTS"
 if [ "$WITH_TEST" = 1 ]; then
-  # PyTorch's CPU build first (about 190 MB; PyPI's default wheel is the CUDA
-  # build, several GB with its nvidia-* packages). `torch==X` also matches
-  # X+cpu (PEP 440), so the test requirements keep it. Where PyTorch's index
-  # cannot be reached, the default index's wheel is installed instead.
-  TORCH_PIN="$(grep -o '^torch==[^;[:space:]]*' requirements-test.txt)"
-  if ! $PIP show -q torch >/dev/null 2>&1 &&
-     ! $PIP install -q --disable-pip-version-check --no-deps "$TORCH_PIN" \
-         --index-url https://download.pytorch.org/whl/cpu; then
-    echo "setup.sh: PyTorch's CPU index is not reachable; installing $TORCH_PIN from the default index (the CUDA build on Linux)" >&2
+  # PyTorch's CPU build (about 190 MB), from PyTorch's CPU index or a wheel
+  # that pip's configuration finds (a find-links folder). PyPI's own wheel is
+  # the CUDA build, several GB with its nvidia-* packages: setup.sh does not
+  # take it; without a CPU build the tests that compare with Hugging Face's
+  # PyTorch models skip, and the line below says how to get them.
+  # requirements-torch.txt then adds torch's own dependencies (`torch==X`
+  # matches X+cpu, PEP 440).
+  TORCH_PIN="$(grep -o '^torch==[^;[:space:]]*' requirements-torch.txt)"
+  if $PIP show -q torch >/dev/null 2>&1 ||
+     $PIP install -q --disable-pip-version-check --no-deps "$TORCH_PIN+cpu" \
+       --index-url https://download.pytorch.org/whl/cpu >/dev/null 2>&1 ||
+     $PIP install -q --disable-pip-version-check --no-deps "$TORCH_PIN+cpu" \
+       >/dev/null 2>&1; then
+    $PIP install -q --disable-pip-version-check -r requirements-torch.txt
+  else
+    echo "setup.sh: no CPU build of $TORCH_PIN for Python $PY_VERSION here (PyTorch's CPU index is not reachable); the tests that compare with Hugging Face's PyTorch models will skip. To run them: $VENV/bin/pip install $TORCH_PIN (the CUDA build, several GB)" >&2
   fi
   $PIP install -q --disable-pip-version-check -r requirements-test.txt
 fi

@@ -34,6 +34,18 @@ def test_import_or_skip_returns_the_module_or_names_the_missing_one(
     helpers.import_or_skip("no_such_module_xyz")
 
 
+def test_a_module_named_in_bert_tests_without_skips_even_under_ci(
+    monkeypatch):
+  """.ci/run names torch on a stack without a CPU build of it: only the
+  named modules skip; any other missing module still fails."""
+  monkeypatch.setenv("CI", "true")
+  monkeypatch.setenv("BERT_TESTS_WITHOUT", "other,no_such_module_xyz")
+  with pytest.raises(pytest.skip.Exception, match="BERT_TESTS_WITHOUT"):
+    helpers.import_or_skip("no_such_module_xyz")
+  with pytest.raises(pytest.fail.Exception, match="no_such_module_abc"):
+    helpers.import_or_skip("no_such_module_abc")
+
+
 def test_missing_shared_data_fails_under_ci(monkeypatch, tmp_path):
   monkeypatch.setenv("BERT_SHARED_DIR", str(tmp_path))
   monkeypatch.setenv("CI", "true")

@@ -152,7 +152,7 @@ def test_dependencies_are_the_requirements_files_and_artefacts_are_ignored():
   assert dynamic["dependencies"] == {
       "file": ["requirements-tf2.15.txt", "requirements-tf2.21.txt"]}
   assert dynamic["optional-dependencies"]["test"] == {
-      "file": ["requirements-test.txt"]}
+      "file": ["requirements-test.txt", "requirements-torch.txt"]}
   assert dynamic["optional-dependencies"]["beam"] == {
       "file": ["requirements-beam.txt"]}
   assert dynamic["optional-dependencies"]["chinese"] == {

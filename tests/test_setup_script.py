@@ -191,32 +191,75 @@ def test_requirements_txt_is_both_stacks_and_test_pins_are_exact():
                                                     "requirements.txt"))
            if line.strip() and not line.startswith("#")]
   assert lines == ["-r " + name for name in sorted(STACKS)]
-  for name in ("requirements-test.txt", "requirements-chinese.txt"):
+  for name in ("requirements-test.txt", "requirements-torch.txt",
+               "requirements-chinese.txt"):
     for line in read_lines(os.path.join(REPO_ROOT, name)):
       if line.strip() and not line.startswith("#"):
         assert _PIN.match(line) and _PIN.match(line).group(0) == line, line
 
 
-def test_test_requirements_get_pytorchs_cpu_build_first(tmp_path):
-  """`setup.sh --test` installs torch from PyTorch's CPU index before the
-  test requirements (whose `torch==X` then keeps `X+cpu`); PyPI's default
-  wheel is the CUDA build. A stand-in venv Python logs each pip call."""
+def _setup_test_pip_calls(tmp_path, torch_found):
+  """Runs `setup.sh --test` with a stand-in venv Python that logs each pip
+  call and answers `pip show` with "not installed"; a pip install of torch
+  succeeds only where `torch_found` says so (0: none, 1: the CPU index,
+  2: the second try, a local wheel). Returns (pip calls, stderr)."""
   venv = tmp_path / "venv"
   (venv / "bin").mkdir(parents=True)
   log = tmp_path / "pip.log"
   python = venv / "bin" / "python"
-  python.write_text('#!/bin/sh\necho "$@" >> %s\ncase "$*" in *"pip show"*) '
-                    'exit 1 ;; esac\necho 3.11\n' % log, encoding="utf-8")
+  tries = tmp_path / "tries"
+  python.write_text(
+      '#!/bin/sh\necho "$@" >> {log}\n'
+      'case "$*" in\n'
+      '  *"pip show"*) exit 1 ;;\n'
+      '  *"torch=="*"+cpu"*) echo x >> {tries}; '
+      '[ "$(wc -l < {tries})" -ge {found} ] && [ {found} -gt 0 ] || exit 1 ;;\n'
+      'esac\necho 3.11\n'.format(log=log, tries=tries, found=torch_found),
+      encoding="utf-8")
   os.chmod(str(python), 0o755)
   env = dict(os.environ, VENV=str(venv))
   env.pop("PYTHON", None)
   result = subprocess.run([shutil.which("bash"), SETUP, "--test"],
                           capture_output=True, text=True, env=env, timeout=60)
   assert result.returncode == 0, result.stderr
-  calls = [line for line in read_lines(str(log)) if " pip " in line]
+  return [line for line in read_lines(str(log)) if " pip " in line], \
+      result.stderr
+
+
+def test_test_requirements_get_pytorchs_cpu_build_first(tmp_path):
+  """`setup.sh --test` installs torch's CPU build from PyTorch's CPU index,
+  then requirements-torch.txt (whose `torch==X` keeps `X+cpu`); PyPI's
+  default wheel is the CUDA build."""
+  calls, _ = _setup_test_pip_calls(tmp_path, torch_found=1)
   cpu = [i for i, line in enumerate(calls)
          if "--index-url https://download.pytorch.org/whl/cpu" in line]
-  tests = [i for i, line in enumerate(calls)
-           if "-r requirements-test.txt" in line]
-  assert len(cpu) == 1 and "torch==2.13.0 " in calls[cpu[0]] + " "
-  assert tests and cpu[0] < tests[0]
+  pinned = [i for i, line in enumerate(calls)
+            if "-r requirements-torch.txt" in line]
+  assert len(cpu) == 1 and "torch==2.13.0+cpu " in calls[cpu[0]] + " "
+  assert pinned and cpu[0] < pinned[0]
+  assert any("-r requirements-test.txt" in line for line in calls)
+
+
+def test_torch_comes_from_a_local_cpu_wheel_where_the_cpu_index_is_unreachable(
+    tmp_path):
+  """With PyTorch's index unreachable, the second try asks pip's own
+  configuration (a find-links folder) for the +cpu build, never PyPI's
+  plain (CUDA) torch."""
+  calls, stderr = _setup_test_pip_calls(tmp_path, torch_found=2)
+  tries = [line for line in calls if "torch==2.13.0+cpu" in line]
+  assert len(tries) == 2 and "--index-url" not in tries[1]
+  assert any("-r requirements-torch.txt" in line for line in calls)
+  assert "no CPU build" not in stderr
+
+
+def test_without_a_cpu_build_of_torch_setup_skips_it_in_one_line(tmp_path):
+  """No CPU build anywhere (CI's Python 3.12): torch is not installed (the
+  CUDA build filled CI's disk), the test requirements still are, and one
+  line says which tests skip and how to get them."""
+  calls, stderr = _setup_test_pip_calls(tmp_path, torch_found=0)
+  assert not any("-r requirements-torch.txt" in line for line in calls)
+  assert not any(" torch==2.13.0 " in line + " " for line in calls)
+  assert any("-r requirements-test.txt" in line for line in calls)
+  lines = [line for line in stderr.splitlines() if "torch" in line]
+  assert len(lines) == 1 and "will skip" in lines[0], stderr
+  assert "pip install torch==2.13.0" in lines[0]
