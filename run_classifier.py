@@ -94,7 +94,8 @@ def define_flags():
       "Which task's files and labels to use (any case): " +
       ", ".join(sorted(PROCESSORS)) + ".")
   cli_flags.define_flags(
-      "data_dir", cli_flags.MODEL_FLAGS, "max_seq_length", "do_eval",
+      "data_dir", cli_flags.MODEL_FLAGS, "max_seq_length", "bucket_by_length",
+      "do_eval",
       "eval_batch_size", cli_flags.FINE_TUNING_FLAGS, "export_dir",
       "label_column", cli_flags.TRAINING_FLAGS, cli_flags.TPU_FLAGS,
       cli_flags.DISTRIBUTE_FLAGS, cli_flags.BEST_CHECKPOINT_FLAGS,
@@ -308,7 +309,8 @@ def _input_fn(flag_values, path, is_training, is_regression, label_list,
   return file_based_input_fn_builder(
       path, flag_values.max_seq_length, is_training=is_training,
       drop_remainder=is_training or use_tpu, is_regression=is_regression,
-      num_labels=len(label_list) if flag_values.multi_label else None)
+      num_labels=len(label_list) if flag_values.multi_label else None,
+      bucket_by_length=flag_values.bucket_by_length)
 
 
 def _training(flag_values, run, records, examples, label_list, is_regression):

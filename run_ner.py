@@ -47,6 +47,7 @@ from bert_tf.train import accumulation
 from bert_tf.train import best as best_lib
 from bert_tf.train import hooks as train_hooks
 from bert_tf.train import input_fn as input_utils
+from bert_tf.train import lengths as lengths_lib
 from bert_tf.train import model_fn as model_fn_utils
 from bert_tf.train import options as training_options
 from bert_tf.train import spec as spec_lib
@@ -82,7 +83,7 @@ def define_flags():
       "labelled. False: each sentence alone.")
   cli_flags.define_flags(
       "data_dir", "label_column", cli_flags.MODEL_FLAGS, "max_seq_length",
-      "doc_stride", "do_eval", "eval_batch_size", cli_flags.FINE_TUNING_FLAGS,
+      "bucket_by_length", "doc_stride", "do_eval", "eval_batch_size", cli_flags.FINE_TUNING_FLAGS,
       "export_dir", cli_flags.TRAINING_FLAGS, cli_flags.TPU_FLAGS,
       cli_flags.DISTRIBUTE_FLAGS, cli_flags.BEST_CHECKPOINT_FLAGS,
       doc_stride=64)
@@ -305,7 +306,10 @@ def _input_fn(flag_values, features, name, is_training):
   return input_utils.tfrecord_input_fn_builder(
       [record_file], ner_features.name_to_features(flag_values.max_seq_length),
       is_training=is_training,
-      drop_remainder=is_training or flag_values.use_tpu)
+      drop_remainder=is_training or flag_values.use_tpu,
+      length_buckets=(lengths_lib.bucket_lengths(flag_values.max_seq_length)
+                      if flag_values.bucket_by_length else None),
+      sequence_keys=ner_features.SEQUENCE_KEYS)
 
 
 def _predict_words(flag_values, steps, sentences, features, label_list,

@@ -371,7 +371,7 @@ def main(_):
       num_train_steps=FLAGS.num_train_steps,
       num_warmup_steps=FLAGS.num_warmup_steps,
       learning_rate=FLAGS.learning_rate, records=input_files,
-      token_weights=lambda window: window["masked_lm_weights"],
+      token_weights=lambda batch: batch["masked_lm_weights"],
       progress_every=min(100, run.iterations_per_loop))
 
   def evaluate(steps):

@@ -62,6 +62,14 @@ SHARED_FLAGS = types.MappingProxyType(collections.OrderedDict([
                         "Length of every input in WordPiece tokens, [CLS] "
                         "and [SEP] included: longer inputs are cut, shorter "
                         "ones padded.")),
+    ("bucket_by_length", (_B, False,
+                          "Cut each batch to its longest input, rounded up "
+                          "to one of a few lengths (16, 24, 32, 48, 64, 96, "
+                          "128, ... up to --max_seq_length), rather than "
+                          "compute --max_seq_length for every input; "
+                          "training batches inputs of similar length "
+                          "together. Outputs equal the padded run's within "
+                          "float32 rounding. Not with --use_tpu.")),
     ("doc_stride", (_I, 128,
                     "How far, in WordPiece tokens, each window over a text "
                     "longer than one input starts after the previous one.")),

@@ -18,6 +18,7 @@ import tensorflow.compat.v1 as tf
 from bert_tf.checks import checkpoint as checkpoint_checks
 from bert_tf.checks import config as config_checks
 from bert_tf.export import saved_model
+from bert_tf.train import lengths as lengths_lib
 import modeling
 import tokenization
 
@@ -65,7 +66,8 @@ def fine_tuning_flag_problems(flag_values, positive_flags=()):
   if not tf.io.gfile.isdir(flag_values.data_dir):
     problems.append("--data_dir: %s is not a directory" %
                     flag_values.data_dir)
-  return problems
+  return problems + lengths_lib.flag_problems(flag_values.bucket_by_length,
+                                              flag_values.use_tpu)
 
 
 def load_bert_config(path, flag_name="bert_config_file"):

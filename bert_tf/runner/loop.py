@@ -68,7 +68,7 @@ class Training:
     num_warmup_steps: int, warmup steps (for the divergence message).
     learning_rate: float, the peak learning rate (the same).
     records: TFRecord files the input reads (named on a `DataLossError`).
-    token_weights: None, or function(window of features) -> the loss
+    token_weights: None, or function(micro-batch features) -> the loss
       weights of a token-level loss (`accumulation.with_update_shares`):
       with gradient accumulation off TPU, each update's loss is then the
       mean over the labelled tokens of all its micro-batches, as one big

@@ -45,8 +45,8 @@ def with_update_shares(dataset, micro_batches, weight_fn):
   Args:
     dataset: `tf.data.Dataset` of batched feature dicts (repeated: training).
     micro_batches: int, elements per update fed by this pipeline.
-    weight_fn: function(window dict of [micro_batches, batch, ...] Tensors)
-      -> float32 Tensor of the loss weights (any shape).
+    weight_fn: function(feature dict of one micro-batch) -> float32
+      Tensor of its loss weights (0 or 1, any shape).
 
   Returns:
     The dataset, each element with `UPDATE_SHARE_KEY`: float32 [batch], the
@@ -55,21 +55,32 @@ def with_update_shares(dataset, micro_batches, weight_fn):
   if micro_batches <= 1:
     return dataset
 
-  def add_share(window):
-    window = dict(window)
+  def add_shares(window):
+    micro = tf.data.Dataset.zip(window)
     # Input ops: with --use_xla under multi_worker_mirrored, XLA's CPU
     # auto-clustering took them onto the local job's CPU beside the
     # worker's, and the input iterator failed to start ("Multiple CPU
     # devices").
     with tf.xla.experimental.jit_scope(compile_ops=False):
-      share = tf.reduce_sum(tf.cast(weight_fn(window), tf.float32)) / float(
-          micro_batches)
-      batch = tf.shape(next(iter(window.values())))[1]
-      window[UPDATE_SHARE_KEY] = tf.fill([micro_batches, batch], share)
-    return window
+      # Per micro-batch, not stacked: with --bucket_by_length the
+      # micro-batches of one update differ in length. The weights are
+      # 0/1, so the float32 sum is exact in either order.
+      total = micro.reduce(
+          tf.constant(0.0, tf.float32),
+          lambda acc, batch: acc + tf.reduce_sum(
+              tf.cast(weight_fn(batch), tf.float32)))
 
-  windows = dataset.batch(micro_batches, drop_remainder=True)
-  return windows.map(add_share).unbatch()
+    def with_share(batch):
+      with tf.xla.experimental.jit_scope(compile_ops=False):
+        batch = dict(batch)
+        size = tf.shape(next(iter(batch.values())))[0]
+        batch[UPDATE_SHARE_KEY] = tf.fill([size], total / float(micro_batches))
+        return batch
+
+    return micro.map(with_share)
+
+  windows = dataset.window(micro_batches, drop_remainder=True)
+  return windows.flat_map(add_shares)
 
 
 def update_shares_input_fn(input_fn, accumulation_steps, weight_fn):

@@ -18,6 +18,7 @@ import tensorflow.compat.v1 as tf
 
 from bert_tf import tf_private
 from bert_tf.train import distribute as distribute_utils
+from bert_tf.train import lengths as lengths_lib
 
 __all__ = ["decode_record", "tfrecord_input_fn_builder", "with_batch_size",
            "features_and_labels", "without_autotune",
@@ -121,7 +122,8 @@ def decode_record(record, name_to_features):
 
 def tfrecord_input_fn_builder(input_files, name_to_features, is_training,
                               drop_remainder, num_cpu_threads=4,
-                              shuffle_buffer=100):
+                              shuffle_buffer=100, length_buckets=None,
+                              sequence_keys=lengths_lib.BASE_KEYS):
   """Builds an `input_fn(params)` over TFRecord files of Examples.
 
   Training reads the files in parallel in shuffled order, repeats forever and
@@ -135,6 +137,11 @@ def tfrecord_input_fn_builder(input_files, name_to_features, is_training,
     drop_remainder: bool; True gives fixed batch shapes (needed on TPU).
     num_cpu_threads: int, parallel readers and parsers when training.
     shuffle_buffer: int, records in the shuffle buffer when training.
+    length_buckets: None (every batch at the records' length, the
+      reference's), or `lengths.bucket_lengths(seq_length)`: each batch is
+      cut to its longest input rounded up to one of them, and training
+      batches group inputs of similar length (`lengths.group_by_length`).
+    sequence_keys: the [seq_length] features that `length_buckets` cuts.
 
   Under a multi-worker `tf.distribute` strategy (an `input_context` with
   several input pipelines), each worker trains on its own share: whole files
@@ -179,7 +186,16 @@ def tfrecord_input_fn_builder(input_files, name_to_features, is_training,
       d = tf.data.TFRecordDataset(input_files)
     d = d.map(lambda record: decode_record(record, name_to_features),
               num_parallel_calls=num_cpu_threads if is_training else None)
-    d = d.batch(batch_size, drop_remainder=drop_remainder)
+    if length_buckets is None:
+      d = d.batch(batch_size, drop_remainder=drop_remainder)
+    else:
+      if is_training:
+        d = lengths_lib.group_by_length(d, batch_size, length_buckets,
+                                        drop_remainder)
+      else:
+        d = d.batch(batch_size, drop_remainder=drop_remainder)
+      d = d.map(lambda batch: lengths_lib.trim_batch(batch, length_buckets,
+                                                     sequence_keys))
     return without_autotune(d.prefetch(1))
 
   return input_fn

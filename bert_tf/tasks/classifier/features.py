@@ -18,6 +18,7 @@ from bert_tf import io as io_utils
 from bert_tf.tasks import features as feature_utils
 from bert_tf.tasks.classifier.data import PaddingInputExample
 from bert_tf.train import input_fn as input_utils
+from bert_tf.train import lengths as lengths_lib
 import tokenization
 
 __all__ = [
@@ -189,7 +190,7 @@ def file_based_convert_examples_to_features(examples, label_list,
 
 def file_based_input_fn_builder(input_file, seq_length, is_training,
                                 drop_remainder, is_regression=False,
-                                num_labels=None):
+                                num_labels=None, bucket_by_length=False):
   """Creates an `input_fn` over a file written by
   `file_based_convert_examples_to_features`.
 
@@ -201,6 +202,9 @@ def file_based_input_fn_builder(input_file, seq_length, is_training,
     is_regression: bool, whether `label_ids` is a float (regression task).
     num_labels: int or None: multi-label, `label_ids` holds this many 0/1
       ints.
+    bucket_by_length: bool; True cuts each batch to its longest input
+      rounded up to `lengths.bucket_lengths(seq_length)` (training groups
+      inputs by length); False pads to `seq_length`, as the reference.
 
   Returns:
     `input_fn(params)` for the Estimator; the batch size is
@@ -217,7 +221,9 @@ def file_based_input_fn_builder(input_file, seq_length, is_training,
   }
   return input_utils.tfrecord_input_fn_builder(
       [input_file], name_to_features, is_training=is_training,
-      drop_remainder=drop_remainder)
+      drop_remainder=drop_remainder,
+      length_buckets=(lengths_lib.bucket_lengths(seq_length)
+                      if bucket_by_length else None))
 
 
 def input_fn_builder(features, seq_length, is_training, drop_remainder):

@@ -20,7 +20,7 @@ from bert_tf.tasks import features as feature_utils
 from bert_tf.tasks.squad import data as squad_data
 
 __all__ = ["NerFeature", "convert_sentences_to_features", "padding_feature",
-           "name_to_features", "write_features"]
+           "name_to_features", "SEQUENCE_KEYS", "write_features"]
 
 
 @dataclasses.dataclass
@@ -200,6 +200,11 @@ def padding_feature(unique_id, max_seq_length):
   return NerFeature(unique_id, -1, zeros, zeros, zeros, zeros, zeros,
                     [-1] * max_seq_length, [False] * max_seq_length,
                     is_real_example=False)
+
+
+# The [seq_length] features, which --bucket_by_length cuts.
+SEQUENCE_KEYS = ("input_ids", "input_mask", "segment_ids", "label_ids",
+                 "label_weights")
 
 
 def name_to_features(seq_length):
