@@ -45,6 +45,7 @@ from absl import logging
 import tensorflow.compat.v1 as tf
 
 from bert_tf.train import input_fn as input_utils
+from bert_tf.train import lengths as lengths_lib
 from bert_tf.train import model_fn as model_fn_utils
 from bert_tf.train import spec as spec_lib
 from bert_tf.runner import select as runner_lib
@@ -82,8 +83,8 @@ def define_flags():
                       "Which layers' activations to write: comma-separated "
                       "indexes, negative ones counted from the top.")
   cli_flags.define_flags("bert_config_file", "max_seq_length",
-                         "init_checkpoint", "vocab_file", "do_lower_case",
-                         cli_flags.TPU_FLAGS)
+                         "bucket_by_length", "init_checkpoint", "vocab_file",
+                         "do_lower_case", cli_flags.TPU_FLAGS)
   flags.DEFINE_integer("batch_size", 32, "Examples per prediction batch.")
   flags.DEFINE_bool("use_one_hot_embeddings", False,
                     "Look up embeddings as one-hot matmuls, which TPUs run "
@@ -224,12 +225,20 @@ def input_fn_builder(features, seq_length):
   return input_fn
 
 
-def streaming_input_fn_builder(feature_factory, seq_length):
+# The [seq_length] features, which --bucket_by_length cuts.
+_SEQUENCE_KEYS = ("input_ids", "input_mask", "input_type_ids")
+
+
+def streaming_input_fn_builder(feature_factory, seq_length,
+                               bucket_by_length=False):
   """An `input_fn` that pulls features from a Python generator, lazily.
 
   Args:
     feature_factory: callable returning a fresh iterator of `InputFeatures`.
     seq_length: int.
+    bucket_by_length: bool; True cuts each batch to its longest input
+      rounded up to `lengths.bucket_lengths(seq_length)` (the input order
+      kept).
 
   Returns:
     `input_fn(params)`; memory stays bounded whatever the input size.
@@ -243,8 +252,11 @@ def streaming_input_fn_builder(feature_factory, seq_length):
   def input_fn(params):
     d = tf.data.Dataset.from_generator(generate, output_types=types,
                                        output_shapes=shapes)
-    return input_utils.without_autotune(
-        d.batch(params["batch_size"], drop_remainder=False))
+    d = d.batch(params["batch_size"], drop_remainder=False)
+    if bucket_by_length:
+      d = lengths_lib.cut_batches(d, lengths_lib.bucket_lengths(seq_length),
+                                  _SEQUENCE_KEYS)
+    return input_utils.without_autotune(d)
 
   return input_fn
 
@@ -376,9 +388,10 @@ def _flag_problems(flag_values):
                       "line)" % flag_values.input_file)
   except ValueError as e:
     problems.append(str(e))
-  return problems + pooling_lib.flag_problems(
+  return (problems + pooling_lib.flag_problems(
       flag_values.pooling, flag_values.l2_normalize, flag_values.layers,
-      flag_values["layers"].present)
+      flag_values["layers"].present) + lengths_lib.flag_problems(
+          flag_values.bucket_by_length, flag_values.use_tpu))
 
 
 def _output_line(feature, result, layer_indexes, pooling):
@@ -444,7 +457,8 @@ def main(_):
   else:
     pending = _PendingFeatures(features())
     input_fn = streaming_input_fn_builder(lambda: pending,
-                                          FLAGS.max_seq_length)
+                                          FLAGS.max_seq_length,
+                                          FLAGS.bucket_by_length)
   count = _write_predictions(model_runner, input_fn, pending, layer_indexes,
                              FLAGS.output_file, FLAGS.pooling)
   logging.info("Wrote %d examples to %s", count, FLAGS.output_file)

@@ -41,6 +41,7 @@ from bert_tf.runner import select as runner_lib
 from bert_tf.tasks import features as feature_utils
 from bert_tf.tasks.pretraining.heads import get_masked_lm_output
 from bert_tf.train import input_fn as input_utils
+from bert_tf.train import lengths as lengths_lib
 from bert_tf.train import model_fn as model_fn_utils
 from bert_tf.train import options as training_options
 from bert_tf.train import spec as spec_lib
@@ -67,7 +68,7 @@ def define_flags():
                        "How many WordPieces to write per [MASK], likeliest "
                        "first.")
   cli_flags.define_flags("bert_config_file", "max_seq_length",
-                         "init_checkpoint", "vocab_file", "do_lower_case",
+                         "bucket_by_length", "init_checkpoint", "vocab_file", "do_lower_case",
                          "max_predictions_per_seq", "predict_batch_size",
                          cli_flags.TPU_FLAGS)
   for name in ("input_file", "output_file", "vocab_file", "bert_config_file",
@@ -159,8 +160,11 @@ def read_masked_lines(input_file, tokenizer, max_seq_length,
   return lines
 
 
-def _input_fn_builder(lines, max_seq_length, max_predictions):
-  """An in-memory `input_fn` of the lines (constants in the graph)."""
+def _input_fn_builder(lines, max_seq_length, max_predictions,
+                      bucket_by_length=False):
+  """An in-memory `input_fn` of the lines (constants in the graph); with
+  `bucket_by_length`, each batch cut to its longest line rounded up to
+  `lengths.bucket_lengths(max_seq_length)`."""
   positions = [io_utils.pad_to(line.positions, max_predictions)
                for line in lines]
 
@@ -173,9 +177,12 @@ def _input_fn_builder(lines, max_seq_length, max_predictions):
     for name in ("input_ids", "input_mask", "segment_ids"):
       columns[name] = tf.constant([getattr(line, name) for line in lines],
                                   tf.int32, [len(lines), max_seq_length])
-    return input_utils.without_autotune(
-        tf.data.Dataset.from_tensor_slices(columns).batch(
-            params["batch_size"], drop_remainder=False))
+    d = tf.data.Dataset.from_tensor_slices(columns).batch(
+        params["batch_size"], drop_remainder=False)
+    if bucket_by_length:
+      d = lengths_lib.cut_batches(d, lengths_lib.bucket_lengths(
+          max_seq_length))
+    return input_utils.without_autotune(d)
 
   return input_fn
 
@@ -248,7 +255,8 @@ def _flag_problems(flag_values):
     io_utils.check_output_file(flag_values.output_file)
   except ValueError as e:
     problems.append(str(e))
-  return problems
+  return problems + lengths_lib.flag_problems(flag_values.bucket_by_length,
+                                              flag_values.use_tpu)
 
 
 def main(_):
@@ -276,7 +284,8 @@ def main(_):
                        run.tpu.use_tpu),
       run, output_dir=None, predict_batch_size=FLAGS.predict_batch_size)
   input_fn = _input_fn_builder(lines, FLAGS.max_seq_length,
-                               FLAGS.max_predictions_per_seq)
+                               FLAGS.max_predictions_per_seq,
+                               FLAGS.bucket_by_length)
   count = 0
   with io_utils.atomic_write(FLAGS.output_file) as writer:
     for result in model_runner.predict(input_fn, yield_single_examples=True):

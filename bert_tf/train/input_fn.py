@@ -194,8 +194,7 @@ def tfrecord_input_fn_builder(input_files, name_to_features, is_training,
                                         drop_remainder)
       else:
         d = d.batch(batch_size, drop_remainder=drop_remainder)
-      d = d.map(lambda batch: lengths_lib.trim_batch(batch, length_buckets,
-                                                     sequence_keys))
+      d = lengths_lib.cut_batches(d, length_buckets, sequence_keys)
     return without_autotune(d.prefetch(1))
 
   return input_fn

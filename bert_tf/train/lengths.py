@@ -15,13 +15,15 @@ length into the same batch (`group_by_length`); evaluation and prediction
 keep the input order, each batch cut to its own longest input.
 
 TPUs need static shapes: the flag is refused with `--use_tpu`
-(`flag_problems`).
+(`flag_problems`). Under a strategy each replica's batch has its own
+length; the embedding's gradient is then all-reduced dense
+(`train_op.gradients`).
 """
 
 import tensorflow.compat.v1 as tf
 
 __all__ = ["BASE_KEYS", "bucket_lengths", "bucket_length", "trim_batch",
-           "group_by_length", "flag_problems"]
+           "cut_batches", "group_by_length", "flag_problems"]
 
 # The [batch, seq_length] features of a sentence(-pair) input.
 BASE_KEYS = ("input_ids", "input_mask", "segment_ids")
@@ -86,6 +88,14 @@ def trim_batch(features, lengths, sequence_keys, mask_key="input_mask"):
   for key in sequence_keys:
     trimmed[key] = features[key][:, :length]
   return trimmed
+
+
+def cut_batches(dataset, lengths, sequence_keys=BASE_KEYS,
+                mask_key="input_mask"):
+  """`dataset` (batched feature dicts) with each batch cut by `trim_batch`
+  to its own bucket length; the batches and their order unchanged."""
+  return dataset.map(lambda batch: trim_batch(batch, lengths, sequence_keys,
+                                              mask_key))
 
 
 def group_by_length(dataset, batch_size, lengths, drop_remainder,

@@ -24,6 +24,13 @@ def gradients(loss, tvars):
     loss: float32 scalar Tensor.
     tvars: list of trainable variables.
 
+  Under a strategy of several replicas, a sparse gradient (`IndexedSlices`,
+  the embedding's) whose row count has no static size (--bucket_by_length)
+  is made dense: TensorFlow all-reduces such slices in a `cond` whose
+  collectives the session prunes on one device and not the other, and the
+  next step's all-reduce then pairs with the previous one's ("Shape
+  mismatch in the collective instance", TF 2.15 and 2.21).
+
   Returns:
     (gradients, variables): two lists of the same length, None gradients
     (variables the loss does not depend on) left out.
@@ -32,6 +39,13 @@ def gradients(loss, tvars):
     ValueError: if `loss` depends on none of `tvars`.
   """
   grads = tf.gradients(loss, tvars)
+  context = tf.distribute.get_replica_context()
+  if (tf.distribute.has_strategy() and context is not None and
+      context.num_replicas_in_sync > 1):
+    grads = [tf.convert_to_tensor(g)
+             if isinstance(g, tf.IndexedSlices) and
+             tf.compat.dimension_value(g.indices.shape[0]) is None else g
+             for g in grads]
   pairs = [(g, v) for g, v in zip(grads, tvars) if g is not None]
   if not pairs:
     raise ValueError("loss %s depends on none of the %d trainable variables" %
