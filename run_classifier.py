@@ -247,7 +247,8 @@ def _export(flag_values, bert_config, label_list, is_regression,
       vocab_file=flag_values.vocab_file,
       bert_config_file=flag_values.bert_config_file,
       do_lower_case=flag_values.do_lower_case, label_list=label_list,
-      extra_features=features, extra_config=extra_config)
+      extra_features=features, extra_config=extra_config,
+      bucket_by_length=flag_values.bucket_by_length)
 
 
 class _Records(object):

@@ -421,7 +421,8 @@ def _export(flag_values, bert_config, label_list, init_checkpoint,
       vocab_file=flag_values.vocab_file,
       bert_config_file=flag_values.bert_config_file,
       do_lower_case=flag_values.do_lower_case, label_list=label_list,
-      extra_features=export_utils.ner_features(flag_values.max_seq_length),
+      extra_features=export_utils.NER_FEATURES,
+      bucket_by_length=flag_values.bucket_by_length,
       extra_config={"doc_stride": flag_values.doc_stride,
                     "document_context": flag_values.document_context})
 

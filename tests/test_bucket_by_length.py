@@ -23,6 +23,7 @@ from helpers import shared_path
 from helpers import tiny_model_flags
 from helpers import write_tsv
 
+from bert_tf.export import serving
 from bert_tf.train import accumulation
 from bert_tf.train import lengths
 import modeling
@@ -174,15 +175,31 @@ def test_classifier_trains_bucketed_and_predicts_as_padded(tmp_path, runner):
     out = str(tmp_path / ("cut" if bucket else "padded"))
     result = run_script("run_classifier.py", common + model_flags + [
         "--init_checkpoint=" + trained, "--output_dir=" + out, "--do_eval",
-        "--do_predict", "--bucket_by_length=%s" % bucket])
+        "--do_predict", "--bucket_by_length=%s" % bucket,
+        "--export_dir=" + out + "/export"])
     assert result.returncode == 0, result.stderr[-3000:]
+    exported = serving.BertServingModel(out + "/export")
     outputs[bucket] = (_floats(os.path.join(out, "test_results.tsv")),
-                       _eval_results(os.path.join(out, "eval_results.txt")))
+                       _eval_results(os.path.join(out, "eval_results.txt")),
+                       exported)
   assert outputs[True][0].shape == (21, 2)
   np.testing.assert_allclose(outputs[True][0], outputs[False][0], atol=1e-5,
                              rtol=0)
   for key, value in outputs[False][1].items():
     assert outputs[True][1][key] == pytest.approx(value, abs=1e-5), key
+  # The SavedModels: the cut one takes any length and pads a batch to its
+  # bucket; the padded one is the reference's fixed-length signature.
+  cut, padded = outputs[True][2], outputs[False][2]
+  assert cut.config["bucket_lengths"] == [16, 24, 32, 48, 64]
+  assert "bucket_lengths" not in padded.config
+  assert cut._signature.structured_input_signature[1][
+      "input_ids"].shape.as_list() == [None, None]
+  for text in ("Bill whistled.", "The car honked its way down the road "
+               "while the children in the back seat sang loudly."):
+    got, want = cut.classify(text), padded.classify(text)
+    assert sorted(got) == sorted(want)
+    for label in want:
+      assert got[label] == pytest.approx(want[label], abs=1e-5)
 
 
 def _conll_head(src, dst, num_sentences):
@@ -221,7 +238,8 @@ def test_ner_trains_bucketed_with_accumulation_and_predicts_as_padded(
   for bucket in (False, True):  # From the training output_dir (its labels).
     result = run_script("run_ner.py", common + [
         "--output_dir=" + trained, "--do_eval", "--do_predict",
-        "--bucket_by_length=%s" % bucket])
+        "--bucket_by_length=%s" % bucket, "--export_dir=%s/export%s" % (
+            trained, bucket)])
     assert result.returncode == 0, result.stderr[-3000:]
     with open(os.path.join(trained, "test_predictions.txt")) as f:
       predictions = f.read()
@@ -232,6 +250,16 @@ def test_ner_trains_bucketed_with_accumulation_and_predicts_as_padded(
   assert outputs[True][1]["eval_loss"] == pytest.approx(
       outputs[False][1]["eval_loss"], abs=1e-5)
   assert outputs[True][1]["eval_f1"] == outputs[False][1]["eval_f1"]
+  # The SavedModels: per-token probabilities at the batch's bucket length
+  # (16 for 5 tokens), equal to the padded export's on the real tokens.
+  cut = serving.BertServingModel(trained + "/exportTrue")
+  padded = serving.BertServingModel(trained + "/exportFalse")
+  mask = _mask([5, 3], 48)
+  ids = mask * 7
+  got = cut.run(ids, mask, 0 * mask)["probabilities"]
+  want = padded.run(ids, mask, 0 * mask)["probabilities"]
+  assert got.shape[:2] == (2, 16) and want.shape[:2] == (2, 48)
+  np.testing.assert_allclose(got[0, :5], want[0, :5], atol=1e-5, rtol=0)
 
 
 @pytest.mark.slow

@@ -41,13 +41,14 @@ from absl import logging
 import tensorflow.compat.v1 as tf
 
 from bert_tf import io as io_utils
+from bert_tf.train import lengths as lengths_lib
 from bert_tf.train import spec as spec_lib
 
 __all__ = [
     "CLASSIFIER", "REGRESSION", "SQUAD", "NER", "KINDS", "INPUT_NAMES",
     "ASSETS_DIR", "VOCAB_ASSET", "CONFIG_ASSET", "SERVING_ASSET",
     "ASSET_NAMES", "CLASSIFIER_FEATURES", "REGRESSION_FEATURES",
-    "SQUAD_FEATURES", "ner_features", "serving_input_fn_builder",
+    "SQUAD_FEATURES", "NER_FEATURES", "serving_input_fn_builder",
     "checkpoint_to_export", "export_saved_model", "check_task_head",
     "remove_killed_exports",
 ]
@@ -77,22 +78,29 @@ REGRESSION_FEATURES = types.MappingProxyType(
 SQUAD_FEATURES = types.MappingProxyType({"unique_ids": (tf.int32, (), 0)})
 
 
-def ner_features(max_seq_length):
-  """The features a NER model_fn reads besides the three inputs."""
-  return {"unique_ids": (tf.int32, [], 0),
-          "label_ids": (tf.int32, [max_seq_length], 0),
-          "label_weights": (tf.int32, [max_seq_length], 0),
-          "is_real_example": (tf.int32, [], 1)}
+# A NER model_fn reads these besides the three inputs; a None dimension is
+# the inputs' sequence length.
+NER_FEATURES = types.MappingProxyType(
+    {"unique_ids": (tf.int32, (), 0),
+     "label_ids": (tf.int32, (None,), 0),
+     "label_weights": (tf.int32, (None,), 0),
+     "is_real_example": (tf.int32, (), 1)})
 
 
-def serving_input_fn_builder(max_seq_length, extra_features=None):
+def serving_input_fn_builder(max_seq_length, extra_features=None,
+                             bucket_by_length=False):
   """Builds the `serving_input_receiver_fn` of an export.
 
   Args:
     max_seq_length: int, the sequence length the model was fine-tuned with.
     extra_features: dict name -> (dtype, shape after the batch dimension,
       fill value) of features the model_fn reads that a client does not
-      send (e.g. `CLASSIFIER_FEATURES`), or None.
+      send (e.g. `CLASSIFIER_FEATURES`), or None. A None dimension is the
+      inputs' sequence length.
+    bucket_by_length: bool; True takes inputs of any length up to
+      `max_seq_length` (placeholders [None, None]: a client pads a batch
+      to its longest input, `lengths.bucket_lengths` keeping the shapes
+      few); False, the reference's [None, max_seq_length].
 
   Returns:
     A function returning (features, receivers): `receivers` the int32
@@ -103,13 +111,18 @@ def serving_input_fn_builder(max_seq_length, extra_features=None):
   extra_features = dict(extra_features or {})
 
   def serving_input_fn():
-    receivers = {name: tf.placeholder(tf.int32, [None, max_seq_length],
-                                      name=name) for name in INPUT_NAMES}
+    receivers = {name: tf.placeholder(
+        tf.int32, [None, None if bucket_by_length else max_seq_length],
+        name=name) for name in INPUT_NAMES}
     features = dict(receivers)
-    batch_size = tf.shape(receivers["input_ids"])[0]
+    batch_size, seq_length = (tf.shape(receivers["input_ids"])[i]
+                              for i in (0, 1))
+    if not bucket_by_length:
+      seq_length = max_seq_length
     for name, (dtype, shape, value) in sorted(extra_features.items()):
+      dims = [seq_length if dim is None else dim for dim in shape]
       features[name] = tf.fill(
-          tf.concat([[batch_size], tf.constant(shape, tf.int32)], axis=0),
+          tf.stack([batch_size] + dims) if dims else [batch_size],
           tf.constant(value, dtype))
     return features, receivers
 
@@ -274,7 +287,7 @@ def checkpoint_to_export(output_dir, init_checkpoint):
 def export_saved_model(model_fn, checkpoint_path, export_dir, max_seq_length,
                        kind, output_keys, vocab_file, bert_config_file,
                        do_lower_case, label_list=None, extra_features=None,
-                       extra_config=None):
+                       extra_config=None, bucket_by_length=False):
   """Exports a fine-tuned model as a new SavedModel version.
 
   Args:
@@ -295,6 +308,10 @@ def export_saved_model(model_fn, checkpoint_path, export_dir, max_seq_length,
     extra_features: see `serving_input_fn_builder`.
     extra_config: dict of JSON values added to `serving_config.json`
       (e.g. the task name, SQuAD's `doc_stride`).
+    bucket_by_length: bool; True exports a signature of any input length
+      up to `max_seq_length`, and `serving_config.json` lists the
+      `bucket_lengths` a client pads a batch to (`serving.ExportedModel`
+      does).
 
   Returns:
     str, the new version folder.
@@ -310,6 +327,9 @@ def export_saved_model(model_fn, checkpoint_path, export_dir, max_seq_length,
             "label_list": None if label_list is None else list(label_list),
             "output_keys": list(output_keys)}
   config.update(extra_config or {})
+  if bucket_by_length:
+    config["bucket_lengths"] = list(lengths_lib.bucket_lengths(
+        max_seq_length))
   logging.info("Exporting %s (%s, outputs %s) to %s", checkpoint_path,
                kind, ", ".join(output_keys), export_dir)
   remove_killed_exports(export_dir)
@@ -321,7 +341,8 @@ def export_saved_model(model_fn, checkpoint_path, export_dir, max_seq_length,
       # Every variable is restored; a seed only lets the initializers be
       # built under --deterministic's op determinism.
       graph.seed = 0
-      inputs = serving_input_fn_builder(max_seq_length, extra_features)()
+      inputs = serving_input_fn_builder(max_seq_length, extra_features,
+                                        bucket_by_length)()
       outputs, saver = _serving_graph(model_fn, list(output_keys),
                                       checkpoint_path, inputs)
       # Checked: the folder is made only now (a refusal leaves nothing).

@@ -98,7 +98,8 @@ _SERVING_OPTIONAL = {"label_list": (("list", "null"), None),
                      "tsv_columns": (("object", "null"), None),
                      "doc_stride": ("integer", 1),
                      "max_query_length": ("integer", 1),
-                     "version_2_with_negative": ("boolean", None)}
+                     "version_2_with_negative": ("boolean", None),
+                     "bucket_lengths": (("list", "null"), None)}
 _TSV_COLUMNS = {"text_a_column": ("integer", 0),
                 "text_b_column": (("integer", "null"), 0),
                 "skip_header": ("boolean", None)}
@@ -138,6 +139,16 @@ def check_serving_config(config, path):
   if config["kind"] == export_utils.SQUAD:
     for key in ("doc_stride", "max_query_length"):
       json_file.field(config, key, "integer", path, minimum=1)
+  buckets = config.get("bucket_lengths")
+  for i, value in enumerate(buckets or ()):
+    json_file.require(value, "integer", path,
+                      json_file.index_path("bucket_lengths", i))
+  if buckets is not None and (
+      sorted(set(buckets)) != buckets or buckets[-1] != config[
+          "max_seq_length"] or buckets[0] < 1):
+    raise ValueError("%s: bucket_lengths %s: expected increasing lengths "
+                     "ending at max_seq_length=%d" %
+                     (path, buckets, config["max_seq_length"]))
 
 
 def encode_text(tokenizer, text_a, text_b, max_seq_length):
@@ -216,6 +227,10 @@ class BertServingModel(object):
   def run(self, input_ids, input_mask, segment_ids):
     """Runs the signature on a batch.
 
+    An export made with --bucket_by_length (`bucket_lengths` in its
+    config) gets the batch cut to its longest input rounded up to one of
+    them; per-token outputs then have that length.
+
     Args:
       input_ids, input_mask, segment_ids: int arrays of shape
         [batch_size, max_seq_length].
@@ -224,9 +239,15 @@ class BertServingModel(object):
       dict output name -> numpy array (shapes: see
       `bert_tf.export.saved_model`).
     """
-    inputs = {name: tf2.constant(np.asarray(value, dtype=np.int32))
-              for name, value in zip(export_utils.INPUT_NAMES,
-                                     (input_ids, input_mask, segment_ids))}
+    arrays = [np.asarray(value, dtype=np.int32)
+              for value in (input_ids, input_mask, segment_ids)]
+    buckets = self.config.get("bucket_lengths")
+    if buckets:
+      longest = int(arrays[1].sum(axis=1).max()) if arrays[1].size else 0
+      length = next((b for b in buckets if b >= longest), buckets[-1])
+      arrays = [array[:, :length] for array in arrays]
+    inputs = {name: tf2.constant(array)
+              for name, array in zip(export_utils.INPUT_NAMES, arrays)}
     return {k: v.numpy() for k, v in self._signature(**inputs).items()}
 
   def classify(self, text_a, text_b=None):
