@@ -277,6 +277,27 @@ def test_mirrored_training_takes_batches_of_varying_length(tmp_path):
   assert tf.train.latest_checkpoint(out).endswith("model.ckpt-6")
 
 
+@pytest.mark.slow
+@pytest.mark.both_stacks
+def test_two_workers_train_bucketed_and_stay_identical(tmp_path):
+  """multi_worker_mirrored: each worker cuts its own batches (lengths differ
+  between workers); the all-reduced updates keep them identical."""
+  import distribute_helpers  # pylint: disable=g-import-not-at-top
+  out = str(tmp_path / "out")
+  args = ["--task_name=CoLA", "--data_dir=" + _cola(tmp_path),
+          "--max_seq_length=64", "--output_dir=" + out, "--do_train",
+          "--bucket_by_length", "--train_batch_size=4",
+          "--num_train_epochs=1", "--runner=session",
+          "--distribution_strategy=multi_worker_mirrored", "--num_gpus=0",
+          "--worker_timeout_secs=120"] + tiny_model_flags()
+  codes = distribute_helpers.run_workers(tmp_path, "bucket", "run_classifier.py",
+                                         args, distribute_helpers.cluster())
+  logs = [distribute_helpers.read_log(tmp_path, "bucket", i) for i in (0, 1)]
+  assert codes == [0, 0], logs[0][-3000:] + logs[1][-3000:]
+  distribute_helpers.assert_workers_match_the_chiefs_checkpoint(
+      tmp_path, "bucket", out, 6)
+
+
 def _jsonl(path):
   with open(path, encoding="utf-8") as f:
     return [json.loads(line) for line in f]
