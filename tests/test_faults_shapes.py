@@ -266,6 +266,26 @@ def test_serving_config_with_a_string_max_seq_length_is_refused(tmp_path):
                                                                     path)
 
 
+@pytest.mark.parametrize("buckets,message", [
+    ([16, "32", 64], "bucket_lengths[1] is '32', expected an integer"),
+    ([32, 16, 64], "bucket_lengths [32, 16, 64]: expected increasing "
+     "lengths ending at max_seq_length=64"),
+    ([16, 32], "bucket_lengths [16, 32]: expected increasing lengths "
+     "ending at max_seq_length=64"),
+])
+def test_serving_config_with_bad_bucket_lengths_is_refused(tmp_path, buckets,
+                                                           message):
+  """An export's `bucket_lengths` (--bucket_by_length) decide how a client
+  cuts its batches: a damaged list is one line, not a wrong shape later."""
+  config = {"kind": "classifier", "do_lower_case": True,
+            "max_seq_length": 64, "output_keys": ["probabilities"],
+            "label_list": ["0", "1"], "bucket_lengths": buckets}
+  path = str(tmp_path / "serving_config.json")
+  with pytest.raises(ValueError) as info:
+    serving.check_serving_config(config, path)
+  assert message in _one_line(info, path)
+
+
 @pytest.mark.parametrize("value", [float("nan"), float("inf")])
 def test_non_finite_null_score_threshold_is_refused(value):
   flags = type("F", (), {"null_score_diff_threshold": value})()
