@@ -22,6 +22,7 @@ from helpers import run_script
 from helpers import shared_path
 from helpers import tiny_model_flags
 from helpers import write_tsv
+from test_run_ner import _head_of_conll
 
 from bert_tf.export import serving
 from bert_tf.train import accumulation
@@ -202,28 +203,15 @@ def test_classifier_trains_bucketed_and_predicts_as_padded(tmp_path, runner):
       assert got[label] == pytest.approx(want[label], abs=1e-5)
 
 
-def _conll_head(src, dst, num_sentences):
-  lines, seen = [], 0
-  for line in read_lines(src):
-    if not line.strip():
-      seen += 1
-      if seen >= num_sentences:
-        break
-    lines.append(line)
-  os.makedirs(os.path.dirname(dst), exist_ok=True)
-  with open(dst, "w", encoding="utf-8") as f:
-    f.write("\n".join(lines) + "\n")
-
-
 @pytest.mark.slow
 def test_ner_trains_bucketed_with_accumulation_and_predicts_as_padded(
     tmp_path):
-  data = str(tmp_path / "data")
+  data = tmp_path / "data"
   for name, count in (("eng.train", 40), ("eng.testa", 20),
                       ("eng.testb", 20)):
-    _conll_head(shared_path("data", "ner", "conll2003", name),
-                os.path.join(data, name), count)
-  common = ["--data_dir=" + data, "--max_seq_length=48",
+    _head_of_conll(shared_path("data", "ner", "conll2003", name),
+                   data / name, count)
+  common = ["--data_dir=%s" % data, "--max_seq_length=48",
             "--doc_stride=16"] + [
                 f for f in tiny_model_flags() if "init_checkpoint" not in f]
   trained = str(tmp_path / "trained")
