@@ -27,14 +27,19 @@ trace, each node's op time (op_end_rel_micros - op_start_rel_micros) by kind:
                      here, the rows feed random tensors
   other              the rest (reshapes, transposes, bias gradients, adds...)
 
-The per-kind times are averaged over the traced steps. With 2 inter-op
-threads, nodes run concurrently, so the summed op time can exceed the wall
-step time: the shares (%) are of the summed op time. Each row also gives the
-matmul FLOP rate of the step (matmul FLOPs / untraced wall time) against an
-in-run probe: a TensorFlow [1024, 768] x [768, 3072] matmul in the row's
-precision, timed just before the row.
+The per-kind times are averaged over the traced steps. Sessions run as
+bench_training.py's do (`--threads` intra- and inter-op threads), so nodes
+run concurrently and share the cores: the summed op time exceeds the wall
+step time, and the first table's shares (%) are of the summed op time; the
+wall step time is given apart. A second table splits the traced step's
+wall time instead: each instant evenly among the nodes running then, and
+"idle" when none runs. Each row also gives the matmul FLOP rate
+of the step (matmul FLOPs / untraced wall step time) and of the matmul and
+attention kernels alone (matmul FLOPs / their op time), against the in-run
+probe: a TensorFlow [1024, 768] x [768, 3072] matmul in the row's precision,
+timed after each of the row's timed steps.
 
-Run from the repo root (about 10 minutes on 2 cores, BERT-Base):
+Run from the repo root (about 3 minutes on 2 cores, BERT-Base):
   python bench/bench_op_times.py
   python bench/bench_op_times.py --num_hidden_layers=2 --precisions=fp32
 """
@@ -96,12 +101,14 @@ def define_flags():
   flags.DEFINE_integer("seq_length", 128, "Tokens per sequence.")
   flags.DEFINE_integer("batch_size", 8, "Sequences per step.")
   flags.DEFINE_integer("warmup_steps", 2, "Untimed steps per row first.")
-  flags.DEFINE_integer("timed_steps", 3,
+  flags.DEFINE_integer("timed_steps", 5,
                        "Untraced steps per row giving the wall step time.")
-  flags.DEFINE_integer("traced_steps", 3,
+  flags.DEFINE_integer("traced_steps", 5,
                        "Traced steps per row whose op times are averaged.")
   flags.DEFINE_integer("threads", 0,
                        "Intra- and inter-op threads (0: all cores).")
+  flags.DEFINE_integer("probe_products", 3,
+                       "Probe products timed after each timed step.")
   flags.DEFINE_list("precisions", ["fp32", "bf16"], "Precisions to trace.")
   flags.DEFINE_list("steps", ["train", "inference"], "Which steps to trace.")
   flags.DEFINE_enum("optimizer", "adamw", ["adamw", "lamb"],
@@ -195,23 +202,29 @@ def optimizer_nodes(partition_graphs):
 
 
 def kind_times(run_metadata):
-  """Op time in microseconds per kind and per (kind, op type) of one step.
+  """One traced step's time by kind, in microseconds.
 
   Args:
     run_metadata: tf.RunMetadata of a run with FULL_TRACE and
       output_partition_graphs.
 
   Returns:
-    (dict kind -> microseconds, every kind of `KINDS` present;
-     dict (kind, op type) -> microseconds;
-     wall span of the traced nodes in microseconds).
+    dict with
+      "kinds": kind -> summed op time (op_end_rel_micros -
+        op_start_rel_micros of its nodes), every kind of `KINDS` present;
+      "types": (kind, op type) -> summed op time;
+      "wall": kind -> its part of the step's wall time: each instant of the
+        trace is split evenly among the nodes running then, and instants
+        with none go to "idle" (so the values add up to "span");
+      "span": first node start to last node end.
   """
   graphs = run_metadata.partition_graphs
   types = {node.name: node.op for graph in graphs for node in graph.node}
   update = optimizer_nodes(graphs)
   by_kind = dict.fromkeys(KINDS, 0)
   by_type = collections.Counter()
-  starts, ends = [], []
+  events = []
+  span_start, span_end = None, None
   for device in run_metadata.step_stats.dev_stats:
     for stats in device.node_stats:
       op_type = types.get(stats.node_name) or _label_type(stats.timeline_label)
@@ -219,10 +232,32 @@ def kind_times(run_metadata):
       kind = op_kind(stats.node_name, op_type, stats.node_name in update)
       by_kind[kind] += micros
       by_type[(kind, op_type)] += micros
-      starts.append(stats.all_start_micros)
-      ends.append(stats.all_start_micros + stats.all_end_rel_micros)
-  span = (max(ends) - min(starts)) if starts else 0
-  return by_kind, dict(by_type), span
+      start = stats.all_start_micros + stats.op_start_rel_micros
+      if micros > 0:
+        events += [(start, 1, kind), (start + micros, -1, kind)]
+      node_end = stats.all_start_micros + stats.all_end_rel_micros
+      if span_start is None:
+        span_start, span_end = stats.all_start_micros, node_end
+      span_start = min(span_start, stats.all_start_micros)
+      span_end = max(span_end, node_end)
+  wall = dict.fromkeys(KINDS + ("idle",), 0.0)
+  if span_start is not None:
+    events.sort(key=lambda e: (e[0], e[1]))  # Ends first at equal times.
+    running = collections.Counter()
+    now = span_start
+    for time_, change, kind in events:
+      count = sum(running.values())
+      for running_kind, n in running.items():
+        wall[running_kind] += (time_ - now) * n / count
+      if not count:
+        wall["idle"] += time_ - now
+      now = time_
+      running[kind] += change
+      if not running[kind]:
+        del running[kind]
+    wall["idle"] += span_end - now
+  return {"kinds": by_kind, "types": dict(by_type), "wall": wall,
+          "span": (span_end - span_start) if span_start is not None else 0}
 
 
 def _label_type(label):
@@ -235,65 +270,78 @@ def _label_type(label):
 # Running the rows.
 
 
-def trace_row(sess, fetch, feed, warmup_steps, timed_steps, traced_steps):
-  """Times and traces one row.
+def trace_row(sess, fetch, feed, probe, flags_):
+  """Times and traces one row, with the probe timed between its steps.
+
+  Args:
+    sess, fetch, feed: the row's session, fetch and feed dict.
+    probe: function running one probe product (see `open_probe`).
+    flags_: object with warmup_steps, timed_steps, traced_steps and
+      probe_products (ints).
 
   Returns:
-    dict: "wall" (list of untraced step seconds), "kinds" (kind -> mean
-    seconds per step), "types" ((kind, op type) -> mean seconds per step),
-    "span" (mean traced span, seconds), "onednn" (bool: _Mkl ops ran).
+    dict: "wall" (list of untraced step seconds), "probe" (list of product
+    seconds, `probe_products` after each timed step), and the means over
+    the traced steps of `kind_times`' "kinds", "types", "wall" (here
+    "wall_kinds") and "span", in seconds; "onednn" (bool: oneDNN's _Mkl
+    ops ran).
   """
-  for _ in range(warmup_steps):
+  for _ in range(flags_.warmup_steps):
     sess.run(fetch, feed)
-  walls = []
-  for _ in range(timed_steps):
+    probe()
+  walls, products = [], []
+  for _ in range(flags_.timed_steps):
     start = time.perf_counter()
     sess.run(fetch, feed)
     walls.append(time.perf_counter() - start)
+    for _ in range(flags_.probe_products):
+      start = time.perf_counter()
+      probe()
+      products.append(time.perf_counter() - start)
   options = tf.RunOptions(trace_level=tf.RunOptions.FULL_TRACE,
                           output_partition_graphs=True)
-  kinds = collections.Counter()
-  types = collections.Counter()
+  kinds, types, wall_kinds = (collections.Counter() for _ in range(3))
   spans = []
-  onednn = False
-  for _ in range(traced_steps):
+  for _ in range(flags_.traced_steps):
     metadata = tf.RunMetadata()
     sess.run(fetch, feed, options=options, run_metadata=metadata)
-    by_kind, by_type, span = kind_times(metadata)
-    kinds.update(by_kind)
-    types.update(by_type)
-    spans.append(span)
-    onednn = onednn or any(t.startswith("_Mkl") for _, t in by_type)
-  scale = 1e-6 / traced_steps
-  return {"wall": walls,
+    step = kind_times(metadata)
+    kinds.update(step["kinds"])
+    types.update(step["types"])
+    wall_kinds.update(step["wall"])
+    spans.append(step["span"])
+  scale = 1e-6 / flags_.traced_steps
+  return {"wall": walls, "probe": products,
           "kinds": {k: kinds[k] * scale for k in KINDS},
           "types": {k: v * scale for k, v in types.items()},
-          "span": statistics.mean(spans) * 1e-6, "onednn": onednn}
+          "wall_kinds": {k: v * scale for k, v in wall_kinds.items()},
+          "span": statistics.mean(spans) * 1e-6,
+          "onednn": any(t.startswith("_Mkl") for _, t in types)}
 
 
-def probe_rate(precision, threads, repetitions=10):
-  """GFLOP/s of a TensorFlow [1024, 768] x [768, 3072] matmul (median)."""
+PROBE_FLOPS = 2 * 1024 * 768 * 3072  # [1024, 768] x [768, 3072].
+
+
+def open_probe(precision, threads):
+  """(function running one [1024, 768] x [768, 3072] product, session).
+
+  The issue's in-run matmul probe: one TensorFlow matmul of BERT-Base's
+  feed-forward shape (batch 8 x 128 tokens) in `precision`, its operands
+  stored in that dtype so that only the product runs (`PROBE_FLOPS`).
+  """
   dtype = training_options.PRECISION_DTYPES[precision]
   rng = np.random.RandomState(0)
   graph = tf.Graph()
   with graph.as_default():
-    # Operands stored in `dtype`, so that only the product is timed.
     a, b = (tf.Variable(tf.cast(rng.standard_normal(shape).astype(np.float32),
                                 dtype)) for shape in ((1024, 768), (768, 3072)))
-    product = tf.matmul(a, b)
+    product = tf.matmul(a, b).op
     init = tf.global_variables_initializer()
-  config = tf.ConfigProto(intra_op_parallelism_threads=threads,
-                          inter_op_parallelism_threads=threads)
-  with tf.Session(graph=graph, config=config) as sess:
-    sess.run(init)
-    for _ in range(3):
-      sess.run(product.op)
-    times = []
-    for _ in range(repetitions):
-      start = time.perf_counter()
-      sess.run(product.op)
-      times.append(time.perf_counter() - start)
-  return 2 * 1024 * 768 * 3072 / statistics.median(times) / 1e9
+  sess = tf.Session(graph=graph, config=tf.ConfigProto(
+      intra_op_parallelism_threads=threads,
+      inter_op_parallelism_threads=threads))
+  sess.run(init)
+  return (lambda: sess.run(product)), sess
 
 
 def step_flops(config, step, batch_size, seq_length, predictions):
@@ -336,14 +384,28 @@ def kinds_table(results):
       ("matmul GFLOP/s of the step (wall)",
        lambda r, t: "%.0f" % r["gflops"]),
       ("in-run probe GFLOP/s, same precision",
-       lambda r, t: "%.0f" % r["probe"]),
+       lambda r, t: "%.0f" % r["probe_gflops"]),
       ("step / probe", lambda r, t: "%.0f%%" % (100.0 * r["gflops"] /
-                                                r["probe"])),
+                                                r["probe_gflops"])),
+      ("matmul FLOPs / (matmul + attention op time), GFLOP/s",
+       lambda r, t: "%.0f" % r["kernel_gflops"]),
       ("machine load (1 min) at the row", lambda r, t: "%.2f" % r["load"]),
   ]
   for name, cell in rows:
     lines.append("| %s | %s |" % (name, " | ".join(
         cell(results[label], totals[label]) for label in labels)))
+  return "\n".join(lines)
+
+
+def wall_table(results):
+  """Markdown: per kind, % of the traced step's wall time, by row."""
+  labels = list(results)
+  lines = ["| kind | " + " | ".join(labels) + " |",
+           "|---|" + "---:|" * len(labels)]
+  for kind in KINDS + ("idle",):
+    lines.append("| %s | %s |" % (kind, " | ".join(
+        "%.1f%%" % (100.0 * results[label]["wall_kinds"].get(kind, 0.0) /
+                    results[label]["span"]) for label in labels)))
   return "\n".join(lines)
 
 
@@ -358,7 +420,19 @@ def other_lines(results, top=6):
   return lines
 
 
+def _check_flags():
+  """Raises ValueError naming the flag when a list flag has an unknown item."""
+  for name, allowed in (("precisions",
+                         sorted(training_options.PRECISION_DTYPES)),
+                        ("steps", ["train", "inference"])):
+    unknown = [v for v in getattr(FLAGS, name) if v not in allowed]
+    if unknown:
+      raise ValueError("--%s: unknown %s; expected some of %s" % (
+          name, ", ".join(unknown), ", ".join(allowed)))
+
+
 def main(_):
+  _check_flags()
   threads = FLAGS.threads or os.cpu_count()
   config = modeling.BertConfig(
       vocab_size=30522, hidden_size=FLAGS.hidden_size,
@@ -382,17 +456,20 @@ def main(_):
     for step in FLAGS.steps:
       label = "%s %s" % (step, precision)
       start = time.time()
-      probe = probe_rate(precision, threads)
+      probe, probe_sess = open_probe(precision, threads)
       sess, fetch, feed = bench_training.open_row(
-          config, batch, threads, kind=step, precision=precision,
-          optimizer=FLAGS.optimizer)
-      result = trace_row(sess, fetch, feed, FLAGS.warmup_steps,
-                         FLAGS.timed_steps, FLAGS.traced_steps)
+          config, batch, threads, kind=step,
+          precision=precision, optimizer=FLAGS.optimizer)
+      result = trace_row(sess, fetch, feed, probe, FLAGS)
       sess.close()
-      result["probe"] = probe
-      result["gflops"] = step_flops(
-          config, step, FLAGS.batch_size, FLAGS.seq_length,
-          predictions) / statistics.median(result["wall"]) / 1e9
+      probe_sess.close()
+      flops = step_flops(config, step, FLAGS.batch_size, FLAGS.seq_length,
+                         predictions)
+      result["gflops"] = flops / statistics.median(result["wall"]) / 1e9
+      result["kernel_gflops"] = flops / (
+          result["kinds"]["matmul"] + result["kinds"]["attention"]) / 1e9
+      result["probe_gflops"] = PROBE_FLOPS / statistics.median(
+          result["probe"]) / 1e9
       result["load"] = os.getloadavg()[0]
       results[label] = result
       print("  traced %s (%.0f s, %s, oneDNN kernels: %s)" % (
@@ -404,9 +481,12 @@ def main(_):
             FLAGS.seq_length, FLAGS.optimizer, FLAGS.traced_steps,
             FLAGS.warmup_steps, FLAGS.timed_steps, tf.__version__))
   print(kinds_table(results))
-  print("\nInput pipeline: random tensors fed through placeholders, no input "
-        "pipeline.\nShares are of the summed op time (nodes overlap on %d "
-        "inter-op threads).\nLargest op types in \"other\":" % threads)
+  print("\nShares of the summed op time (nodes overlap on %d inter-op "
+        "threads). Input pipeline: random tensors fed through placeholders, "
+        "no input pipeline.\n\nThe traced step's wall time split among the "
+        "nodes running at each instant:\n" % threads)
+  print(wall_table(results))
+  print("\nLargest op types in \"other\" (op time):")
   print("\n".join(other_lines(results)))
 
 

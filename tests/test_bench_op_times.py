@@ -23,7 +23,8 @@ import modeling
 
 
 def _traced(kind, precision, optimizer="adamw"):
-  """{node name: (op type, kind)}, per-kind micros, node-summed micros."""
+  """{node name: (op type, kind)}, `kind_times` of the step, and the op
+  time summed over the trace's nodes (microseconds)."""
   config = modeling.BertConfig(
       vocab_size=99, hidden_size=32, num_hidden_layers=2,
       num_attention_heads=4, intermediate_size=37, type_vocab_size=2,
@@ -49,8 +50,8 @@ def _traced(kind, precision, optimizer="adamw"):
       nodes[stats.node_name] = (op_type, bench_op_times.op_kind(
           stats.node_name, op_type, stats.node_name in update))
       total += stats.op_end_rel_micros - stats.op_start_rel_micros
-  by_kind, _, _ = bench_op_times.kind_times(metadata)
-  return nodes, by_kind, total
+  step = bench_op_times.kind_times(metadata)
+  return nodes, step, total
 
 
 @pytest.fixture(scope="module")
@@ -107,7 +108,7 @@ def test_layer_norm_gelu_dropout_cast_and_embedding_gradient(train_bf16):
 
 
 def test_adamw_update_is_optimizer_and_the_model_is_not(train_bf16):
-  nodes, by_kind, _ = train_bf16
+  nodes, step, _ = train_bf16
   assert _kinds(nodes, lambda n, t: t == "AssignVariableOp") == {"optimizer"}
   assert _kinds(nodes, lambda n, t: t == "L2Loss") == {"optimizer"}
   # The moments' reads and beta_1 * m, root-scope ops with no gradient input.
@@ -115,7 +116,7 @@ def test_adamw_update_is_optimizer_and_the_model_is_not(train_bf16):
                 n.endswith("/adam_m")) == {"optimizer"}
   assert "optimizer" not in _kinds(nodes, lambda n, t: n.startswith(
       ("bert/", "gradients/", "cls/")) and t not in ("VarHandleOp", "Const"))
-  assert by_kind["optimizer"] > 0
+  assert step["kinds"]["optimizer"] > 0
 
 
 def test_lamb_update_is_optimizer():
@@ -128,14 +129,21 @@ def test_lamb_update_is_optimizer():
 
 
 def test_kinds_times_sum_to_the_total_op_time(train_bf16):
-  _, by_kind, total = train_bf16
-  assert set(by_kind) == set(bench_op_times.KINDS)
-  assert sum(by_kind.values()) == total > 0
+  _, step, total = train_bf16
+  assert set(step["kinds"]) == set(bench_op_times.KINDS)
+  assert sum(step["kinds"].values()) == total > 0
+
+
+def test_wall_split_adds_up_to_the_traced_span(train_bf16):
+  _, step, _ = train_bf16
+  assert set(step["wall"]) == set(bench_op_times.KINDS) | {"idle"}
+  assert sum(step["wall"].values()) == pytest.approx(step["span"])
+  assert step["wall"]["matmul"] > 0
 
 
 def test_inference_has_no_optimizer_and_no_input_pipeline():
-  nodes, by_kind, total = _traced("inference", "fp32")
+  nodes, step, total = _traced("inference", "fp32")
   assert not any(n.startswith("gradients/") for n in nodes)
-  assert by_kind["optimizer"] == by_kind["input pipeline"] == 0
-  assert by_kind["attention"] > 0
-  assert sum(by_kind.values()) == total
+  assert step["kinds"]["optimizer"] == step["kinds"]["input pipeline"] == 0
+  assert step["kinds"]["attention"] > 0
+  assert sum(step["kinds"].values()) == total
