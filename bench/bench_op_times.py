@@ -33,11 +33,11 @@ run concurrently and share the cores: the summed op time exceeds the wall
 step time, and the first table's shares (%) are of the summed op time; the
 wall step time is given apart. A second table splits the traced step's
 wall time instead: each instant evenly among the nodes running then, and
-"idle" when none runs. Each row also gives the matmul FLOP rate
-of the step (matmul FLOPs / untraced wall step time) and of the matmul and
-attention kernels alone (matmul FLOPs / their op time), against the in-run
-probe: a TensorFlow [1024, 768] x [768, 3072] matmul in the row's precision,
-timed after each of the row's timed steps.
+"idle" when none runs. Each row also gives the matmul FLOP rate of the step
+(matmul FLOPs / untraced wall step time) and of the matmul and attention
+kernels alone (matmul FLOPs / their part of the traced wall time), against
+the in-run probe: a TensorFlow [1024, 768] x [768, 3072] matmul in the
+row's precision, timed after each of the row's timed steps.
 
 Run from the repo root (about 3 minutes on 2 cores, BERT-Base):
   python bench/bench_op_times.py
@@ -387,7 +387,7 @@ def kinds_table(results):
        lambda r, t: "%.0f" % r["probe_gflops"]),
       ("step / probe", lambda r, t: "%.0f%%" % (100.0 * r["gflops"] /
                                                 r["probe_gflops"])),
-      ("matmul FLOPs / (matmul + attention op time), GFLOP/s",
+      ("matmul GFLOP/s of the matmul + attention wall time",
        lambda r, t: "%.0f" % r["kernel_gflops"]),
       ("machine load (1 min) at the row", lambda r, t: "%.2f" % r["load"]),
   ]
@@ -467,7 +467,8 @@ def main(_):
                          predictions)
       result["gflops"] = flops / statistics.median(result["wall"]) / 1e9
       result["kernel_gflops"] = flops / (
-          result["kinds"]["matmul"] + result["kinds"]["attention"]) / 1e9
+          result["wall_kinds"]["matmul"] +
+          result["wall_kinds"]["attention"]) / 1e9
       result["probe_gflops"] = PROBE_FLOPS / statistics.median(
           result["probe"]) / 1e9
       result["load"] = os.getloadavg()[0]
