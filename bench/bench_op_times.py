@@ -54,22 +54,16 @@ import time
 from absl import flags
 import numpy as np
 
-_REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-for _path in (_REPO, os.path.join(_REPO, "bench")):
-  if _path not in sys.path:
-    sys.path.insert(0, _path)
-
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-
-# pylint: disable=g-import-not-at-top,wrong-import-position
-import tensorflow.compat.v1 as tf
-
-import bench_encoder
+# bench_training (found beside this file) puts the repo root on sys.path and
+# quiets TensorFlow's C++ logs before TensorFlow loads: it comes first.
+# pylint: disable=g-bad-import-order,wrong-import-order
 import bench_training
+import bench_encoder
 import modeling
+import tensorflow.compat.v1 as tf
 from bert_tf.cli import entry as cli_entry
 from bert_tf.train import options as training_options
-# pylint: enable=g-import-not-at-top,wrong-import-position
+# pylint: enable=g-bad-import-order,wrong-import-order
 
 FLAGS = flags.FLAGS
 
