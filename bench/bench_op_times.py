@@ -415,7 +415,11 @@ def other_lines(results, top=6):
 
 
 def _check_flags():
-  """Raises ValueError naming the flag when a list flag has an unknown item."""
+  """Raises ValueError naming the flag that is out of range."""
+  for name in ("timed_steps", "traced_steps", "probe_products"):
+    if getattr(FLAGS, name) < 1:
+      raise ValueError("--%s=%d: expected at least 1" % (
+          name, getattr(FLAGS, name)))
   for name, allowed in (("precisions",
                          sorted(training_options.PRECISION_DTYPES)),
                         ("steps", ["train", "inference"])):
