@@ -80,8 +80,15 @@ def define_flags():
 _STEPS_PER_REPETITION = 4  # Whole updates for accumulation 4.
 
 
-def _graph(config, batch, kind, precision, accumulation=1, optimizer="adamw"):
-  """Builds one row's graph; returns (graph, fetch, placeholders)."""
+def build_graph(config, batch, kind, precision, accumulation=1,
+                optimizer="adamw"):
+  """Builds one row's graph; returns (graph, fetch, placeholders).
+
+  `kind` "train" (the pre-training step: BertModel, both heads and the
+  optimizer update; fetch is the train op) or "inference" (fetch is the
+  sequence output, float [batch, seq, hidden]); `batch`: numpy arrays as
+  from `bench_encoder.make_batch`, fed through placeholders of their shapes.
+  """
   graph = tf.Graph()
   with graph.as_default():
     tf.set_random_seed(1)
@@ -110,9 +117,9 @@ def _graph(config, batch, kind, precision, accumulation=1, optimizer="adamw"):
   return graph, fetch, inputs
 
 
-def runner(config, batch, threads, xla=False, **row):
-  """A function running one step of a row (graph built and initialized)."""
-  graph, fetch, inputs = _graph(config, batch, **row)
+def open_row(config, batch, threads, xla=False, **row):
+  """(session with the row's graph initialized, fetch, feed dict)."""
+  graph, fetch, inputs = build_graph(config, batch, **row)
   with graph.as_default():
     init = tf.global_variables_initializer()
   session_config = tf.ConfigProto(intra_op_parallelism_threads=threads,
@@ -122,13 +129,18 @@ def runner(config, batch, threads, xla=False, **row):
         tf.OptimizerOptions.ON_1)
   sess = tf.Session(graph=graph, config=session_config)
   sess.run(init)
-  feed = {inputs[k]: v for k, v in batch.items()}
+  return sess, fetch, {inputs[k]: v for k, v in batch.items()}
+
+
+def runner(config, batch, threads, xla=False, **row):
+  """A function running one step of a row (graph built and initialized)."""
+  sess, fetch, feed = open_row(config, batch, threads, xla, **row)
   return (lambda: sess.run(fetch, feed_dict=feed)), sess
 
 
 def matmul_kernels(config, batch, precision, threads):
   """{op type: count} of the matmul kernels an inference graph really runs."""
-  graph, fetch, inputs = _graph(config, batch, "inference", precision)
+  graph, fetch, inputs = build_graph(config, batch, "inference", precision)
   with graph.as_default():
     init = tf.global_variables_initializer()
   with tf.Session(graph=graph, config=tf.ConfigProto(
@@ -146,8 +158,8 @@ def matmul_kernels(config, batch, precision, threads):
   return counts
 
 
-def cpu_report():
-  """(model name, bf16 flags present, the target that applies) from lscpu."""
+def cpu_flags():
+  """(CPU model name, set of its feature flags) from lscpu; empty if absent."""
   try:
     text = subprocess.run(["lscpu"], capture_output=True, text=True,
                           check=False).stdout
@@ -155,15 +167,21 @@ def cpu_report():
     text = ""
   model = next((line.split(":", 1)[1].strip() for line in text.splitlines()
                 if line.startswith("Model name")), "unknown CPU")
-  cpu_flags = set()
+  found = set()
   for line in text.splitlines():
     if line.startswith("Flags"):
-      cpu_flags = set(line.split(":", 1)[1].split())
+      found = set(line.split(":", 1)[1].split())
+  return model, found
+
+
+def cpu_report():
+  """(model name, bf16 flags present, the target that applies) from lscpu."""
+  model, found = cpu_flags()
   present = sorted(f for f in ("amx_bf16", "amx_tile", "avx512_bf16",
-                               "avx512f") if f in cpu_flags)
-  if "amx_bf16" in cpu_flags:
+                               "avx512f") if f in found)
+  if "amx_bf16" in found:
     target = "AMX: bf16 training >= 1.8x, inference >= 2.0x fp32"
-  elif "avx512_bf16" in cpu_flags:
+  elif "avx512_bf16" in found:
     target = "AVX512-BF16 without AMX: bf16 >= 1.3x fp32, training and inference"
   else:
     target = ("none: no native bf16 on this CPU (no amx_bf16, no "
