@@ -43,17 +43,12 @@ from absl import flags
 from absl import logging
 import numpy as np
 
-_REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-for _path in (_REPO, os.path.join(_REPO, "bench")):
-  if _path not in sys.path:
-    sys.path.insert(0, _path)
-
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-
-# pylint: disable=g-import-not-at-top,wrong-import-position
+# bench_training (found beside this file) puts the repo root on sys.path and
+# quiets TensorFlow's C++ log before TensorFlow loads.
+# pylint: disable=g-import-not-at-top,wrong-import-order
+import bench_training
 import tensorflow.compat.v1 as tf
 
-import bench_training
 import modeling
 import optimization
 import run_classifier
@@ -64,7 +59,9 @@ from bert_tf.tasks.ner import features as ner_features
 from bert_tf.tasks.ner import reader as ner_reader
 from bert_tf.train import input_fn as input_utils
 from bert_tf.train import lengths as lengths_lib
-# pylint: enable=g-import-not-at-top,wrong-import-position
+# pylint: enable=g-import-not-at-top,wrong-import-order
+
+_REPO = bench_training._REPO  # pylint: disable=protected-access
 
 FLAGS = flags.FLAGS
 

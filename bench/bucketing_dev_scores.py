@@ -27,17 +27,13 @@ import time
 from absl import app
 from absl import flags
 
-_REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-for _path in (_REPO, os.path.join(_REPO, "bench")):
-  if _path not in sys.path:
-    sys.path.insert(0, _path)
-
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-
-# pylint: disable=g-import-not-at-top,wrong-import-position
+# bench_bucketing (found beside this file) puts the repo root on sys.path.
+# pylint: disable=g-import-not-at-top,wrong-import-order
 import bench_bucketing
 import convert_checkpoint
-# pylint: enable=g-import-not-at-top,wrong-import-position
+# pylint: enable=g-import-not-at-top,wrong-import-order
+
+_REPO = bench_bucketing._REPO  # pylint: disable=protected-access
 
 FLAGS = flags.FLAGS
 
