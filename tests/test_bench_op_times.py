@@ -14,12 +14,20 @@ import tensorflow.compat.v1 as tf
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))), "bench"))
 
+# The bench modules set TF_CPP_MIN_LOG_LEVEL for their own runs: kept out of
+# this process's environment, which the scripts other tests start inherit
+# (with it set, prepare_corpus.py's Beam workers printed 11 lines, not 5).
+_LOG_LEVEL = os.environ.get("TF_CPP_MIN_LOG_LEVEL")
 # pylint: disable=g-import-not-at-top,wrong-import-position
 import bench_encoder
 import bench_op_times
 import bench_training
 import modeling
 # pylint: enable=g-import-not-at-top,wrong-import-position
+if _LOG_LEVEL is None:
+  os.environ.pop("TF_CPP_MIN_LOG_LEVEL", None)
+else:
+  os.environ["TF_CPP_MIN_LOG_LEVEL"] = _LOG_LEVEL
 
 
 def _traced(kind, precision, optimizer="adamw"):

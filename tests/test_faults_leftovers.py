@@ -139,7 +139,10 @@ def test_workers_end_when_the_parent_is_killed_or_interrupted(tmp_path, how):
       [sys.executable, "-c", textwrap.dedent(_SLEEPING_PARENT),
        str(tmp_path)], cwd=REPO_ROOT, stderr=subprocess.PIPE, text=True,
       env=dict(os.environ, CUDA_VISIBLE_DEVICES="",
-               TF_CPP_MIN_LOG_LEVEL="3"))
+               TF_CPP_MIN_LOG_LEVEL="3"),
+      # As from a terminal: a test run started in the background (nohup,
+      # `&`) hands its children SIGINT ignored, and Ctrl-C would do nothing.
+      preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
   try:
     pids = _worker_pids(str(tmp_path))
     os.kill(parent.pid, how)
