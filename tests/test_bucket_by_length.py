@@ -45,6 +45,16 @@ def _mask(real_lengths, seq_length):
                   np.int32)
 
 
+def test_the_graph_and_python_bucket_lengths_agree():
+  """The input pipeline's (a Tensor) and a serving client's (an int)."""
+  buckets = lengths.bucket_lengths(100)
+  for longest in (0, 1, 16, 17, 24, 25, 96, 97, 100, 130):
+    want = lengths.python_bucket_length(buckets, longest)
+    assert int(lengths.bucket_length(buckets, tf.constant(longest))) == want
+  got = [lengths.python_bucket_length(buckets, n) for n in (0, 17, 97, 130)]
+  assert got == [16, 24, 100, 100]
+
+
 def test_a_batch_is_cut_to_its_longest_input_rounded_up_to_a_bucket():
   buckets = lengths.bucket_lengths(64)
   for real, cut in (([5, 17, 3], 24), ([16, 2], 16), ([0, 0], 16),

@@ -310,7 +310,7 @@ def export_saved_model(model_fn, checkpoint_path, export_dir, max_seq_length,
       (e.g. the task name, SQuAD's `doc_stride`).
     bucket_by_length: bool; True exports a signature of any input length
       up to `max_seq_length`, and `serving_config.json` lists the
-      `bucket_lengths` a client pads a batch to (`serving.ExportedModel`
+      `bucket_lengths` a client pads a batch to (`serving.BertServingModel`
       does).
 
   Returns:

@@ -28,6 +28,7 @@ from bert_tf import json_file
 from bert_tf.export import saved_model as export_utils
 from bert_tf.tasks import features as feature_utils
 from bert_tf.tasks.squad import data as squad_data
+from bert_tf.train import lengths as lengths_lib
 from bert_tf.tasks.squad import predictions as squad_predictions
 import tokenization
 
@@ -244,7 +245,7 @@ class BertServingModel(object):
     buckets = self.config.get("bucket_lengths")
     if buckets:
       longest = int(arrays[1].sum(axis=1).max()) if arrays[1].size else 0
-      length = next((b for b in buckets if b >= longest), buckets[-1])
+      length = lengths_lib.python_bucket_length(buckets, longest)
       arrays = [array[:, :length] for array in arrays]
     inputs = {name: tf2.constant(array)
               for name, array in zip(export_utils.INPUT_NAMES, arrays)}

@@ -22,7 +22,8 @@ length; the embedding's gradient is then all-reduced dense
 
 import tensorflow.compat.v1 as tf
 
-__all__ = ["BASE_KEYS", "bucket_lengths", "bucket_length", "trim_batch",
+__all__ = ["BASE_KEYS", "bucket_lengths", "bucket_length",
+           "python_bucket_length", "trim_batch",
            "cut_batches", "group_by_length", "flag_problems"]
 
 # The [batch, seq_length] features of a sentence(-pair) input.
@@ -54,13 +55,25 @@ def bucket_lengths(max_seq_length):
   return tuple(lengths) + (int(max_seq_length),)
 
 
+def _bucket_index(lengths, length):
+  """int32 scalar Tensor: the index of the bucket of an int32 `length`,
+  the number of `lengths` below it (len(lengths) past the last)."""
+  boundaries = tf.constant(lengths, tf.int32)
+  return tf.reduce_sum(tf.cast(boundaries < length, tf.int32))
+
+
 def bucket_length(lengths, longest):
   """The smallest of `lengths` (a sorted tuple) >= `longest`, an int32
   scalar Tensor: the length a batch whose longest input is `longest` is cut
-  to."""
-  boundaries = tf.constant(lengths, tf.int32)
-  index = tf.reduce_sum(tf.cast(boundaries < longest, tf.int32))
-  return tf.gather(boundaries, tf.minimum(index, len(lengths) - 1))
+  to (`python_bucket_length` outside a graph)."""
+  index = tf.minimum(_bucket_index(lengths, longest), len(lengths) - 1)
+  return tf.gather(tf.constant(lengths, tf.int32), index)
+
+
+def python_bucket_length(lengths, longest):
+  """`bucket_length` for a Python int `longest` (a serving client's)."""
+  return next((length for length in lengths if length >= longest),
+              lengths[-1])
 
 
 def _longest(mask):
@@ -119,12 +132,10 @@ def group_by_length(dataset, batch_size, lengths, drop_remainder,
     A `tf.data.Dataset` of batched feature dicts, still padded to the
     records' length (`trim_batch` cuts them).
   """
-  boundaries = tf.constant(lengths, tf.int32)
 
   def bucket(features):
     length = tf.reduce_sum(tf.cast(features[mask_key], tf.int32))
-    return tf.cast(tf.reduce_sum(tf.cast(boundaries < length, tf.int32)),
-                   tf.int64)
+    return tf.cast(_bucket_index(lengths, length), tf.int64)
 
   def batch(_, window):
     return window.batch(batch_size, drop_remainder=drop_remainder)
