@@ -364,6 +364,13 @@ def gelu(x):
 
   0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3)))
   (Hendrycks and Gimpel 2016, "Gaussian Error Linear Units", section 2.)
+  Built in this op order under a "Gelu" name scope, in the name scope of the
+  dense layer it follows: the shape Grappler's remapper (TF 2.15 and 2.21)
+  fuses with the matmul and bias into one oneDNN kernel when nothing else
+  reads the pre-activation, as in inference (7% faster in fp32, 18% in bf16
+  for BERT-Base on an AVX512-BF16 CPU; docs/performance.md). Unfused, the
+  values are the reference's bit for bit (it wrote x * (0.5 * (1 + t)), and
+  halving is exact); fused, they differ by float32 rounding (oneDNN's tanh).
 
   Args:
     x: float Tensor of any shape.
@@ -371,9 +378,9 @@ def gelu(x):
   Returns:
     float Tensor of the same shape.
   """
-  cdf = 0.5 * (1.0 + tf.tanh(
-      math.sqrt(2.0 / math.pi) * (x + 0.044715 * tf.pow(x, 3))))
-  return x * cdf
+  with tf.name_scope("Gelu"):
+    return 0.5 * x * (1.0 + tf.tanh(
+        math.sqrt(2.0 / math.pi) * (x + 0.044715 * tf.pow(x, 3))))
 
 
 def gelu_exact(x):
@@ -550,7 +557,8 @@ def dense_layer(input_tensor, units, activation=None, initializer_range=0.02,
     input_tensor: float Tensor of shape [batch_size, in_width] (static width);
       float32, bfloat16 or float16.
     units: int, output width.
-    activation: (optional) function applied to the output; None = identity.
+    activation: (optional) function applied to the output, in the layer's
+      name scope (see `gelu`); None = identity.
     initializer_range: float, stddev of the kernel's initializer.
     name: str, variable scope of the two variables.
 
@@ -567,8 +575,8 @@ def dense_layer(input_tensor, units, activation=None, initializer_range=0.02,
         "bias", shape=[units], initializer=tf.zeros_initializer())
     output = tf.nn.bias_add(tf.matmul(input_tensor, _cast(kernel, dtype)),
                             _cast(bias, dtype))
-  if activation is not None:
-    output = activation(output)
+    if activation is not None:
+      output = activation(output)
   return output
 
 

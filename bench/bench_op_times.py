@@ -15,8 +15,9 @@ trace, each node's op time (op_end_rel_micros - op_start_rel_micros) by kind:
                      scores and context, forward and backward)
   softmax            Softmax / LogSoftmax and their gradients
   layer norm         ops under a LayerNorm scope, fused layer-norm kernels
-  GELU               the activation's elementwise ops (intermediate/ and the
-                     masked-LM transform), forward and backward
+  GELU               the activation's elementwise ops (its Gelu scope),
+                     forward and backward; in inference oneDNN runs it inside
+                     the matmul kernel, which counts as matmul
   dropout            ops under a dropout scope (random mask, select, scale)
   cast               Cast (bf16 <-> fp32)
   embedding gradient the gather's gradient: UnsortedSegmentSum, scatters
@@ -86,7 +87,7 @@ _APPLY_PREFIXES = ("Apply", "ResourceApply", "_MklApply",
                    "_MklResourceApply")
 _BATCHED_MATMUL = re.compile(r"BatchMatMul|Einsum")
 _SOFTMAX_SCOPE = re.compile(r"(^|/)(Log)?Softmax(_\d+)?_grad(/|$)")
-_GELU_SCOPE = re.compile(r"(^|/)(intermediate|predictions/transform)/")
+_GELU_SCOPE = re.compile(r"(^|/)Gelu(/|$)")
 
 
 def define_flags():
@@ -147,8 +148,7 @@ def op_kind(node_name, op_type, in_update=False):
     return "layer norm"
   if "dropout" in parts:
     return "dropout"
-  if "Gelu" in op_type or (_GELU_SCOPE.search(node_name) and
-                           "dense" not in parts):
+  if "Gelu" in op_type or _GELU_SCOPE.search(node_name):
     return "GELU"
   return "other"
 

@@ -7,6 +7,7 @@ import os
 import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
+from tensorflow.core.protobuf import rewriter_config_pb2
 
 from helpers import data_path
 import modeling
@@ -294,6 +295,57 @@ def test_gelu_exact_is_the_erf_form():
   np.testing.assert_allclose(_evaluate(modeling.gelu_exact, x), expected,
                              atol=1e-6)
   assert abs(_evaluate(modeling.gelu_exact, [1.0])[0] - 0.8413447) < 1e-6
+
+
+def test_gelu_equals_the_reference_formula_bit_for_bit():
+  # modeling.gelu is written 0.5 * x * (1 + t) under a "Gelu" name scope (the
+  # shape Grappler's remapper fuses into oneDNN's matmul); the reference wrote
+  # x * (0.5 * (1 + t)). Halving is exact, so unfused they are the same floats.
+  x = np.random.RandomState(0).standard_normal(100000).astype(np.float32) * 4
+
+  def reference(v):
+    cdf = 0.5 * (1.0 + tf.tanh(math.sqrt(2.0 / math.pi) *
+                               (v + 0.044715 * tf.pow(v, 3))))
+    return v * cdf
+
+  with tf.Graph().as_default():
+    values = tf.constant(x)
+    with tf.Session() as sess:
+      ours, theirs = sess.run([modeling.gelu(values), reference(values)])
+  np.testing.assert_array_equal(ours, theirs)
+
+
+def _run_partitioned(fetch, config=None):
+  """(value of fetch, the executed graph's nodes) in a new session."""
+  with tf.Session(config=config) as sess:
+    sess.run(tf.global_variables_initializer())
+    metadata = tf.RunMetadata()
+    value = sess.run(fetch, options=tf.RunOptions(
+        output_partition_graphs=True), run_metadata=metadata)
+  return value, [n for g in metadata.partition_graphs for n in g.node]
+
+
+def test_inference_fuses_gelu_into_the_matmul_within_float32_rounding():
+  input_ids, input_mask, token_type_ids = _random_inputs()
+  with tf.Graph().as_default():
+    tf.set_random_seed(3)
+    model = modeling.BertModel(
+        _tiny_config(intermediate_size=64), is_training=False,
+        input_ids=tf.constant(input_ids), input_mask=tf.constant(input_mask),
+        token_type_ids=tf.constant(token_type_ids))
+    fused, nodes = _run_partitioned(model.get_sequence_output())
+    if not any(n.op.startswith("_Mkl") for n in nodes):
+      pytest.skip("oneDNN kernels are off in this TensorFlow")
+    fused_ops = [[op.decode() for op in n.attr["fused_ops"].list.s]
+                 for n in nodes if "MatMul" in n.op]
+    assert fused_ops.count(["BiasAdd", "GeluApproximate"]) == 2  # 2 layers.
+    assert not [n for n in nodes if n.op == "Tanh"]
+    off = tf.ConfigProto()
+    off.graph_options.rewrite_options.remapping = (
+        rewriter_config_pb2.RewriterConfig.OFF)
+    unfused, nodes = _run_partitioned(model.get_sequence_output(), off)
+    assert [n for n in nodes if n.op == "Tanh"]
+  np.testing.assert_allclose(fused, unfused, rtol=0, atol=1e-6)
 
 
 def test_get_activation_names():

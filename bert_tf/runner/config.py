@@ -67,7 +67,7 @@ def runner_config_from_options(run, output_dir):
 
   Under a strategy (`distribute_utils.make_strategy`) the session has the
   strategy's threads and devices (`distribute_utils.session_config`); else
-  the Estimator's default (`training_options.default_session_config`).
+  `training_options.default_session_config`.
   Then `training_options.session_settings` applies --use_xla and
   --deterministic; `summary_steps` gives the summary interval.
 
