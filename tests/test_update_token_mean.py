@@ -134,6 +134,23 @@ def _worst_relative_error(accumulated, once, start):
   return worst
 
 
+def _relative_gap(accumulated, once, start):
+  """The largest ||accumulated - once|| / ||once - start|| over variables.
+
+  Norms, not single elements: one element whose gradient is near zero can
+  take an Adam step of another size from a last-bit difference (here once
+  in a full-suite run on TF 2.21: 5.3e-3 by `_worst_relative_error`, 1.2e-5
+  in a run of its own), which says nothing about the mean.
+  """
+  worst = 0.0
+  for name in once:
+    moved = float(np.linalg.norm(once[name] - start[name]))
+    if moved > 1e-4:
+      worst = max(worst, float(np.linalg.norm(accumulated[name] -
+                                              once[name])) / moved)
+  return worst
+
+
 @pytest.mark.parametrize("optimizer", ["adamw", "lamb"])
 def test_micro_batches_give_the_big_batch_masked_lm_mean(tmp_path, optimizer):
   records = _records(48)
@@ -300,10 +317,11 @@ def test_ner_micro_batches_give_the_big_batch_token_mean(tmp_path):
   once, start = _train_ner(records, 16, 1, init)
   accumulated, start_accumulated = _train_ner(records, 8, 2, init)
   per_micro_batch, _ = _train_ner(records, 8, 2, init, shares=False)
-  assert _worst_relative_error(per_micro_batch, once, start) > 0.05
+  # Measured: 0.077 per micro-batch, 4.5e-6 with the update's token mean.
+  assert _relative_gap(per_micro_batch, once, start) > 0.05
   for name, value in start.items():
     np.testing.assert_array_equal(start_accumulated[name], value)
-  assert _worst_relative_error(accumulated, once, start) < 1e-3
+  assert _relative_gap(accumulated, once, start) < 1e-3
 
 
 @pytest.mark.slow
