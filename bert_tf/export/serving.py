@@ -28,8 +28,8 @@ from bert_tf import json_file
 from bert_tf.export import saved_model as export_utils
 from bert_tf.tasks import features as feature_utils
 from bert_tf.tasks.squad import data as squad_data
-from bert_tf.train import lengths as lengths_lib
 from bert_tf.tasks.squad import predictions as squad_predictions
+from bert_tf.train import lengths as lengths_lib
 import tokenization
 
 __all__ = ["resolve_version", "read_assets", "encode_text",
