@@ -200,7 +200,8 @@ class BertModel(object):
                token_type_ids=None,
                use_one_hot_embeddings=False,
                scope=None,
-               compute_dtype=tf.float32):
+               compute_dtype=tf.float32,
+               cast_weights_once=False):
     """Builds the graph.
 
     Args:
@@ -219,6 +220,12 @@ class BertModel(object):
         feed-forward. Variables stay float32 (same names, same checkpoints);
         layer norm and softmax compute in float32; every `get_*` output is
         float32, so the task heads and their losses stay in float32.
+      cast_weights_once: bool; for a graph that only predicts or evaluates
+        with a `compute_dtype` other than float32: every dense layer reads a
+        `compute_dtype` copy of its kernel and bias (see `dense_layer`), cast
+        once when the local variables are initialized, instead of casting
+        the float32 variables on every step. Same values; never in a graph
+        that trains. Ignored for float32.
 
     Raises:
       ValueError: if a tensor has the wrong rank, if the static sequence length
@@ -264,9 +271,11 @@ class BertModel(object):
             hidden_dropout_prob=config.hidden_dropout_prob,
             attention_probs_dropout_prob=config.attention_probs_dropout_prob,
             initializer_range=config.initializer_range,
-            do_return_all_layers=True)
+            do_return_all_layers=True,
+            cast_weights_once=cast_weights_once)
       with tf.variable_scope("pooler"):
-        pooled_output = self._pool(config, all_encoder_layers[-1])
+        pooled_output = self._pool(config, all_encoder_layers[-1],
+                                   cast_weights_once)
     # The outputs the heads read are float32 (no-ops in a float32 model).
     self.embedding_output = _cast(embedding_output, tf.float32)
     self.all_encoder_layers = [_cast(layer, tf.float32)
@@ -300,11 +309,12 @@ class BertModel(object):
     return output, embedding_table
 
   @staticmethod
-  def _pool(config, sequence_output):
+  def _pool(config, sequence_output, cast_weights_once):
     """tanh dense layer on the first ([CLS]) token: [B, T, W] -> [B, W]."""
     first_token = sequence_output[:, 0, :]  # [B, W]
     return dense_layer(first_token, config.hidden_size, activation=tf.tanh,
-                       initializer_range=config.initializer_range, name="dense")
+                       initializer_range=config.initializer_range, name="dense",
+                       cast_weights_once=cast_weights_once)
 
   def get_pooled_output(self):
     """float32 Tensor of shape [batch_size, hidden_size]: pooled [CLS].
@@ -545,13 +555,20 @@ def create_initializer(initializer_range=0.02):
 
 
 def dense_layer(input_tensor, units, activation=None, initializer_range=0.02,
-                name="dense"):
+                name="dense", cast_weights_once=False):
   """Fully connected layer on a matrix, with the reference's variable names.
 
   Variables `<name>/kernel` [in_width, units] (truncated normal) and
   `<name>/bias` [units] (zeros), float32, as `tf.layers.dense` named them in
   the released checkpoints. They are cast to the input's dtype for the
-  matmul, which runs in that dtype.
+  matmul, which runs in that dtype: on every step, or with
+  `cast_weights_once` (a bfloat16 or float16 input) once, into non-trainable
+  local variables `<name>/kernel_<dtype>` and `<name>/bias_<dtype>` filled
+  from the float32 ones when the local variables are initialized (a
+  `Scaffold` does that after restoring the checkpoint). The copies are not
+  saved and do not follow later updates, so only a graph that never trains
+  may use them; they save the casts of every weight on every step (8% of a
+  bf16 BERT-Base inference step on an AVX512-BF16 CPU; docs/performance.md).
 
   Args:
     input_tensor: float Tensor of shape [batch_size, in_width] (static width);
@@ -561,6 +578,7 @@ def dense_layer(input_tensor, units, activation=None, initializer_range=0.02,
       name scope (see `gelu`); None = identity.
     initializer_range: float, stddev of the kernel's initializer.
     name: str, variable scope of the two variables.
+    cast_weights_once: bool, see above; ignored for a float32 input.
 
   Returns:
     Tensor of shape [batch_size, units], in the dtype of `input_tensor`.
@@ -573,11 +591,26 @@ def dense_layer(input_tensor, units, activation=None, initializer_range=0.02,
         initializer=create_initializer(initializer_range))
     bias = tf.get_variable(
         "bias", shape=[units], initializer=tf.zeros_initializer())
+    if cast_weights_once and dtype != kernel.dtype.base_dtype:
+      kernel, bias = (_cast_once(kernel, dtype), _cast_once(bias, dtype))
     output = tf.nn.bias_add(tf.matmul(input_tensor, _cast(kernel, dtype)),
                             _cast(bias, dtype))
     if activation is not None:
       output = activation(output)
   return output
+
+
+def _cast_once(variable, dtype):
+  """A non-trainable local variable holding `variable` cast to `dtype`.
+
+  Named after it (`kernel` -> `kernel_bfloat16`), in the current variable
+  scope; its initializer reads `variable`, so it runs with the local
+  variables' initializer, after the global ones are restored or initialized.
+  """
+  short_name = variable.op.name.split("/")[-1]
+  return tf.get_variable(
+      "%s_%s" % (short_name, dtype.name), initializer=tf.cast(variable, dtype),
+      trainable=False, collections=[tf.GraphKeys.LOCAL_VARIABLES])
 
 
 def embedding_lookup(input_ids,
@@ -783,7 +816,8 @@ def attention_layer(from_tensor,
                     do_return_2d_tensor=False,
                     batch_size=None,
                     from_seq_length=None,
-                    to_seq_length=None):
+                    to_seq_length=None,
+                    cast_weights_once=False):
   """Multi-head scaled dot-product attention (Vaswani et al. 2017, 3.2).
 
   Variables `query`, `key`, `value` (each `kernel` [width, N*H], `bias`
@@ -808,6 +842,7 @@ def attention_layer(from_tensor,
     do_return_2d_tensor: bool; return [B*F, N*H] instead of [B, F, N*H].
     batch_size, from_seq_length, to_seq_length: (optional) ints or scalar
       Tensors, required when the inputs are 2-D.
+    cast_weights_once: bool; see `dense_layer` (inference graphs only).
 
   Returns:
     Tensor [B, F, N*H] (or [B*F, N*H] with `do_return_2d_tensor`), in the
@@ -833,9 +868,12 @@ def attention_layer(from_tensor,
   from_2d = reshape_to_matrix(from_tensor)  # [B*F, from_width]
   to_2d = reshape_to_matrix(to_tensor)  # [B*T, to_width]
   width = num_attention_heads * size_per_head
-  query = dense_layer(from_2d, width, query_act, initializer_range, "query")
-  key = dense_layer(to_2d, width, key_act, initializer_range, "key")
-  value = dense_layer(to_2d, width, value_act, initializer_range, "value")
+  query = dense_layer(from_2d, width, query_act, initializer_range, "query",
+                      cast_weights_once)
+  key = dense_layer(to_2d, width, key_act, initializer_range, "key",
+                    cast_weights_once)
+  value = dense_layer(to_2d, width, value_act, initializer_range, "value",
+                      cast_weights_once)
 
   query = _split_heads(query, batch_size, from_seq_length,
                        num_attention_heads, size_per_head)  # [B, N, F, H]
@@ -865,7 +903,8 @@ def attention_layer(from_tensor,
 def _transformer_layer(layer_input, attention_mask, batch_size, seq_length,
                        hidden_size, num_attention_heads, intermediate_size,
                        intermediate_act_fn, hidden_dropout_prob,
-                       attention_probs_dropout_prob, initializer_range):
+                       attention_probs_dropout_prob, initializer_range,
+                       cast_weights_once):
   """One post-layer-norm Transformer layer on [B*T, W] activations."""
   with tf.variable_scope("attention"):
     with tf.variable_scope("self"):
@@ -880,20 +919,23 @@ def _transformer_layer(layer_input, attention_mask, batch_size, seq_length,
           do_return_2d_tensor=True,
           batch_size=batch_size,
           from_seq_length=seq_length,
-          to_seq_length=seq_length)  # [B*T, W]
+          to_seq_length=seq_length,
+          cast_weights_once=cast_weights_once)  # [B*T, W]
     with tf.variable_scope("output"):
       attention_output = dense_layer(attention_output, hidden_size, None,
-                                     initializer_range, "dense")
+                                     initializer_range, "dense",
+                                     cast_weights_once)
       attention_output = dropout(attention_output, hidden_dropout_prob)
       attention_output = layer_norm(attention_output + layer_input)
 
   with tf.variable_scope("intermediate"):
     intermediate_output = dense_layer(attention_output, intermediate_size,
                                       intermediate_act_fn, initializer_range,
-                                      "dense")  # [B*T, I]
+                                      "dense", cast_weights_once)  # [B*T, I]
   with tf.variable_scope("output"):
     layer_output = dense_layer(intermediate_output, hidden_size, None,
-                               initializer_range, "dense")  # [B*T, W]
+                               initializer_range, "dense",
+                               cast_weights_once)  # [B*T, W]
     layer_output = dropout(layer_output, hidden_dropout_prob)
     return layer_norm(layer_output + attention_output)
 
@@ -908,7 +950,8 @@ def transformer_model(input_tensor,
                       hidden_dropout_prob=0.1,
                       attention_probs_dropout_prob=0.1,
                       initializer_range=0.02,
-                      do_return_all_layers=False):
+                      do_return_all_layers=False,
+                      cast_weights_once=False):
   """Stack of post-layer-norm Transformer layers (Vaswani et al. 2017, 3.1).
 
   Variables under `layer_<i>/...` in the current scope (see the module
@@ -932,6 +975,7 @@ def transformer_model(input_tensor,
     initializer_range: float, stddev of the kernels' initializer.
     do_return_all_layers: bool; return every layer's output, not just the
       last.
+    cast_weights_once: bool; see `dense_layer` (inference graphs only).
 
   Returns:
     float Tensor [batch_size, seq_length, hidden_size] (the last layer), or a
@@ -961,7 +1005,7 @@ def transformer_model(input_tensor,
           layer_output, attention_mask, batch_size, seq_length, hidden_size,
           num_attention_heads, intermediate_size, intermediate_act_fn,
           hidden_dropout_prob, attention_probs_dropout_prob,
-          initializer_range)
+          initializer_range, cast_weights_once)
       all_layer_outputs.append(layer_output)
 
   if do_return_all_layers:

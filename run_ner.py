@@ -130,7 +130,7 @@ def create_model(bert_config, is_training, input_ids, input_mask, segment_ids,
       config=bert_config, is_training=is_training, input_ids=input_ids,
       input_mask=input_mask, token_type_ids=segment_ids,
       use_one_hot_embeddings=use_one_hot_embeddings,
-      compute_dtype=compute_dtype)
+      compute_dtype=compute_dtype, cast_weights_once=not is_training)
   sequence = model.get_sequence_output()  # [B, L, H]
   batch_size, seq_length, hidden_size = modeling.get_shape_list(
       sequence, expected_rank=3)

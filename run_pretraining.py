@@ -153,14 +153,16 @@ def model_fn_builder(bert_config, init_checkpoint, learning_rate,
     for name in sorted(features):
       logging.info("  name = %s, shape = %s", name, features[name].shape)
 
+    is_training = mode == spec_lib.ModeKeys.TRAIN
     model = modeling.BertModel(
         config=bert_config,
-        is_training=(mode == spec_lib.ModeKeys.TRAIN),
+        is_training=is_training,
         input_ids=features["input_ids"],
         input_mask=features["input_mask"],
         token_type_ids=features["segment_ids"],
         use_one_hot_embeddings=use_one_hot_embeddings,
-        compute_dtype=compute_dtype)
+        compute_dtype=compute_dtype,
+        cast_weights_once=not is_training)
     masked_lm_loss, masked_lm_example_loss, masked_lm_log_probs = (
         get_masked_lm_output(
             bert_config, model.get_sequence_output(),

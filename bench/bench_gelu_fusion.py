@@ -82,9 +82,10 @@ def time_precision(precision, batch, threads):
       variables = tf.global_variables()
       if values is None:
         values = {v.op.name: sess.run(v) for v in variables}
-      else:  # The same weights in both graphs.
+      else:  # The same weights in both graphs (and their cast copies).
         for v in variables:
           v.load(values[v.op.name], sess)
+        sess.run(tf.local_variables_initializer())
     outputs[name] = sess.run(fetch, feed).astype(np.float32)
     print("  %s %s: %d matmul kernels with GELU inside" % (
         precision, name, _fused_gelus(sess, fetch, feed)), flush=True)

@@ -86,8 +86,10 @@ def build_graph(config, batch, kind, precision, accumulation=1,
 
   `kind` "train" (the pre-training step: BertModel, both heads and the
   optimizer update; fetch is the train op) or "inference" (fetch is the
-  sequence output, float [batch, seq, hidden]); `batch`: numpy arrays as
-  from `bench_encoder.make_batch`, fed through placeholders of their shapes.
+  sequence output, float [batch, seq, hidden], with the weights cast once
+  as the scripts' PREDICT and EVAL graphs cast them); `batch`: numpy arrays
+  as from `bench_encoder.make_batch`, fed through placeholders of their
+  shapes. Initialize with `initialize`.
   """
   graph = tf.Graph()
   with graph.as_default():
@@ -98,7 +100,8 @@ def build_graph(config, batch, kind, precision, accumulation=1,
     model = modeling.BertModel(
         config, is_training=(kind == "train"), input_ids=inputs["input_ids"],
         input_mask=inputs["input_mask"], token_type_ids=inputs["segment_ids"],
-        compute_dtype=training_options.PRECISION_DTYPES[precision])
+        compute_dtype=training_options.PRECISION_DTYPES[precision],
+        cast_weights_once=(kind == "inference"))
     if kind == "inference":
       fetch = model.get_sequence_output()
     else:
@@ -117,18 +120,25 @@ def build_graph(config, batch, kind, precision, accumulation=1,
   return graph, fetch, inputs
 
 
+def initialize(sess):
+  """Initializes the session graph's variables: the global ones, then the
+  local ones (the inference graphs' weights cast once from them; run
+  `tf.local_variables_initializer()` again after loading other values)."""
+  with sess.graph.as_default():
+    sess.run(tf.global_variables_initializer())
+    sess.run(tf.local_variables_initializer())
+
+
 def open_row(config, batch, threads, xla=False, **row):
   """(session with the row's graph initialized, fetch, feed dict)."""
   graph, fetch, inputs = build_graph(config, batch, **row)
-  with graph.as_default():
-    init = tf.global_variables_initializer()
   session_config = tf.ConfigProto(intra_op_parallelism_threads=threads,
                                   inter_op_parallelism_threads=threads)
   if xla:  # As --use_xla sets it (training_options.configure_run_config).
     session_config.graph_options.optimizer_options.global_jit_level = (
         tf.OptimizerOptions.ON_1)
   sess = tf.Session(graph=graph, config=session_config)
-  sess.run(init)
+  initialize(sess)
   return sess, fetch, {inputs[k]: v for k, v in batch.items()}
 
 
@@ -141,11 +151,9 @@ def runner(config, batch, threads, xla=False, **row):
 def matmul_kernels(config, batch, precision, threads):
   """{op type: count} of the matmul kernels an inference graph really runs."""
   graph, fetch, inputs = build_graph(config, batch, "inference", precision)
-  with graph.as_default():
-    init = tf.global_variables_initializer()
   with tf.Session(graph=graph, config=tf.ConfigProto(
       intra_op_parallelism_threads=threads)) as sess:
-    sess.run(init)
+    initialize(sess)
     metadata = tf.RunMetadata()
     sess.run(fetch, {inputs[k]: v for k, v in batch.items()},
              options=tf.RunOptions(output_partition_graphs=True),

@@ -168,3 +168,76 @@ def test_bfloat16_dropout_runs_when_training():
           model.get_sequence_output())
   assert np.isfinite(first).all()
   assert not np.array_equal(first, second)
+
+
+def _weight_casts(graph, fetches):
+  """Cast nodes that the step computing `fetches` runs on a kernel or bias
+  (a Cast of a ReadVariableOp of a `.../kernel` or `.../bias` variable)."""
+  step = tf.graph_util.extract_sub_graph(
+      graph.as_graph_def(), [t.op.name for t in fetches])
+  nodes = {node.name: node for node in step.node}
+  def read_variable(name):
+    node = nodes[name.split(":")[0]]
+    return (node.input[0].split(":")[0] if node.op == "ReadVariableOp"
+            else "")
+  return [node.name for node in step.node if node.op == "Cast" and
+          read_variable(node.input[0]).endswith(("/kernel", "/bias"))]
+
+
+def _restored_bfloat16_outputs(cast_weights_once):
+  """The conformance model in bfloat16, restored as the scripts restore it:
+  a `MonitoredSession` (checkpoint first, then the local initializer).
+
+  Returns (sequence and pooled outputs, {local variable: dtype}, the Cast
+  nodes on weights that one step runs).
+  """
+  inputs = np.load(_conformance("inputs.npz"))
+  checkpoint = os.path.join(os.path.dirname(_conformance("bert_config.json")),
+                            "bert_model.ckpt")
+  with tf.Graph().as_default() as graph:
+    config = modeling.BertConfig.from_json_file(
+        _conformance("bert_config.json"))
+    model = modeling.BertModel(
+        config, is_training=False,
+        input_ids=tf.constant(inputs["input_ids"]),
+        input_mask=tf.constant(inputs["input_mask"]),
+        token_type_ids=tf.constant(inputs["token_type_ids"]),
+        compute_dtype=tf.bfloat16, cast_weights_once=cast_weights_once)
+    fetches = [model.get_sequence_output(), model.get_pooled_output()]
+    local = {v.op.name: v.dtype.base_dtype for v in tf.local_variables()}
+    assert not set(local) & {v.op.name for v in tf.global_variables()}
+    assert not set(local) & {v.op.name for v in tf.trainable_variables()}
+    casts = _weight_casts(graph, fetches)
+    creator = tf.train.ChiefSessionCreator(
+        checkpoint_filename_with_path=checkpoint)
+    with tf.train.MonitoredSession(session_creator=creator) as sess:
+      return sess.run(fetches), local, casts
+
+
+def test_cast_weights_once_reads_the_restored_weights_cast_once():
+  """The inference graphs' bfloat16 weight copies (the scripts' PREDICT and
+  EVAL graphs) hold the restored checkpoint's values: the outputs are those
+  of casting on every step, bit for bit, and no step casts a weight."""
+  expected, no_local, per_step_casts = _restored_bfloat16_outputs(False)
+  actual, local, once_casts = _restored_bfloat16_outputs(True)
+  assert not no_local
+  # 2 layers x 6 dense layers + the pooler, a kernel and a bias each.
+  assert len(local) == 26
+  assert set(local.values()) == {tf.bfloat16}
+  assert "bert/encoder/layer_1/intermediate/dense/kernel_bfloat16" in local
+  assert "bert/pooler/dense/bias_bfloat16" in local
+  assert len(per_step_casts) == 26
+  assert not once_casts
+  for got, want in zip(actual, expected):
+    np.testing.assert_array_equal(got, want)
+
+
+def test_cast_weights_once_makes_no_copies_in_float32():
+  with tf.Graph().as_default():
+    config = modeling.BertConfig(vocab_size=99, hidden_size=32,
+                                 num_hidden_layers=1, num_attention_heads=4,
+                                 intermediate_size=37)
+    modeling.BertModel(config, is_training=False,
+                       input_ids=tf.zeros([2, 5], tf.int32),
+                       cast_weights_once=True)
+    assert not tf.local_variables()

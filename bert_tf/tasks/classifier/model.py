@@ -58,7 +58,7 @@ def create_model(bert_config, is_training, input_ids, input_mask, segment_ids,
       config=bert_config, is_training=is_training, input_ids=input_ids,
       input_mask=input_mask, token_type_ids=segment_ids,
       use_one_hot_embeddings=use_one_hot_embeddings,
-      compute_dtype=compute_dtype)
+      compute_dtype=compute_dtype, cast_weights_once=not is_training)
   output_layer = model.get_pooled_output()  # [B, H]
   hidden_size = modeling.get_shape_list(output_layer, expected_rank=2)[1]
 
