@@ -882,14 +882,17 @@ def attention_layer(from_tensor,
   value = _split_heads(value, batch_size, to_seq_length,
                        num_attention_heads, size_per_head)  # [B, N, T, H]
 
-  scores = _cast(tf.matmul(query, key, transpose_b=True),
-                 tf.float32)  # [B, N, F, T]
-  scores *= 1.0 / math.sqrt(float(size_per_head))
+  # Scaled and masked in the matmul's dtype (float32: the reference's
+  # arithmetic), the three ops Grappler's remapper fuses into one oneDNN
+  # batched matmul (in bfloat16 too; a cast between would stop it).
+  scores = tf.matmul(query, key, transpose_b=True)  # [B, N, F, T]
+  scores *= tf.constant(1.0 / math.sqrt(float(size_per_head)), scores.dtype)
   if attention_mask is not None:
-    mask = tf.expand_dims(tf.cast(attention_mask, tf.float32), 1)  # [B,1,F,T]
+    mask = tf.expand_dims(tf.cast(attention_mask, scores.dtype), 1)  # [B,1,F,T]
     # Kept for parity: a finite -10000 adder rather than -inf.
     scores += (1.0 - mask) * -10000.0
-  probs = _cast(tf.nn.softmax(scores), value.dtype)  # [B, N, F, T]
+  probs = _cast(tf.nn.softmax(_cast(scores, tf.float32)),
+                value.dtype)  # [B, N, F, T]
   # Kept for parity: dropout on whole attention probabilities (keys dropped).
   probs = dropout(probs, attention_probs_dropout_prob)
 

@@ -81,16 +81,18 @@ _STEPS_PER_REPETITION = 4  # Whole updates for accumulation 4.
 
 
 def build_graph(config, batch, kind, precision, accumulation=1,
-                optimizer="adamw"):
+                optimizer="adamw", cast_weights_once=None):
   """Builds one row's graph; returns (graph, fetch, placeholders).
 
   `kind` "train" (the pre-training step: BertModel, both heads and the
   optimizer update; fetch is the train op) or "inference" (fetch is the
-  sequence output, float [batch, seq, hidden], with the weights cast once
-  as the scripts' PREDICT and EVAL graphs cast them); `batch`: numpy arrays
-  as from `bench_encoder.make_batch`, fed through placeholders of their
-  shapes. Initialize with `initialize`.
+  sequence output, float [batch, seq, hidden]); `batch`: numpy arrays as
+  from `bench_encoder.make_batch`, fed through placeholders of their shapes;
+  `cast_weights_once`: see `modeling.BertModel`; None = for inference, as
+  the scripts' PREDICT and EVAL graphs. Initialize with `initialize`.
   """
+  if cast_weights_once is None:
+    cast_weights_once = kind == "inference"
   graph = tf.Graph()
   with graph.as_default():
     tf.set_random_seed(1)
@@ -101,7 +103,7 @@ def build_graph(config, batch, kind, precision, accumulation=1,
         config, is_training=(kind == "train"), input_ids=inputs["input_ids"],
         input_mask=inputs["input_mask"], token_type_ids=inputs["segment_ids"],
         compute_dtype=training_options.PRECISION_DTYPES[precision],
-        cast_weights_once=(kind == "inference"))
+        cast_weights_once=cast_weights_once)
     if kind == "inference":
       fetch = model.get_sequence_output()
     else:
