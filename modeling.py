@@ -20,8 +20,9 @@ Kernels are `[in, out]`.
 Precision: every variable is float32 under those names whatever the compute
 dtype, so a checkpoint written by a bfloat16 or float16 run loads in a float32
 one and back. With `BertModel(..., compute_dtype=tf.bfloat16)` (or float16)
-the variables are cast on read (`_cast`, at each matmul and embedding lookup)
-and the matmuls, attention scores and feed-forward run in that dtype, while
+the variables are cast on read (`_cast`, at each matmul and embedding lookup;
+in graphs that do not train, once: `cast_weights_once`) and the matmuls,
+attention scores and feed-forward run in that dtype, while
 layer norm and the attention softmax compute in float32 (mixed precision,
 Micikevicius et al. 2018, "Mixed Precision Training", section 3). The
 building blocks follow the dtype of their input tensor.
@@ -822,9 +823,10 @@ def attention_layer(from_tensor,
 
   Variables `query`, `key`, `value` (each `kernel` [width, N*H], `bias`
   [N*H]) in the current scope. Scores are scaled by 1/sqrt(H); masked keys
-  get -10000 added before the softmax. The projections and both attention
-  matmuls run in the dtype of `from_tensor`; the scaling, masking and
-  softmax in float32.
+  get -10000 added before the softmax. The projections, both attention
+  matmuls, the scaling and the masking run in the dtype of `from_tensor`
+  (the same scores as scaling in float32 when 1/sqrt(H) is a power of two,
+  as for H = 64), the softmax in float32.
 
   Args:
     from_tensor: float Tensor [B, F, from_width], or [B*F, from_width] with
