@@ -241,3 +241,26 @@ def test_cast_weights_once_makes_no_copies_in_float32():
                        input_ids=tf.zeros([2, 5], tf.int32),
                        cast_weights_once=True)
     assert not tf.local_variables()
+
+
+@pytest.mark.parametrize("dtype", [tf.bfloat16, tf.float16])
+def test_low_precision_dropout_drops_at_the_rate_and_rescales(dtype):
+  """bfloat16/float16 dropout draws its uniform numbers in float32: it
+  keeps each value with chance 0.9 and scales the kept ones by 1/0.9."""
+  with tf.Graph().as_default():
+    tf.set_random_seed(3)
+    dropped = modeling.dropout(tf.ones([400, 500], dtype), 0.1)
+    assert dropped.dtype == dtype
+    with tf.Session() as sess:
+      values = sess.run(tf.cast(dropped, tf.float32))
+  kept = values != 0
+  # 200,000 draws: the kept share's standard deviation is 0.0007.
+  assert abs(kept.mean() - 0.9) < 0.004
+  np.testing.assert_array_equal(np.unique(values[kept]),
+                                [_rounded(1 / 0.9, dtype)])
+
+
+def _rounded(value, dtype):
+  """`value` rounded to `dtype` and back to a Python float."""
+  with tf.Graph().as_default(), tf.Session() as sess:
+    return float(sess.run(tf.cast(tf.cast(value, dtype), tf.float32)))
