@@ -27,7 +27,6 @@ import bench_training
 import tensorflow.compat.v1 as tf
 
 import bench_encoder
-import bench_op_times
 import modeling
 from bert_tf.cli import entry as cli_entry
 # pylint: enable=g-import-not-at-top,wrong-import-order
@@ -79,7 +78,7 @@ def main(_):
     outputs[name] = sess.run(fetch, feed).astype(np.float32)
     rows[name] = (lambda s=sess, f=fetch, d=feed: s.run(f, d))
   for precision in ("fp32", "bf16"):
-    rows["probe " + precision], probe_sess = bench_op_times.open_probe(
+    rows["probe " + precision], probe_sess = bench_training.open_probe(
         precision, threads)
     sessions.append(probe_sess)
   timings = bench_encoder.time_interleaved(rows, FLAGS.repetitions, 2, 1)

@@ -30,7 +30,6 @@ import bench_training
 import tensorflow.compat.v1 as tf
 
 import bench_encoder
-import bench_op_times
 import modeling
 from bert_tf.cli import entry as cli_entry
 # pylint: enable=g-import-not-at-top,wrong-import-order
@@ -90,7 +89,7 @@ def time_precision(precision, batch, threads):
     print("  %s %s: %d matmul kernels with GELU inside" % (
         precision, name, _fused_gelus(sess, fetch, feed)), flush=True)
     rows[name] = (lambda s=sess, f=fetch, d=feed: s.run(f, d))
-  probe, probe_sess = bench_op_times.open_probe(precision, threads)
+  probe, probe_sess = bench_training.open_probe(precision, threads)
   sessions.append(probe_sess)
   rows["probe"] = probe
   timings = bench_encoder.time_interleaved(rows, FLAGS.repetitions, 2, 1)

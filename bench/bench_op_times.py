@@ -269,7 +269,7 @@ def trace_row(sess, fetch, feed, probe, flags_):
 
   Args:
     sess, fetch, feed: the row's session, fetch and feed dict.
-    probe: function running one probe product (see `open_probe`).
+    probe: function running one probe product (see `bench_training.open_probe`).
     flags_: object with warmup_steps, timed_steps, traced_steps and
       probe_products (ints).
 
@@ -311,31 +311,6 @@ def trace_row(sess, fetch, feed, probe, flags_):
           "wall_kinds": {k: v * scale for k, v in wall_kinds.items()},
           "span": statistics.mean(spans) * 1e-6,
           "onednn": any(t.startswith("_Mkl") for _, t in types)}
-
-
-PROBE_FLOPS = 2 * 1024 * 768 * 3072  # [1024, 768] x [768, 3072].
-
-
-def open_probe(precision, threads):
-  """(function running one [1024, 768] x [768, 3072] product, session).
-
-  The issue's in-run matmul probe: one TensorFlow matmul of BERT-Base's
-  feed-forward shape (batch 8 x 128 tokens) in `precision`, its operands
-  stored in that dtype so that only the product runs (`PROBE_FLOPS`).
-  """
-  dtype = training_options.PRECISION_DTYPES[precision]
-  rng = np.random.RandomState(0)
-  graph = tf.Graph()
-  with graph.as_default():
-    a, b = (tf.Variable(tf.cast(rng.standard_normal(shape).astype(np.float32),
-                                dtype)) for shape in ((1024, 768), (768, 3072)))
-    product = tf.matmul(a, b).op
-    init = tf.global_variables_initializer()
-  sess = tf.Session(graph=graph, config=tf.ConfigProto(
-      intra_op_parallelism_threads=threads,
-      inter_op_parallelism_threads=threads))
-  sess.run(init)
-  return (lambda: sess.run(product)), sess
 
 
 def step_flops(config, step, batch_size, seq_length, predictions):
@@ -454,7 +429,7 @@ def main(_):
     for step in FLAGS.steps:
       label = "%s %s" % (step, precision)
       start = time.time()
-      probe, probe_sess = open_probe(precision, threads)
+      probe, probe_sess = bench_training.open_probe(precision, threads)
       sess, fetch, feed = bench_training.open_row(
           config, batch, threads, kind=step,
           precision=precision, optimizer=FLAGS.optimizer)
@@ -467,7 +442,7 @@ def main(_):
       result["kernel_gflops"] = flops / (
           result["wall_kinds"]["matmul"] +
           result["wall_kinds"]["attention"]) / 1e9
-      result["probe_gflops"] = PROBE_FLOPS / statistics.median(
+      result["probe_gflops"] = bench_training.PROBE_FLOPS / statistics.median(
           result["probe"]) / 1e9
       result["load"] = os.getloadavg()[0]
       results[label] = result

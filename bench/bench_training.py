@@ -168,6 +168,31 @@ def matmul_kernels(config, batch, precision, threads):
   return counts
 
 
+PROBE_FLOPS = 2 * 1024 * 768 * 3072  # [1024, 768] x [768, 3072].
+
+
+def open_probe(precision, threads):
+  """(function running one [1024, 768] x [768, 3072] product, session).
+
+  The issue's in-run matmul probe: one TensorFlow matmul of BERT-Base's
+  feed-forward shape (batch 8 x 128 tokens) in `precision`, its operands
+  stored in that dtype so that only the product runs (`PROBE_FLOPS`).
+  """
+  dtype = training_options.PRECISION_DTYPES[precision]
+  rng = np.random.RandomState(0)
+  graph = tf.Graph()
+  with graph.as_default():
+    a, b = (tf.Variable(tf.cast(rng.standard_normal(shape).astype(np.float32),
+                                dtype)) for shape in ((1024, 768), (768, 3072)))
+    product = tf.matmul(a, b).op
+    init = tf.global_variables_initializer()
+  sess = tf.Session(graph=graph, config=tf.ConfigProto(
+      intra_op_parallelism_threads=threads,
+      inter_op_parallelism_threads=threads))
+  sess.run(init)
+  return (lambda: sess.run(product)), sess
+
+
 def cpu_flags():
   """(CPU model name, set of its feature flags) from lscpu; empty if absent."""
   try:
@@ -293,6 +318,33 @@ def _table(rows, results, batch_size):
   return "\n".join(lines)
 
 
+def _bf16_summary(rows, results, threads):
+  """bf16 / fp32 of the training (fp32 adamw, accumulation 1) and inference
+  rows, beside the matmul probe's bf16 / fp32 timed interleaved now (issue
+  #32, item 2: >= 1.7x and >= 92% of the probe's ratio)."""
+  probes, sessions = {}, []
+  for precision in ("fp32", "bf16"):
+    probes[precision], sess = open_probe(precision, threads)
+    sessions.append(sess)
+  timings = bench_encoder.time_interleaved(probes, 3 * FLAGS.repetitions,
+                                           _STEPS_PER_REPETITION, 2)
+  for sess in sessions:
+    sess.close()
+  probe = {k: statistics.median(w for w, _ in v) for k, v in timings.items()}
+  ceiling = probe["fp32"] / probe["bf16"]
+  ratios = []
+  for kind in ("train", "inference"):
+    row = dict(kind=kind, precision="bf16")
+    if kind == "train":
+      row.update(accumulation=1, optimizer="adamw")
+    if row in rows:
+      pairs, base = results[_label(row)]
+      ratios.append("%s %.2fx" % (kind, statistics.median(
+          w for w, _ in base) / statistics.median(w for w, _ in pairs)))
+  return ("bf16 / fp32: %s; matmul probe [1024 x 768] x [768 x 3072] %.2fx "
+          "(92%% of it: %.2fx)" % (", ".join(ratios), ceiling, 0.92 * ceiling))
+
+
 def main(_):
   if FLAGS.quick:
     FLAGS.batch_size, FLAGS.repetitions, FLAGS.warmup_steps = 2, 2, 1
@@ -324,6 +376,8 @@ def main(_):
                                FLAGS.seq_length, threads, FLAGS.repetitions,
                                _STEPS_PER_REPETITION, tf.__version__))
   print(_table(rows, results, FLAGS.batch_size))
+  if "bf16" in FLAGS.precisions:
+    print("\n" + _bf16_summary(rows, results, threads))
 
 
 if __name__ == "__main__":
