@@ -14,7 +14,6 @@ Run from the repo root (about 1 minute on 2 cores):
   python bench/bench_bf16_inference.py
 """
 
-import os
 import statistics
 
 from absl import flags
@@ -24,10 +23,8 @@ import numpy as np
 # quiets TensorFlow's C++ log before TensorFlow loads.
 # pylint: disable=g-import-not-at-top,wrong-import-order
 import bench_training
-import tensorflow.compat.v1 as tf
 
 import bench_encoder
-import modeling
 from bert_tf.cli import entry as cli_entry
 # pylint: enable=g-import-not-at-top,wrong-import-order
 
@@ -37,44 +34,18 @@ ROWS = (("fp32", "fp32", True), ("bf16, cast every step", "bf16", False),
         ("bf16, cast once", "bf16", True))
 
 
-def define_flags():
-  flags.DEFINE_integer("num_hidden_layers", 12, "Encoder layers.")
-  flags.DEFINE_integer("batch_size", 8, "Sequences per step.")
-  flags.DEFINE_integer("seq_length", 128, "Tokens per sequence.")
-  flags.DEFINE_integer("repetitions", 5, "Timed repetitions of every row.")
-  flags.DEFINE_integer("threads", 0, "Intra-op threads (0: all cores).")
-
-
 def main(_):
-  threads = FLAGS.threads or os.cpu_count()
-  model, present, _ = bench_training.cpu_report()
-  print("CPU: %s; bf16 flags: %s" % (model, ", ".join(present) or "none"))
-  print("TF %s, BERT L=%d H=768 inference, batch %d x %d, %d threads, %d "
-        "repetitions x 2 steps" % (tf.__version__, FLAGS.num_hidden_layers,
-                                    FLAGS.batch_size, FLAGS.seq_length,
-                                    threads, FLAGS.repetitions), flush=True)
-  config = modeling.BertConfig(
-      vocab_size=30522, hidden_size=768,
-      num_hidden_layers=FLAGS.num_hidden_layers, num_attention_heads=12,
-      intermediate_size=3072, type_vocab_size=2,
-      max_position_embeddings=max(512, FLAGS.seq_length))
-  batch = bench_encoder.make_batch(np.random.RandomState(12345), config,
-                                   FLAGS.batch_size, FLAGS.seq_length, 20)
-  batch = {k: v.astype(np.float32 if v.dtype == np.float32 else np.int32)
-           for k, v in batch.items()}
+  threads = bench_training.inference_header()
+  config = bench_encoder.bert_config(FLAGS.num_hidden_layers,
+                                     FLAGS.seq_length)
+  batch = bench_encoder.feed_batch(config, FLAGS.batch_size, FLAGS.seq_length)
   rows, outputs, sessions, values = {}, {}, [], None
   for name, precision, once in ROWS:
     sess, fetch, feed = bench_training.open_row(
         config, batch, threads, kind="inference", precision=precision,
         cast_weights_once=once)
     sessions.append(sess)
-    with sess.graph.as_default():
-      if values is None:
-        values = {v.op.name: sess.run(v) for v in tf.global_variables()}
-      else:  # The same weights in every row, then their cast copies.
-        for v in tf.global_variables():
-          v.load(values[v.op.name], sess)
-        sess.run(tf.local_variables_initializer())
+    values = bench_training.same_weights(sess, values)
     outputs[name] = sess.run(fetch, feed).astype(np.float32)
     rows[name] = (lambda s=sess, f=fetch, d=feed: s.run(f, d))
   for precision in ("fp32", "bf16"):
@@ -102,5 +73,5 @@ def main(_):
 
 
 if __name__ == "__main__":
-  define_flags()
+  bench_training.define_inference_flags()
   cli_entry.run_main(main)

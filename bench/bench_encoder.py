@@ -80,6 +80,26 @@ def define_flags():
 # Inputs and FLOP counts.
 
 
+def bert_config(num_hidden_layers=12, seq_length=128, hidden_size=768,
+                hidden_act="gelu"):
+  """A BERT-Base-shaped `modeling.BertConfig` (30,522 WordPieces, 64-wide
+  heads, feed-forward 4 x hidden) with `num_hidden_layers` layers."""
+  return modeling.BertConfig(
+      vocab_size=30522, hidden_size=hidden_size,
+      num_hidden_layers=num_hidden_layers,
+      num_attention_heads=max(1, hidden_size // 64),
+      intermediate_size=4 * hidden_size, type_vocab_size=2,
+      max_position_embeddings=max(512, seq_length), hidden_act=hidden_act)
+
+
+def feed_batch(config, batch_size, seq_length, max_predictions=20):
+  """`make_batch` from the benchmarks' seed, as float32 and int32 arrays."""
+  batch = make_batch(np.random.RandomState(12345), config, batch_size,
+                     seq_length, max_predictions)
+  return {k: v.astype(np.float32 if v.dtype == np.float32 else np.int32)
+          for k, v in batch.items()}
+
+
 def make_batch(rng, config, batch_size, seq_length, max_predictions):
   """Random int32 inputs and pre-training labels, as numpy arrays."""
   positions = np.stack([
@@ -312,10 +332,8 @@ def main(_):
       num_attention_heads=FLAGS.num_attention_heads,
       intermediate_size=FLAGS.intermediate_size, type_vocab_size=2,
       max_position_embeddings=max(512, FLAGS.seq_length))
-  batch = make_batch(np.random.RandomState(12345), config, FLAGS.batch_size,
-                     FLAGS.seq_length, FLAGS.max_predictions_per_seq)
-  batch = {k: v.astype(np.float32 if v.dtype == np.float32 else np.int32)
-           for k, v in batch.items()}
+  batch = feed_batch(config, FLAGS.batch_size, FLAGS.seq_length,
+                     FLAGS.max_predictions_per_seq)
   rows, hf_versions = _build_runners(config, batch, threads)
   timings = time_interleaved({k: fn for k, (fn, _) in rows.items()},
                              FLAGS.repetitions, FLAGS.steps,

@@ -17,7 +17,6 @@ Run from the repo root (about 3 minutes on 2 cores):
 """
 
 import math
-import os
 import statistics
 
 from absl import flags
@@ -30,19 +29,10 @@ import bench_training
 import tensorflow.compat.v1 as tf
 
 import bench_encoder
-import modeling
 from bert_tf.cli import entry as cli_entry
 # pylint: enable=g-import-not-at-top,wrong-import-order
 
 FLAGS = flags.FLAGS
-
-
-def define_flags():
-  flags.DEFINE_integer("num_hidden_layers", 12, "Encoder layers.")
-  flags.DEFINE_integer("batch_size", 8, "Sequences per step.")
-  flags.DEFINE_integer("seq_length", 128, "Tokens per sequence.")
-  flags.DEFINE_integer("repetitions", 5, "Timed repetitions of every row.")
-  flags.DEFINE_integer("threads", 0, "Intra-op threads (0: all cores).")
 
 
 def unfused_gelu(x):
@@ -53,12 +43,8 @@ def unfused_gelu(x):
 
 
 def _config(hidden_act):
-  return modeling.BertConfig(
-      vocab_size=30522, hidden_size=768,
-      num_hidden_layers=FLAGS.num_hidden_layers, num_attention_heads=12,
-      intermediate_size=3072, type_vocab_size=2,
-      max_position_embeddings=max(512, FLAGS.seq_length),
-      hidden_act=hidden_act)
+  return bench_encoder.bert_config(FLAGS.num_hidden_layers, FLAGS.seq_length,
+                                   hidden_act=hidden_act)
 
 
 def _fused_gelus(sess, fetch, feed):
@@ -77,14 +63,7 @@ def time_precision(precision, batch, threads):
     sess, fetch, feed = bench_training.open_row(
         _config(act), batch, threads, kind="inference", precision=precision)
     sessions.append(sess)
-    with sess.graph.as_default():
-      variables = tf.global_variables()
-      if values is None:
-        values = {v.op.name: sess.run(v) for v in variables}
-      else:  # The same weights in both graphs (and their cast copies).
-        for v in variables:
-          v.load(values[v.op.name], sess)
-        sess.run(tf.local_variables_initializer())
+    values = bench_training.same_weights(sess, values)
     outputs[name] = sess.run(fetch, feed).astype(np.float32)
     print("  %s %s: %d matmul kernels with GELU inside" % (
         precision, name, _fused_gelus(sess, fetch, feed)), flush=True)
@@ -101,18 +80,9 @@ def time_precision(precision, batch, threads):
 
 
 def main(_):
-  threads = FLAGS.threads or os.cpu_count()
-  model, present, _ = bench_training.cpu_report()
-  print("CPU: %s; bf16 flags: %s" % (model, ", ".join(present) or "none"))
-  print("TF %s, BERT L=%d H=768 inference, batch %d x %d, %d threads, %d "
-        "repetitions x 2 steps" % (tf.__version__, FLAGS.num_hidden_layers,
-                                    FLAGS.batch_size, FLAGS.seq_length,
-                                    threads, FLAGS.repetitions))
-  batch = bench_encoder.make_batch(np.random.RandomState(12345),
-                                   _config("gelu"), FLAGS.batch_size,
-                                   FLAGS.seq_length, 20)
-  batch = {k: v.astype(np.float32 if v.dtype == np.float32 else np.int32)
-           for k, v in batch.items()}
+  threads = bench_training.inference_header()
+  batch = bench_encoder.feed_batch(_config("gelu"), FLAGS.batch_size,
+                                   FLAGS.seq_length)
   results = {p: time_precision(p, batch, threads) for p in ("fp32", "bf16")}
   print("\n| precision | unfused ms | fused ms | speed-up | largest output "
         "gap |\n|---|---:|---:|---:|---:|")
@@ -129,5 +99,5 @@ def main(_):
 
 
 if __name__ == "__main__":
-  define_flags()
+  bench_training.define_inference_flags()
   cli_entry.run_main(main)

@@ -53,14 +53,12 @@ import sys
 import time
 
 from absl import flags
-import numpy as np
 
 # bench_training (found beside this file) puts the repo root on sys.path and
 # quiets TensorFlow's C++ logs before TensorFlow loads: it comes first.
 # pylint: disable=g-bad-import-order,wrong-import-order
 import bench_training
 import bench_encoder
-import modeling
 import tensorflow.compat.v1 as tf
 from bert_tf.cli import entry as cli_entry
 from bert_tf.train import options as training_options
@@ -407,18 +405,11 @@ def _check_flags():
 def main(_):
   _check_flags()
   threads = FLAGS.threads or os.cpu_count()
-  config = modeling.BertConfig(
-      vocab_size=30522, hidden_size=FLAGS.hidden_size,
-      num_hidden_layers=FLAGS.num_hidden_layers,
-      num_attention_heads=max(1, FLAGS.hidden_size // 64),
-      intermediate_size=4 * FLAGS.hidden_size, type_vocab_size=2,
-      max_position_embeddings=max(512, FLAGS.seq_length))
+  config = bench_encoder.bert_config(FLAGS.num_hidden_layers,
+                                     FLAGS.seq_length, FLAGS.hidden_size)
   predictions = 20
-  batch = bench_encoder.make_batch(np.random.RandomState(12345), config,
-                                   FLAGS.batch_size, FLAGS.seq_length,
+  batch = bench_encoder.feed_batch(config, FLAGS.batch_size, FLAGS.seq_length,
                                    predictions)
-  batch = {k: v.astype(np.float32 if v.dtype == np.float32 else np.int32)
-           for k, v in batch.items()}
   model, found = bench_training.cpu_flags()
   print("CPU: %s; flags: %s" % (model, ", ".join(
       "%s %s" % (f, "yes" if f in found else "no") for f in CPU_FLAGS)))

@@ -122,6 +122,43 @@ def build_graph(config, batch, kind, precision, accumulation=1,
   return graph, fetch, inputs
 
 
+def same_weights(sess, values=None):
+  """Gives an open row the weights of another: returns {name: value} of the
+  session's global variables when `values` is None, else loads `values`
+  into them and refills the local variables cast from them."""
+  with sess.graph.as_default():
+    variables = tf.global_variables()
+    if values is None:
+      return {v.op.name: sess.run(v) for v in variables}
+    for v in variables:
+      v.load(values[v.op.name], sess)
+    sess.run(tf.local_variables_initializer())
+  return values
+
+
+def define_inference_flags():
+  """The flags of the inference A/B benchmarks (bench_gelu_fusion.py,
+  bench_bf16_inference.py)."""
+  flags.DEFINE_integer("num_hidden_layers", 12, "Encoder layers.")
+  flags.DEFINE_integer("batch_size", 8, "Sequences per step.")
+  flags.DEFINE_integer("seq_length", 128, "Tokens per sequence.")
+  flags.DEFINE_integer("repetitions", 5, "Timed repetitions of every row.")
+  flags.DEFINE_integer("threads", 0, "Intra-op threads (0: all cores).")
+
+
+def inference_header():
+  """Prints the CPU and the inference benchmarks' shape; returns the
+  intra-op thread count (--threads, or every core)."""
+  threads = FLAGS.threads or os.cpu_count()
+  model, present, _ = cpu_report()
+  print("CPU: %s; bf16 flags: %s" % (model, ", ".join(present) or "none"))
+  print("TF %s, BERT L=%d H=768 inference, batch %d x %d, %d threads, %d "
+        "repetitions x 2 steps" % (tf.__version__, FLAGS.num_hidden_layers,
+                                    FLAGS.batch_size, FLAGS.seq_length,
+                                    threads, FLAGS.repetitions), flush=True)
+  return threads
+
+
 def initialize(sess):
   """Initializes the session graph's variables: the global ones, then the
   local ones (the inference graphs' weights cast once from them; run
@@ -351,15 +388,9 @@ def main(_):
   if "fp32" not in FLAGS.precisions:
     raise ValueError("--precisions must include fp32 (the baseline)")
   threads = FLAGS.threads or os.cpu_count()
-  config = modeling.BertConfig(
-      vocab_size=30522, hidden_size=768,
-      num_hidden_layers=FLAGS.num_hidden_layers, num_attention_heads=12,
-      intermediate_size=3072, type_vocab_size=2,
-      max_position_embeddings=max(512, FLAGS.seq_length))
-  batch = bench_encoder.make_batch(np.random.RandomState(12345), config,
-                                   FLAGS.batch_size, FLAGS.seq_length, 20)
-  batch = {k: v.astype(np.float32 if v.dtype == np.float32 else np.int32)
-           for k, v in batch.items()}
+  config = bench_encoder.bert_config(FLAGS.num_hidden_layers,
+                                     FLAGS.seq_length)
+  batch = bench_encoder.feed_batch(config, FLAGS.batch_size, FLAGS.seq_length)
   model, present, target = cpu_report()
   print("CPU: %s; bf16 flags: %s" % (model, ", ".join(present) or "none"))
   print("Target: %s" % target)

@@ -14,26 +14,32 @@ def _conformance(name):
   return data_path("conformance", "modeling", name)
 
 
+_CHECKPOINT = os.path.join(os.path.dirname(_conformance("bert_config.json")),
+                           "bert_model.ckpt")
+
+
+def _conformance_model(compute_dtype, is_training=False,
+                       cast_weights_once=False):
+  """The tiny conformance model on its inputs, in the default graph."""
+  inputs = np.load(_conformance("inputs.npz"))
+  return modeling.BertModel(
+      modeling.BertConfig.from_json_file(_conformance("bert_config.json")),
+      is_training=is_training, input_ids=tf.constant(inputs["input_ids"]),
+      input_mask=tf.constant(inputs["input_mask"]),
+      token_type_ids=tf.constant(inputs["token_type_ids"]),
+      compute_dtype=compute_dtype, cast_weights_once=cast_weights_once)
+
+
 def _encoder_outputs(compute_dtype, is_training=False):
   """Runs the tiny conformance model from its checkpoint in `compute_dtype`.
 
   Returns (outputs dict, {variable name: dtype}, {graph dtype of gradients}).
   """
-  inputs = np.load(_conformance("inputs.npz"))
-  checkpoint = os.path.join(os.path.dirname(_conformance("bert_config.json")),
-                            "bert_model.ckpt")
   with tf.Graph().as_default():
-    config = modeling.BertConfig.from_json_file(
-        _conformance("bert_config.json"))
-    model = modeling.BertModel(
-        config, is_training=is_training,
-        input_ids=tf.constant(inputs["input_ids"]),
-        input_mask=tf.constant(inputs["input_mask"]),
-        token_type_ids=tf.constant(inputs["token_type_ids"]),
-        compute_dtype=compute_dtype)
+    model = _conformance_model(compute_dtype, is_training)
     assignment_map, _ = modeling.get_assignment_map_from_checkpoint(
-        tf.trainable_variables(), checkpoint)
-    tf.train.init_from_checkpoint(checkpoint, assignment_map)
+        tf.trainable_variables(), _CHECKPOINT)
+    tf.train.init_from_checkpoint(_CHECKPOINT, assignment_map)
     variables = {v.op.name: v.dtype.base_dtype for v in tf.global_variables()}
     grads = tf.gradients(tf.reduce_sum(model.get_pooled_output()),
                          tf.trainable_variables())
@@ -191,25 +197,16 @@ def _restored_bfloat16_outputs(cast_weights_once):
   Returns (sequence and pooled outputs, {local variable: dtype}, the Cast
   nodes on weights that one step runs).
   """
-  inputs = np.load(_conformance("inputs.npz"))
-  checkpoint = os.path.join(os.path.dirname(_conformance("bert_config.json")),
-                            "bert_model.ckpt")
   with tf.Graph().as_default() as graph:
-    config = modeling.BertConfig.from_json_file(
-        _conformance("bert_config.json"))
-    model = modeling.BertModel(
-        config, is_training=False,
-        input_ids=tf.constant(inputs["input_ids"]),
-        input_mask=tf.constant(inputs["input_mask"]),
-        token_type_ids=tf.constant(inputs["token_type_ids"]),
-        compute_dtype=tf.bfloat16, cast_weights_once=cast_weights_once)
+    model = _conformance_model(tf.bfloat16,
+                               cast_weights_once=cast_weights_once)
     fetches = [model.get_sequence_output(), model.get_pooled_output()]
     local = {v.op.name: v.dtype.base_dtype for v in tf.local_variables()}
     assert not set(local) & {v.op.name for v in tf.global_variables()}
     assert not set(local) & {v.op.name for v in tf.trainable_variables()}
     casts = _weight_casts(graph, fetches)
     creator = tf.train.ChiefSessionCreator(
-        checkpoint_filename_with_path=checkpoint)
+        checkpoint_filename_with_path=_CHECKPOINT)
     with tf.train.MonitoredSession(session_creator=creator) as sess:
       return sess.run(fetches), local, casts
 
