@@ -98,7 +98,8 @@ def define_flags():
 
 def create_model(bert_config, is_training, input_ids, input_mask, segment_ids,
                  label_ids, label_weights, num_labels, use_one_hot_embeddings,
-                 compute_dtype=tf.float32, update_share=None):
+                 compute_dtype=tf.float32, update_share=None,
+                 cast_weights_once=False):
   """BERT, dropout, then one dense layer applied to every token.
 
   The head's variables are `cls/ner/output_weights` [num_labels, hidden_size]
@@ -119,6 +120,8 @@ def create_model(bert_config, is_training, input_ids, input_mask, segment_ids,
     update_share: (optional) float32 [batch_size], with gradient
       accumulation the micro-batch's share of its update's labelled tokens
       (`accumulation.with_update_shares`); None: its own count.
+    cast_weights_once: bool, see `modeling.BertModel`: for prediction and
+      evaluation graphs off TPU.
 
   Returns:
     `(loss, per_token_loss, logits, probabilities)`: the float32 scalar mean
@@ -130,7 +133,7 @@ def create_model(bert_config, is_training, input_ids, input_mask, segment_ids,
       config=bert_config, is_training=is_training, input_ids=input_ids,
       input_mask=input_mask, token_type_ids=segment_ids,
       use_one_hot_embeddings=use_one_hot_embeddings,
-      compute_dtype=compute_dtype, cast_weights_once=not is_training)
+      compute_dtype=compute_dtype, cast_weights_once=cast_weights_once)
   sequence = model.get_sequence_output()  # [B, L, H]
   batch_size, seq_length, hidden_size = modeling.get_shape_list(
       sequence, expected_rank=3)
@@ -199,7 +202,8 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate,
         use_one_hot_embeddings,
         compute_dtype=compute_dtype,
         update_share=accumulation.update_share(features, options, mode,
-                                               use_tpu))
+                                               use_tpu),
+        cast_weights_once=not is_training and not use_tpu)
     scaffold_fn = model_fn_utils.init_from_checkpoint(init_checkpoint,
                                                        use_tpu)
     if mode == spec_lib.ModeKeys.TRAIN:

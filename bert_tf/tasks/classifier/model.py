@@ -27,7 +27,7 @@ __all__ = ["create_model", "model_fn_builder", "eval_keys",
 def create_model(bert_config, is_training, input_ids, input_mask, segment_ids,
                  labels, num_labels, use_one_hot_embeddings,
                  is_regression=False, compute_dtype=tf.float32,
-                 multi_label=False):
+                 multi_label=False, cast_weights_once=False):
   """Creates a classification model: a dense layer on the pooled output.
 
   Args:
@@ -48,6 +48,8 @@ def create_model(bert_config, is_training, input_ids, input_mask, segment_ids,
       averaged over the labels (the mean over the batch is then Hugging
       Face's `BCEWithLogitsLoss` of `problem_type=
       "multi_label_classification"`).
+    cast_weights_once: bool, see `modeling.BertModel`: for prediction and
+      evaluation graphs off TPU.
 
   Returns:
     `(loss, per_example_loss, logits, probabilities)`: scalar, [batch_size],
@@ -58,7 +60,7 @@ def create_model(bert_config, is_training, input_ids, input_mask, segment_ids,
       config=bert_config, is_training=is_training, input_ids=input_ids,
       input_mask=input_mask, token_type_ids=segment_ids,
       use_one_hot_embeddings=use_one_hot_embeddings,
-      compute_dtype=compute_dtype, cast_weights_once=not is_training)
+      compute_dtype=compute_dtype, cast_weights_once=cast_weights_once)
   output_layer = model.get_pooled_output()  # [B, H]
   hidden_size = modeling.get_shape_list(output_layer, expected_rank=2)[1]
 
@@ -147,7 +149,8 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate,
         bert_config, is_training, features["input_ids"],
         features["input_mask"], features["segment_ids"], label_ids,
         num_labels, use_one_hot_embeddings, is_regression=is_regression,
-        compute_dtype=compute_dtype, multi_label=multi_label)
+        compute_dtype=compute_dtype, multi_label=multi_label,
+        cast_weights_once=not is_training and not use_tpu)
     scaffold_fn = model_fn_utils.init_from_checkpoint(init_checkpoint,
                                                        use_tpu)
 

@@ -20,7 +20,8 @@ __all__ = ["create_model", "span_loss", "model_fn_builder",
 
 
 def create_model(bert_config, is_training, input_ids, input_mask, segment_ids,
-                 use_one_hot_embeddings, compute_dtype=tf.float32):
+                 use_one_hot_embeddings, compute_dtype=tf.float32,
+                 cast_weights_once=False):
   """BERT with a per-token start/end classifier.
 
   Args:
@@ -32,6 +33,8 @@ def create_model(bert_config, is_training, input_ids, input_mask, segment_ids,
     use_one_hot_embeddings: bool, one-hot matmul embeddings (for TPUs).
     compute_dtype: the encoder's compute dtype (see `modeling.BertModel`);
       the logits are float32.
+    cast_weights_once: bool, see `modeling.BertModel`: for prediction and
+      evaluation graphs off TPU.
 
   Returns:
     (start_logits, end_logits): float32 Tensors of shape
@@ -41,7 +44,7 @@ def create_model(bert_config, is_training, input_ids, input_mask, segment_ids,
       config=bert_config, is_training=is_training, input_ids=input_ids,
       input_mask=input_mask, token_type_ids=segment_ids,
       use_one_hot_embeddings=use_one_hot_embeddings,
-      compute_dtype=compute_dtype, cast_weights_once=not is_training)
+      compute_dtype=compute_dtype, cast_weights_once=cast_weights_once)
   final_hidden = model.get_sequence_output()
   batch_size, seq_length, hidden_size = modeling.get_shape_list(
       final_hidden, expected_rank=3)
@@ -100,13 +103,14 @@ def model_fn_builder(bert_config, init_checkpoint, learning_rate,
   def model_fn(features, labels, mode, params):
     """Builds the graph for one mode."""
     del labels, params
+    is_training = mode == spec_lib.ModeKeys.TRAIN
     start_logits, end_logits = create_model(
-        bert_config=bert_config,
-        is_training=(mode == spec_lib.ModeKeys.TRAIN),
+        bert_config=bert_config, is_training=is_training,
         input_ids=features["input_ids"], input_mask=features["input_mask"],
         segment_ids=features["segment_ids"],
         use_one_hot_embeddings=use_one_hot_embeddings,
-        compute_dtype=compute_dtype)
+        compute_dtype=compute_dtype,
+        cast_weights_once=not is_training and not use_tpu)
     scaffold_fn = model_fn_utils.init_from_checkpoint(init_checkpoint,
                                                        use_tpu)
     if mode == spec_lib.ModeKeys.TRAIN:
