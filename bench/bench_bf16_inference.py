@@ -57,7 +57,8 @@ def main(_):
     sess.close()
   seconds = {k: statistics.median(w for w, _ in v) for k, v in timings.items()}
   gap = float(np.abs(outputs[ROWS[1][0]] - outputs[ROWS[2][0]]).max())
-  print("\n| row | ms (median) | min - max | fp32 / row |\n|---|---:|---:|---:|")
+  print("\n| row | ms (median) | min - max | fp32 / row |\n"
+        "|---|---:|---:|---:|")
   for name in rows:
     walls = [w for w, _ in timings[name]]
     reference = seconds["probe fp32" if name.startswith("probe") else "fp32"]
