@@ -282,7 +282,9 @@ def test_cli_killed_run_leaves_no_shard_and_rerun_writes_the_same(tmp_path):
   _beam()
   corpus = tmp_path / "corpus.txt"
   text = _read(_conf("sample_text.txt")).decode("utf-8").strip()
-  corpus.write_text((text + "\n\n") * 40, encoding="utf-8")
+  # Large enough that the workers write for a while: with 40 copies a run
+  # on a loaded machine once wrote and renamed its shards between two polls.
+  corpus.write_text((text + "\n\n") * 160, encoding="utf-8")
   out_dir = tmp_path / "out"
   out_dir.mkdir()
   common = ["--input_file=" + str(corpus),
@@ -302,7 +304,7 @@ def test_cli_killed_run_leaves_no_shard_and_rerun_writes_the_same(tmp_path):
     deadline = time.time() + 300
     while (time.time() < deadline and proc.poll() is None and
            not any(".attempt-" in n for n in os.listdir(out_dir))):
-      time.sleep(0.05)
+      time.sleep(0.01)
     assert proc.poll() is None, "the run ended before it could be killed"
     os.killpg(proc.pid, signal.SIGKILL)
   finally:
