@@ -231,9 +231,13 @@ class BertModel(object):
     Raises:
       ValueError: if a tensor has the wrong rank, if the static sequence length
         exceeds `config.max_position_embeddings`, if `hidden_size` is not a
-        multiple of `num_attention_heads`, or if `compute_dtype` is not one of
-        the three float dtypes.
+        multiple of `num_attention_heads`, if `compute_dtype` is not one of
+        the three float dtypes, or if `cast_weights_once` comes with
+        `is_training`.
     """
+    if is_training and cast_weights_once:
+      raise ValueError("cast_weights_once is for graphs that do not train: "
+                       "the copies take no gradient (is_training=True)")
     compute_dtype = tf.as_dtype(compute_dtype)
     if compute_dtype not in _COMPUTE_DTYPES:
       raise ValueError("compute_dtype must be float32, bfloat16 or float16, "

@@ -203,7 +203,8 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate,
         compute_dtype=compute_dtype,
         update_share=accumulation.update_share(features, options, mode,
                                                use_tpu),
-        cast_weights_once=not is_training and not use_tpu)
+        cast_weights_once=model_fn_utils.cast_weights_once(
+            mode, use_tpu))
     scaffold_fn = model_fn_utils.init_from_checkpoint(init_checkpoint,
                                                        use_tpu)
     if mode == spec_lib.ModeKeys.TRAIN:

@@ -162,7 +162,8 @@ def model_fn_builder(bert_config, init_checkpoint, learning_rate,
         token_type_ids=features["segment_ids"],
         use_one_hot_embeddings=use_one_hot_embeddings,
         compute_dtype=compute_dtype,
-        cast_weights_once=not is_training and not use_tpu)
+        cast_weights_once=model_fn_utils.cast_weights_once(
+            mode, use_tpu))
     masked_lm_loss, masked_lm_example_loss, masked_lm_log_probs = (
         get_masked_lm_output(
             bert_config, model.get_sequence_output(),

@@ -6,6 +6,7 @@ import pytest
 import tensorflow.compat.v1 as tf
 
 from bert_tf.train import model_fn as model_fn_utils
+from bert_tf.train import spec as spec_lib
 from bert_tf.train import input_fn as input_utils
 from bert_tf import io as io_utils
 
@@ -66,3 +67,11 @@ def test_init_from_checkpoint_refuses_a_checkpoint_without_bert(tmp_path):
     with pytest.raises(ValueError, match="--init_checkpoint: none of the "
                        "model's 1 variables is in"):
       model_fn_utils.init_from_checkpoint(prefix, use_tpu=False)
+
+
+def test_weights_are_cast_once_only_in_graphs_that_do_not_train_off_tpu():
+  keys = spec_lib.ModeKeys
+  assert not model_fn_utils.cast_weights_once(keys.TRAIN, use_tpu=False)
+  assert model_fn_utils.cast_weights_once(keys.EVAL, use_tpu=False)
+  assert model_fn_utils.cast_weights_once(keys.PREDICT, use_tpu=False)
+  assert not model_fn_utils.cast_weights_once(keys.PREDICT, use_tpu=True)

@@ -261,3 +261,63 @@ def _rounded(value, dtype):
   """`value` rounded to `dtype` and back to a Python float."""
   with tf.Graph().as_default(), tf.Session() as sess:
     return float(sess.run(tf.cast(tf.cast(value, dtype), tf.float32)))
+
+
+def test_cast_weights_once_in_a_training_graph_is_refused():
+  """The copies take no gradient: a training graph would never update them."""
+  with tf.Graph().as_default():
+    config = modeling.BertConfig(vocab_size=99, hidden_size=32,
+                                 num_hidden_layers=1, num_attention_heads=4,
+                                 intermediate_size=37)
+    with pytest.raises(ValueError, match="cast_weights_once.*is_training"):
+      modeling.BertModel(config, is_training=True,
+                         input_ids=tf.zeros([2, 5], tf.int32),
+                         compute_dtype=tf.bfloat16, cast_weights_once=True)
+
+
+def _attention_probs_with_float32_scaling(query, key, mask, size_per_head):
+  """The attention probabilities as computed before the scaling moved into
+  bfloat16: scores cast to float32, then scaled and masked."""
+  scores = tf.cast(tf.matmul(query, key, transpose_b=True), tf.float32)
+  scores *= 1.0 / np.sqrt(size_per_head)
+  scores += (1.0 - tf.expand_dims(tf.cast(mask, tf.float32), 1)) * -10000.0
+  return tf.cast(tf.nn.softmax(scores), tf.bfloat16)
+
+
+def test_bfloat16_attention_fuses_its_scale_and_mask_with_float32_results():
+  """64-wide heads: the scores' matmul, 1/8 scaling and mask run as one
+  oneDNN kernel in bfloat16, and the probabilities equal those of scaling
+  in float32 bit for bit (1/8 is a power of two)."""
+  rng = np.random.RandomState(0)
+  batch, heads, length, width = 2, 2, 16, 64
+  with tf.Graph().as_default():
+    from_tensor = tf.constant(rng.standard_normal(
+        [batch, length, heads * width]).astype(np.float32), tf.bfloat16)
+    mask = np.ones([batch, length, length], np.float32)
+    mask[1, :, 11:] = 0  # The second sequence is 11 tokens long.
+    with tf.variable_scope("attention"):
+      context = modeling.attention_layer(
+          from_tensor, from_tensor, tf.constant(mask, tf.bfloat16),
+          num_attention_heads=heads, size_per_head=width)
+    graph = tf.get_default_graph()
+    probs = graph.get_tensor_by_name("attention/Softmax:0").consumers()[0]
+    query, key = (graph.get_tensor_by_name("attention/%s:0" % name)
+                  for name in ("transpose", "transpose_1"))
+    expected = _attention_probs_with_float32_scaling(query, key, mask, width)
+    with tf.Session() as sess:
+      sess.run(tf.global_variables_initializer())
+      metadata = tf.RunMetadata()
+      # Separate runs: fetched together, Grappler would share the scores'
+      # matmul between the two, and a shared matmul cannot fuse.
+      ours, _ = sess.run([probs.outputs[0], context],
+                         options=tf.RunOptions(output_partition_graphs=True),
+                         run_metadata=metadata)
+      theirs = sess.run(expected)
+  np.testing.assert_array_equal(ours.astype(np.float32),
+                                theirs.astype(np.float32))
+  nodes = [n for g in metadata.partition_graphs for n in g.node]
+  if not any(n.op.startswith("_Mkl") for n in nodes):
+    pytest.skip("oneDNN kernels are off in this TensorFlow")
+  fused = [[op.decode() for op in n.attr["fused_ops"].list.s]
+           for n in nodes if n.op == "_MklFusedBatchMatMulV2"]
+  assert fused == [["Mul", "Add"]]

@@ -15,7 +15,7 @@ from bert_tf.train import update
 import modeling
 
 __all__ = ["fine_tuning_steps", "init_from_checkpoint", "weighted_mean_loss",
-           "train_spec"]
+           "train_spec", "cast_weights_once"]
 
 
 def fine_tuning_steps(num_examples, train_batch_size, num_train_epochs,
@@ -39,6 +39,17 @@ def fine_tuning_steps(num_examples, train_batch_size, num_train_epochs,
                     num_train_epochs)
     num_train_steps = 1
   return num_train_steps, int(num_train_steps * warmup_proportion)
+
+
+def cast_weights_once(mode, use_tpu):
+  """`BertModel(cast_weights_once=...)` for a `model_fn`'s graph.
+
+  True for PREDICT and EVAL graphs off TPU: they never update the weights,
+  so a low-precision model reads copies cast once after the restore
+  (`modeling.dense_layer`). Never in TRAIN; not on TPU, where this project
+  cannot test it (the per-step casts stay there, as in the reference).
+  """
+  return mode != spec_lib.ModeKeys.TRAIN and not use_tpu
 
 
 def init_from_checkpoint(init_checkpoint, use_tpu):

@@ -150,7 +150,8 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate,
         features["input_mask"], features["segment_ids"], label_ids,
         num_labels, use_one_hot_embeddings, is_regression=is_regression,
         compute_dtype=compute_dtype, multi_label=multi_label,
-        cast_weights_once=not is_training and not use_tpu)
+        cast_weights_once=model_fn_utils.cast_weights_once(
+            mode, use_tpu))
     scaffold_fn = model_fn_utils.init_from_checkpoint(init_checkpoint,
                                                        use_tpu)
 

@@ -110,7 +110,8 @@ def model_fn_builder(bert_config, init_checkpoint, learning_rate,
         segment_ids=features["segment_ids"],
         use_one_hot_embeddings=use_one_hot_embeddings,
         compute_dtype=compute_dtype,
-        cast_weights_once=not is_training and not use_tpu)
+        cast_weights_once=model_fn_utils.cast_weights_once(
+            mode, use_tpu))
     scaffold_fn = model_fn_utils.init_from_checkpoint(init_checkpoint,
                                                        use_tpu)
     if mode == spec_lib.ModeKeys.TRAIN:
