@@ -336,6 +336,12 @@ def time_rows(rows, config, batch, threads):
   return results
 
 
+def _ratio(pairs, base):
+  """Baseline median wall time over the row's (its speed-up)."""
+  return (statistics.median(w for w, _ in base) /
+          statistics.median(w for w, _ in pairs))
+
+
 def _table(rows, results, batch_size):
   lines = ["| row | sequences/s median (min-max) | ms/run | cores used | "
            "ratio to fp32 adamw accum 1 |", "|---|---|---|---|---|"]
@@ -347,8 +353,7 @@ def _table(rows, results, batch_size):
       ratio = 1.0
     else:
       pairs, base = results[_label(row)]
-      ratio = (statistics.median(w for w, _ in base) /
-               statistics.median(w for w, _ in pairs))
+      ratio = _ratio(pairs, base)
     walls = [w for w, _ in pairs]
     med = statistics.median(walls)
     lines.append("| %s | %.2f (%.2f-%.2f) | %.0f | %.1f | %.2fx |" % (
@@ -378,9 +383,7 @@ def _bf16_summary(rows, results, threads):
     if kind == "train":
       row.update(accumulation=1, optimizer="adamw")
     if row in rows:
-      pairs, base = results[_label(row)]
-      ratios.append("%s %.2fx" % (kind, statistics.median(
-          w for w, _ in base) / statistics.median(w for w, _ in pairs)))
+      ratios.append("%s %.2fx" % (kind, _ratio(*results[_label(row)])))
   return ("bf16 / fp32: %s; matmul probe [1024 x 768] x [768 x 3072] %.2fx "
           "(92%% of it: %.2fx)" % (", ".join(ratios), ceiling, 0.92 * ceiling))
 
