@@ -1,21 +1,162 @@
-"""The pieces every script's `model_fn` shares.
+"""The one `model_fn` of every task, and the pieces it is made of.
 
-The reference release repeats these in each `run_*.py`; here they live
-once: the steps of a number of epochs, the checkpoint initialization (with
-the reference's `*INIT_FROM_CKPT*` log), a weighted mean loss that holds
-under a strategy, and the training step's spec. Runner-neutral: the specs
-are `spec.model_spec`s, which both runners (`bert_tf/runner/`) read.
+The reference release writes a `model_fn_builder` in each `run_*.py`; here
+there is one (`build_model_fn`): the encoder, the task's `Head` on it, the
+checkpoint initialization (with the reference's `*INIT_FROM_CKPT*` log) and
+the spec of the mode. A task differs only by its head. Also here: the steps
+of a number of epochs, and a weighted mean loss that holds under a
+strategy. Runner-neutral: the specs are `spec.model_spec`s, which both
+runners (`bert_tf/runner/`) read.
 """
+
+import abc
+import dataclasses
+from typing import Any, Callable, Optional
 
 from absl import logging
 import tensorflow.compat.v1 as tf
 
+from bert_tf.train import accumulation
 from bert_tf.train import spec as spec_lib
 from bert_tf.train import update
 import modeling
 
-__all__ = ["fine_tuning_steps", "init_from_checkpoint", "weighted_mean_loss",
+__all__ = ["Head", "HeadOutput", "TrainingSchedule", "build_model_fn",
+           "fine_tuning_steps", "init_from_checkpoint", "weighted_mean_loss",
            "train_spec", "cast_weights_once"]
+
+
+@dataclasses.dataclass(frozen=True)
+class HeadOutput:
+  """What a head gives the `model_fn` in one mode.
+
+  Attributes:
+    loss: float32 scalar Tensor (TRAIN and EVAL), or None (PREDICT).
+    eval_metrics: (EVAL) `(metric_fn, tensors)` as `TPUEstimatorSpec` takes
+      them, or None.
+    predictions: (PREDICT) dict name -> Tensor [batch_size, ...], or None.
+  """
+
+  loss: Optional[Any] = None
+  eval_metrics: Optional[tuple] = None
+  predictions: Optional[dict] = None
+
+
+class Head(abc.ABC):
+  """A task's output layer on the encoder, as one value.
+
+  A head is chosen once (by the script, from its flags and data) and passed
+  as a value: `build_model_fn` calls `build`, and whatever else needs to
+  know the task's outputs (evaluation keys, exports, prediction files) asks
+  the head instead of testing booleans.
+  """
+
+  #: The modes the head supports (the reference's scripts refuse others).
+  modes = (spec_lib.ModeKeys.TRAIN, spec_lib.ModeKeys.EVAL,
+           spec_lib.ModeKeys.PREDICT)
+
+  @abc.abstractmethod
+  def build(self, model, features, mode, update_share=None):
+    """Builds the head's variables and outputs on `model` for `mode`.
+
+    Args:
+      model: the `modeling.BertModel` over `features`.
+      features: the model_fn's feature dict (int32/float32 Tensors).
+      mode: a `spec.ModeKeys` value.
+      update_share: float32 Tensor [batch_size] or None, see
+        `accumulation.update_share` (for token-weighted losses).
+
+    Returns:
+      A `HeadOutput`.
+    """
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainingSchedule:
+  """How a `model_fn` trains: peak rate, steps (updates), warmup, options.
+
+  Attributes:
+    learning_rate: float, peak learning rate.
+    num_train_steps: int or None (no training), updates of the decay.
+    num_warmup_steps: int or None, updates of linear warmup.
+    options: `OptimizerOptions` or None (the reference's training).
+  """
+
+  learning_rate: float = 0.0
+  num_train_steps: Optional[int] = None
+  num_warmup_steps: Optional[int] = None
+  options: Any = None
+
+
+def build_model_fn(head, bert_config, init_checkpoint, use_tpu,
+                   use_one_hot_embeddings, schedule=None,
+                   compute_dtype=tf.float32,
+                   log_features: bool = True,
+                   encoder: Optional[Callable] = None):
+  """The `model_fn(features, labels, mode, params)` of a task.
+
+  Builds `modeling.BertModel` over `input_ids`, `input_mask` and
+  `segment_ids` (dropout only in TRAIN; low-precision weights cast once in
+  PREDICT and EVAL off TPU), the head on it, then initializes from
+  `init_checkpoint` and returns the mode's `spec.model_spec`: TRAIN with
+  `update.build_train_step`'s train op, EVAL with the head's loss and
+  metrics, PREDICT with its predictions.
+
+  Args:
+    head: a `Head`.
+    bert_config: `modeling.BertConfig`.
+    init_checkpoint: str or None, checkpoint prefix for a fresh run.
+    use_tpu: bool.
+    use_one_hot_embeddings: bool, one-hot word-embedding lookup (TPU).
+    schedule: `TrainingSchedule`, or None where the model is never trained
+      (prediction, export).
+    compute_dtype: the encoder's compute dtype (weights stay float32).
+    log_features: bool, log each feature's name and shape first (the
+      reference's "*** Features ***").
+    encoder: (optional) `encoder(features, mode) -> BertModel` in place of
+      the standard one, for inputs of another layout.
+
+  Raises:
+    ValueError: (when called) for a mode the head does not support.
+  """
+  schedule = schedule or TrainingSchedule()
+
+  def model_fn(features, labels, mode, params):
+    del labels, params  # Labels come in `features`.
+    if mode not in head.modes:
+      raise ValueError("%s supports the modes %s, got %s" %
+                       (type(head).__name__, ", ".join(head.modes), mode))
+    if log_features:
+      logging.info("*** Features ***")
+      for name in sorted(features):
+        logging.info("  name = %s, shape = %s", name, features[name].shape)
+    if encoder is not None:
+      model = encoder(features, mode)
+    else:
+      model = modeling.BertModel(
+          config=bert_config, is_training=mode == spec_lib.ModeKeys.TRAIN,
+          input_ids=features["input_ids"], input_mask=features["input_mask"],
+          token_type_ids=features["segment_ids"],
+          use_one_hot_embeddings=use_one_hot_embeddings,
+          compute_dtype=compute_dtype,
+          cast_weights_once=cast_weights_once(mode, use_tpu))
+    output = head.build(
+        model, features, mode,
+        update_share=accumulation.update_share(features, schedule.options,
+                                               mode, use_tpu))
+    scaffold_fn = init_from_checkpoint(init_checkpoint, use_tpu)
+    if mode == spec_lib.ModeKeys.TRAIN:
+      return train_spec(output.loss, schedule.learning_rate,
+                        schedule.num_train_steps, schedule.num_warmup_steps,
+                        use_tpu, scaffold_fn, options=schedule.options)
+    if mode == spec_lib.ModeKeys.EVAL:
+      return spec_lib.model_spec(mode=mode, loss=output.loss,
+                                 eval_metrics=output.eval_metrics,
+                                 scaffold_fn=scaffold_fn)
+    return spec_lib.model_spec(mode=mode, predictions=output.predictions,
+                               scaffold_fn=scaffold_fn)
+
+  return model_fn
 
 
 def fine_tuning_steps(num_examples, train_batch_size, num_train_epochs,
