@@ -215,7 +215,7 @@ def test_checkpoint_converts_to_a_preset_that_from_preset_runs(
   with caplog.at_level("WARNING"):
     groups = kerashub.checkpoint_to_preset(folder, out, do_lower_case=True)
   assert groups == {"embeddings", "encoder", "pooler"}
-  assert "no masked-LM head" in caplog.text
+  assert "the masked-LM head (cls/predictions/*) is left out" in caplog.text
   assert kerashub.looks_like_preset(out)
   for name in ("config.json", "model.weights.h5", "tokenizer.json",
                kerashub.VOCABULARY_PATH):

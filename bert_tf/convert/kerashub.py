@@ -550,7 +550,9 @@ def checkpoint_to_preset(checkpoint, output_dir, bert_config_file=None,
   checkpoint with a classifier head (`output_weights`, `output_bias`, as
   `run_classifier.py` trains) also loads with
   `keras_hub.models.BertTextClassifier.from_preset`. KerasHub has no BERT
-  head for pre-training, SQuAD or NER: those are left out, with a warning.
+  head for next-sentence prediction, SQuAD or NER, and its `BertMaskedLM`
+  head differs from the reference's (exact GELU, layer-norm epsilon 1e-5):
+  those heads are left out, with a warning.
 
   Args:
     checkpoint: a checkpoint prefix, its `.index` file, or a folder (its
@@ -591,8 +593,8 @@ def checkpoint_to_preset(checkpoint, output_dir, bert_config_file=None,
   # and misshapen ones are named, each head is complete or absent.
   _, groups = tf_to_hf_weights(tf_tensors, bert_config, prefix)
   for group in sorted(groups & set(_GROUP_NOTES)):
-    logging.warning("%s: KerasHub's BERT has no %s; it is left out", prefix,
-                    _GROUP_NOTES[group])
+    logging.warning("%s: the %s is left out (a preset gets the backbone and "
+                    "a classifier head only)", prefix, _GROUP_NOTES[group])
   keras_hub = import_keras_hub()
   backbone = keras_hub.models.BertBackbone(dtype="float32", **backbone_config)
   _assign(backbone.weights, _tf_to_keras(tf_tensors, bert_config), prefix)
