@@ -412,6 +412,15 @@ def test_weights_of_other_shapes_are_named(keras_hub, tmp_path):
   assert not os.path.exists(tmp_path / "out")
 
 
+def test_damaged_weights_file_is_named(keras_hub, tmp_path):
+  preset = tmp_path / "preset"
+  _save_preset(keras_hub, preset, _tiny_backbone(keras_hub), _vocab(tmp_path))
+  (preset / "model.weights.h5").write_bytes(b"not HDF5")
+  with pytest.raises(ValueError, match=r"preset/model\.weights\.h5: not Keras "
+                                       r"weights that fit .*config\.json"):
+    kerashub.kerashub_to_tf(str(preset), str(tmp_path / "out"))
+
+
 def test_classifier_without_task_weights_is_named(keras_hub, tmp_path):
   preset = tmp_path / "preset"
   _save_preset(keras_hub, preset, _tiny_backbone(keras_hub), _vocab(tmp_path),

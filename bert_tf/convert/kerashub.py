@@ -366,8 +366,13 @@ def _weights_h5_shapes(path):
 
 
 def _load_failure(preset_dir, model, weights_path, error):
-  """One line for a weights file that Keras could not load into `model`."""
-  saved = _weights_h5_shapes(weights_path)
+  """One line for weights that Keras could not load into `model`.
+
+  The backbone's layers are looked up in `model.weights.h5` (a layer whose
+  saved shapes differ from the config's is named with both); otherwise
+  Keras's own message, condensed, names `weights_path`.
+  """
+  saved = _weights_h5_shapes(os.path.join(preset_dir, WEIGHTS_FILE))
   expected = {}
   for variable in model.weights:
     layer = variable.path.rpartition("/")[0]
@@ -375,21 +380,25 @@ def _load_failure(preset_dir, model, weights_path, error):
   for layer, shapes in expected.items():
     if layer in saved and saved[layer] != shapes:
       return ValueError("%s: layer %r holds weights of shapes %s, expected %s "
-                        "(from %s)" % (weights_path, layer, saved[layer],
-                                       shapes, os.path.join(preset_dir,
-                                                            "config.json")))
-  return ValueError("%s: does not fit %s (%s)" %
+                        "(from %s)" % (os.path.join(preset_dir, WEIGHTS_FILE),
+                                       layer, saved[layer], shapes,
+                                       os.path.join(preset_dir,
+                                                    "config.json")))
+  return ValueError("%s: not Keras weights that fit %s (%s)" %
                     (weights_path, os.path.join(preset_dir, "config.json"),
                      " ".join(str(error).split())[:300]))
 
 
-def _load_model(cls, preset_dir, weights_path, **kwargs):
-  """`cls.from_preset(preset_dir)` in float32, its failures in one line."""
+def _load_model(cls, preset_dir, weights_path):
+  """`cls.from_preset(preset_dir)` in float32, its failures in one line.
+
+  Raises:
+    ValueError: the weights do not load (`_load_failure`).
+  """
   try:
-    return cls.from_preset(preset_dir, dtype="float32", **kwargs)
-  except ValueError as e:
-    bare = cls.from_preset(preset_dir, dtype="float32", load_weights=False,
-                           **kwargs)
+    return cls.from_preset(preset_dir, dtype="float32")
+  except (ValueError, OSError) as e:
+    bare = cls.from_preset(preset_dir, dtype="float32", load_weights=False)
     raise _load_failure(preset_dir, bare, weights_path, e) from e
 
 
