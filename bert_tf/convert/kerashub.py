@@ -351,10 +351,10 @@ def _weights_h5_shapes(path):
           return
         parts, group = [], name[:-len("/vars")]
         while group:
-          names = f[group + "/vars"].attrs.get("name") if (
+          layer_name = f[group + "/vars"].attrs.get("name") if (
               group + "/vars") in f else None
-          if names is not None:
-            parts.insert(0, str(names))
+          if layer_name is not None:
+            parts.insert(0, str(layer_name))
           group = group.rpartition("/")[0]
         shapes = [list(obj[key].shape) for key in sorted(obj, key=int)]
         if shapes:
