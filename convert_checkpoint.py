@@ -15,6 +15,13 @@ reads Google's release layout (`bert_config.json`, `bert_model.ckpt.*`,
   python convert_checkpoint.py --direction=tf_to_hf --input=CKPT \
       --output=HF_DIR [--bert_config_file=...] [--vocab_file=...]
 
+  # KerasHub preset (Kaggle's keras/bert/...; the TensorFlow 2.21 stack with
+  # the kerashub extra) -> the same three files, and back
+  python convert_checkpoint.py --direction=kerashub_to_tf --input=PRESET_DIR \
+      --output=TF_DIR
+  python convert_checkpoint.py --direction=tf_to_kerashub --input=CKPT \
+      --output=PRESET_DIR [--bert_config_file=...] [--vocab_file=...]
+
 Tensor names (Hugging Face side as `BertForPreTraining` writes them; reading
 also accepts them without the `bert.` prefix and old `LayerNorm.gamma/beta`):
 
@@ -40,8 +47,12 @@ Hugging Face `gelu` is the exact erf form (this project's `gelu_exact`),
 `gelu`). Every output folder is written under a temporary name and renamed
 when complete.
 
+KerasHub presets (`BertBackbone`, and `BertTextClassifier` with a
+classifier head) are read and written by keras-hub itself; their name table
+is in `bert_tf/convert/kerashub.py`.
+
 The library (name table, config mapping, safetensors and checkpoint files,
-the two directions) is `bert_tf.convert`; this script keeps the flags and
+the directions) is `bert_tf.convert`; this script keeps the flags and
 re-exports its public names (`hf_to_tf`, `tf_to_hf`, `tensor_table`, ...; see
 `__all__`).
 """
@@ -62,13 +73,17 @@ from bert_tf.convert.files import resolve_tf_checkpoint
 from bert_tf.convert.files import write_tf_checkpoint
 from bert_tf.convert.folders import hf_to_tf
 from bert_tf.convert.folders import tf_to_hf
+from bert_tf.convert.kerashub import checkpoint_to_preset
+from bert_tf.convert.kerashub import KerasHubUnavailable
+from bert_tf.convert.kerashub import kerashub_to_tf
 from bert_tf.convert.weights import hf_to_tf_weights
 from bert_tf.convert.weights import is_token_classification
 from bert_tf.convert.weights import tensor_table
 from bert_tf.convert.weights import tf_to_hf_weights
 
 __all__ = [
-    "hf_to_tf", "tf_to_hf", "tensor_table", "is_token_classification",
+    "hf_to_tf", "tf_to_hf", "kerashub_to_tf", "checkpoint_to_preset",
+    "tensor_table", "is_token_classification",
     "hf_to_tf_weights", "tf_to_hf_weights", "hf_config_to_bert_config",
     "bert_config_to_hf_config", "BERT_CONFIG_KEYS", "read_hf_weights",
     "read_tf_checkpoint", "write_tf_checkpoint", "resolve_tf_checkpoint",
@@ -76,37 +91,54 @@ __all__ = [
 ]
 
 FLAGS = flags.FLAGS
+_DIRECTIONS = ["hf_to_tf", "tf_to_hf", "kerashub_to_tf", "tf_to_kerashub"]
 
 
 def define_flags():
   """Defines the command-line flags (only when run as a script)."""
-  flags.DEFINE_enum("direction", None, ["hf_to_tf", "tf_to_hf"],
+  flags.DEFINE_enum("direction", None, _DIRECTIONS,
                     "hf_to_tf: Hugging Face folder -> bert_config.json + "
-                    "bert_model.ckpt + vocab.txt; tf_to_hf: the reverse.")
+                    "bert_model.ckpt + vocab.txt; tf_to_hf: the reverse. "
+                    "kerashub_to_tf, tf_to_kerashub: the same with a KerasHub "
+                    "BERT preset (needs keras-hub: ./setup.sh --kerashub on "
+                    "the TensorFlow 2.21 stack).")
   flags.DEFINE_string("input", None,
-                      "hf_to_tf: the Hugging Face folder. tf_to_hf: a "
+                      "hf_to_tf / kerashub_to_tf: the Hugging Face folder or "
+                      "KerasHub preset folder. tf_to_hf / tf_to_kerashub: a "
                       "checkpoint prefix, or a folder (its bert_model.ckpt, "
                       "else its latest checkpoint).")
   flags.DEFINE_string("output", None, "Output folder (new or empty).")
   flags.DEFINE_string("bert_config_file", None,
-                      "tf_to_hf only: default bert_config.json beside the "
+                      "tf_to_* only: default bert_config.json beside the "
                       "checkpoint.")
   flags.DEFINE_string("vocab_file", None,
-                      "tf_to_hf only: default vocab.txt beside the checkpoint.")
+                      "tf_to_* only: default vocab.txt beside the checkpoint.")
   flags.DEFINE_bool("do_lower_case", True,
-                    "tf_to_hf only: written to tokenizer_config.json.")
+                    "tf_to_* only: tf_to_hf writes it to "
+                    "tokenizer_config.json; tf_to_kerashub makes the preset's "
+                    "tokenizer lowercase and strip accents (or neither).")
   flags.mark_flags_as_required(["direction", "input", "output"])
 
 
 def main(_):
-  if FLAGS.direction == "hf_to_tf":
+  if FLAGS.direction in ("hf_to_tf", "kerashub_to_tf"):
     for flag in ("bert_config_file", "vocab_file"):
       if FLAGS[flag].present:
-        raise ValueError("--%s applies to --direction=tf_to_hf only" % flag)
-    hf_to_tf(FLAGS.input, FLAGS.output)
-  else:
-    tf_to_hf(FLAGS.input, FLAGS.output, bert_config_file=FLAGS.bert_config_file,
-             vocab_file=FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case)
+        raise ValueError("--%s applies to --direction=tf_to_hf or "
+                         "tf_to_kerashub only" % flag)
+  try:
+    if FLAGS.direction == "hf_to_tf":
+      hf_to_tf(FLAGS.input, FLAGS.output)
+    elif FLAGS.direction == "kerashub_to_tf":
+      kerashub_to_tf(FLAGS.input, FLAGS.output)
+    else:
+      convert = tf_to_hf if FLAGS.direction == "tf_to_hf" else (
+          checkpoint_to_preset)
+      convert(FLAGS.input, FLAGS.output,
+              bert_config_file=FLAGS.bert_config_file,
+              vocab_file=FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case)
+  except KerasHubUnavailable as e:
+    raise ValueError("--direction=%s: %s" % (FLAGS.direction, e)) from e
 
 
 def cli():

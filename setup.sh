@@ -16,12 +16,15 @@ cd "$(dirname "$0")"
 # support: TensorFlow's CUDA libraries as pip wheels), --beam (Apache Beam
 # and the corpus libraries: requirements-beam.txt; --test adds them too),
 # --chinese (the jieba word segmenter for Chinese whole-word masking:
-# requirements-chinese.txt; --test adds it too), --print-stack (print the Python, its stack and the venv, check them, and
+# requirements-chinese.txt; --test adds it too), --kerashub (keras-hub, for
+# KerasHub presets in convert_checkpoint.py: requirements-kerashub.txt; the
+# TensorFlow 2.21 stack only, where --test adds it too), --print-stack (print the Python, its stack and the venv, check them, and
 # install nothing).
 WITH_TEST=0
 WITH_GPU=0
 WITH_BEAM=0
 WITH_CHINESE=0
+WITH_KERASHUB=0
 PRINT_STACK=0
 for arg in "$@"; do
   case "$arg" in
@@ -29,8 +32,9 @@ for arg in "$@"; do
     --gpu) WITH_GPU=1 ;;
     --beam) WITH_BEAM=1 ;;
     --chinese) WITH_CHINESE=1 ;;
+    --kerashub) WITH_KERASHUB=1 ;;
     --print-stack) PRINT_STACK=1 ;;
-    *) echo "setup.sh: unknown option $arg (expected --test, --gpu, --beam, --chinese and/or --print-stack)" >&2
+    *) echo "setup.sh: unknown option $arg (expected --test, --gpu, --beam, --chinese, --kerashub and/or --print-stack)" >&2
        exit 2 ;;
   esac
 done
@@ -82,6 +86,10 @@ if [ -e "$VENV/bin/python" ]; then
   fi
 fi
 TF_PIN="$(grep -o '^tensorflow==[^;[:space:]]*' "$REQUIREMENTS")"
+if [ "$WITH_KERASHUB" = 1 ] && [ "$REQUIREMENTS" != requirements-tf2.21.txt ]; then
+  echo "error: --kerashub: keras-hub needs Keras 3, which the TensorFlow 2.15 stack (Python $PY_VERSION) lacks; use Python 3.12-3.13 (PYTHON=python3.12 VENV=.venv-tf2.21 ./setup.sh --kerashub)" >&2
+  exit 1
+fi
 if [ "$PRINT_STACK" = 1 ]; then
   echo "python=$PY version=$PY_VERSION requirements=$REQUIREMENTS $TF_PIN venv=$VENV"
   exit 0
@@ -119,6 +127,14 @@ fi
 if [ "$WITH_BEAM" = 1 ] || [ "$WITH_TEST" = 1 ]; then
   $PIP install -q --disable-pip-version-check --use-pep517 \
     -r "$REQUIREMENTS" -r requirements-beam.txt
+fi
+# keras-hub (and TensorFlow Text), resolved together with the stack's pins so
+# that pip keeps TensorFlow, numpy and protobuf; on the 2.21 stack --test
+# adds it too (the KerasHub conversion tests).
+if [ "$WITH_KERASHUB" = 1 ] || { [ "$WITH_TEST" = 1 ] &&
+   [ "$REQUIREMENTS" = requirements-tf2.21.txt ]; }; then
+  $PIP install -q --disable-pip-version-check --use-pep517 \
+    -r "$REQUIREMENTS" -r requirements-kerashub.txt
 fi
 # jieba publishes only a source archive (pure Python, no dependencies).
 if [ "$WITH_CHINESE" = 1 ] || [ "$WITH_TEST" = 1 ]; then

@@ -359,7 +359,7 @@ def test_several_problems_are_reported_together(tmp_path):
     ("convert_checkpoint.py", ["--direction=sideways", "--input=a",
                                "--output=b"],
      "error: flag --direction=sideways: value should be one of "
-     "<hf_to_tf|tf_to_hf>"),
+     "<hf_to_tf|tf_to_hf|kerashub_to_tf|tf_to_kerashub>"),
     ("convert_checkpoint.py", ["--direction=hf_to_tf", "--output=b"],
      "error: flag --input=None: Flag --input must have a value other than "
      "None."),

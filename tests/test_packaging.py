@@ -157,6 +157,8 @@ def test_dependencies_are_the_requirements_files_and_artefacts_are_ignored():
       "file": ["requirements-beam.txt"]}
   assert dynamic["optional-dependencies"]["chinese"] == {
       "file": ["requirements-chinese.txt"]}
+  assert dynamic["optional-dependencies"]["kerashub"] == {
+      "file": ["requirements-kerashub.txt"]}
   ignored = read_lines(os.path.join(REPO_ROOT, ".gitignore"))
   assert {"/build/", "*.egg-info/", "/dist/"} <= set(ignored)
   assert "slow" in project["tool"]["pytest"]["ini_options"]["markers"][0]

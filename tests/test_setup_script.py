@@ -198,11 +198,13 @@ def test_requirements_txt_is_both_stacks_and_test_pins_are_exact():
         assert _PIN.match(line) and _PIN.match(line).group(0) == line, line
 
 
-def _setup_test_pip_calls(tmp_path, torch_found):
-  """Runs `setup.sh --test` with a stand-in venv Python that logs each pip
-  call and answers `pip show` with "not installed"; a pip install of torch
-  succeeds only where `torch_found` says so (0: none, 1: the CPU index,
-  2: the second try, a local wheel). Returns (pip calls, stderr)."""
+def _setup_test_pip_calls(tmp_path, torch_found, version="3.11",
+                          options=("--test",)):
+  """Runs `setup.sh --test` (or `options`) with a stand-in venv Python of
+  `version` that logs each pip call and answers `pip show` with "not
+  installed"; a pip install of torch succeeds only where `torch_found` says
+  so (0: none, 1: the CPU index, 2: the second try, a local wheel). Returns
+  (pip calls, stderr)."""
   venv = tmp_path / "venv"
   (venv / "bin").mkdir(parents=True)
   log = tmp_path / "pip.log"
@@ -214,12 +216,13 @@ def _setup_test_pip_calls(tmp_path, torch_found):
       '  *"pip show"*) exit 1 ;;\n'
       '  *"torch=="*"+cpu"*) echo x >> {tries}; '
       '[ "$(wc -l < {tries})" -ge {found} ] && [ {found} -gt 0 ] || exit 1 ;;\n'
-      'esac\necho 3.11\n'.format(log=log, tries=tries, found=torch_found),
+      'esac\necho {version}\n'.format(log=log, tries=tries, found=torch_found,
+                                 version=version),
       encoding="utf-8")
   os.chmod(str(python), 0o755)
   env = dict(os.environ, VENV=str(venv))
   env.pop("PYTHON", None)
-  result = subprocess.run([shutil.which("bash"), SETUP, "--test"],
+  result = subprocess.run([shutil.which("bash"), SETUP] + list(options),
                           capture_output=True, text=True, env=env, timeout=60)
   assert result.returncode == 0, result.stderr
   return [line for line in read_lines(str(log)) if " pip " in line], \
@@ -263,3 +266,43 @@ def test_without_a_cpu_build_of_torch_setup_skips_it_in_one_line(tmp_path):
   lines = [line for line in stderr.splitlines() if "torch" in line]
   assert len(lines) == 1 and "will skip" in lines[0], stderr
   assert "pip install torch==2.13.0" in lines[0]
+
+
+def test_kerashub_extra_comes_with_the_stacks_pins_on_tensorflow_2_21_only(
+    tmp_path):
+  """--test on the 2.21 stack and --kerashub install requirements-kerashub.txt
+  together with the stack's pins (so pip keeps TensorFlow, numpy and
+  protobuf); --test on the 2.15 stack does not (no Keras 3 there)."""
+  both = "-r requirements-tf2.21.txt -r requirements-kerashub.txt"
+  for options in (("--test",), ("--kerashub",)):
+    calls, _ = _setup_test_pip_calls(tmp_path / options[0][2:], 1, "3.12",
+                                     options)
+    assert sum(both in line for line in calls) == 1, calls
+  calls, _ = _setup_test_pip_calls(tmp_path / "tf215", 1, "3.11")
+  assert not any("requirements-kerashub.txt" in line for line in calls)
+
+
+def test_kerashub_on_the_tensorflow_2_15_stack_is_one_line(tmp_path):
+  python = _fake_python(tmp_path / "bin", "python3.11", "3.11")
+  env = dict(os.environ, VENV=str(tmp_path / "venv"), PYTHON=python)
+  result = subprocess.run([shutil.which("bash"), SETUP, "--kerashub",
+                           "--print-stack"], capture_output=True, text=True,
+                          env=env, timeout=60)
+  assert result.returncode == 1 and result.stdout == ""
+  assert result.stderr == (
+      "error: --kerashub: keras-hub needs Keras 3, which the TensorFlow 2.15 "
+      "stack (Python 3.11) lacks; use Python 3.12-3.13 (PYTHON=python3.12 "
+      "VENV=.venv-tf2.21 ./setup.sh --kerashub)\n")
+  assert not os.path.exists(str(tmp_path / "venv"))
+
+
+def test_kerashub_requirements_pin_each_package_for_tensorflow_2_21():
+  names = []
+  for line in read_lines(os.path.join(REPO_ROOT, "requirements-kerashub.txt")):
+    if not line.strip() or line.startswith("#"):
+      continue
+    match = _PIN.match(line)
+    assert match and line == match.group(0) + '; python_version >= "3.12"', (
+        line)
+    names.append(match.group(1))
+  assert "keras-hub" in names

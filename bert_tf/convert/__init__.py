@@ -3,5 +3,7 @@
 `config` maps `config.json` to `bert_config.json` and back, `weights` holds
 the tensor name table and converts numpy arrays in memory, `files` reads and
 writes safetensors, TF checkpoints and output folders, and `folders` runs the
-two whole-folder conversions that `convert_checkpoint.py` exposes as flags.
+two whole-folder conversions that `convert_checkpoint.py` exposes as flags;
+`kerashub` converts KerasHub BERT presets both ways through keras-hub (an
+optional extra of the TensorFlow 2.21 stack).
 """
