@@ -44,7 +44,9 @@ def check_bert_config_json(json_object, path, flag_name="bert_config_file",
       num_attention_heads, intermediate_size), a size that is not a positive
       integer up to its sane maximum, a dropout probability outside [0, 1),
       an initializer_range that is not a finite positive number, a
-      hidden_act that is not an activation name (`modeling.get_activation`),
+      hidden_act that is neither an activation name
+      (`modeling.get_activation`) nor null (null and "" mean no activation,
+      as in the reference),
       a hidden_size that num_attention_heads does not divide, or a model
       whose float32 weights alone exceed the memory (`memory_problem`).
   """
@@ -75,9 +77,12 @@ def check_bert_config_json(json_object, path, flag_name="bert_config_file",
       or not 0 < value < float("inf")):
     problems.append("'initializer_range' is %s; expected a finite positive "
                     "number" % json_file.describe(value))
+  # null (or "") is no activation, a linear feed-forward layer: the
+  # reference's `get_activation` returns None for it (kept for parity).
   value = json_object.get("hidden_act", "gelu")
   if value is not None and not isinstance(value, str):
-    problems.append("'hidden_act' is %s; expected a name such as \"gelu\"" %
+    problems.append("'hidden_act' is %s; expected an activation name such as "
+                    "\"gelu\", or null for none (linear)" %
                     json_file.describe(value))
   elif value:
     try:
