@@ -18,6 +18,7 @@ import glob
 import os
 import shutil
 import socket
+import tempfile
 import uuid
 
 from absl import logging
@@ -34,6 +35,9 @@ __all__ = ["varint",
     "sync_to_disk",
     "sync_folder",
     "writer_may_run",
+    "TEMP_DIR_PREFIX",
+    "own_temp_dir_prefix",
+    "remove_own_temp_dir",
     "atomic_write",
     "write_eval_results",
     "number_str",
@@ -276,6 +280,34 @@ def writer_may_run(suffix):
   except PermissionError:
     return True  # Alive, another user's.
   return True
+
+
+# Name prefix of the temporary folder each command owns, in the system temp
+# directory (`bert_tf.cli.leftovers`): `bert-tf.<host>.<pid>.<random>`.
+TEMP_DIR_PREFIX = "bert-tf."
+
+
+def own_temp_dir_prefix():
+  """The name prefix of this process's own temporary folder."""
+  return "%s%s.%d." % (TEMP_DIR_PREFIX, socket.gethostname(), os.getpid())
+
+
+def remove_own_temp_dir():
+  """Removes this process's own temporary folder, if `tempfile` points at
+  one (`bert_tf.cli.leftovers.use_own_temp_dir`).
+
+  For an exit that skips `atexit` (`os._exit`, which the lost-peer
+  watchdog needs: TensorFlow may hold the interpreter); the folder of
+  another process, or the system temp directory itself, is never removed.
+
+  Returns:
+    str or None, the folder removed.
+  """
+  path = tempfile.gettempdir()
+  if not os.path.basename(path).startswith(own_temp_dir_prefix()):
+    return None
+  shutil.rmtree(path, ignore_errors=True)
+  return path
 
 
 def _remove(path):
