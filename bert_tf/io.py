@@ -343,9 +343,15 @@ def atomic_path(path):
   Yields:
     str, the temporary name, in the same folder as `path` (made if needed).
 
+  A symbolic link to a folder stands for that folder: the output replaces
+  the (empty) folder it points to, and the link is kept.
+
   Raises:
     ValueError: when `path` is a folder that is not empty.
   """
+  if (not _is_remote(path) and os.path.islink(path.rstrip("/")) and
+      os.path.isdir(path)):
+    path = os.path.realpath(path)
   directory = os.path.dirname(path.rstrip("/"))
   if directory:
     _gfile().makedirs(directory)

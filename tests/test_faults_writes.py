@@ -13,8 +13,10 @@ import os
 
 import pytest
 
+import fault_helpers as fh
 from bert_tf import io as io_utils
 from bert_tf.tasks.squad import predictions as squad_predictions
+import convert_checkpoint
 
 
 def _record_syncs(monkeypatch, fail=None):
@@ -133,3 +135,51 @@ def test_squad_write_failure_names_the_file_that_failed_once(tmp_path,
   assert message.count("write failed") == 1
   assert "predictions.json:" not in message.replace(outputs[1][0], "")
   assert os.listdir(str(tmp_path)) == []
+
+
+# ---------------------------------------------------------------------------
+# Output folders given as symbolic links.
+
+
+def test_a_link_to_a_folder_is_written_into(tmp_path):
+  real = tmp_path / "real"
+  real.mkdir()
+  link = tmp_path / "link"
+  link.symlink_to(real)
+  with io_utils.atomic_path(str(link)) as temp:
+    os.makedirs(temp)
+    (tmp_path / temp / "config.json").write_text("{}")
+  assert link.is_symlink() and os.readlink(str(link)) == str(real)
+  assert os.listdir(str(real)) == ["config.json"]
+  assert sorted(os.listdir(str(tmp_path))) == ["link", "real"]
+
+
+def _conformance_checkpoint():
+  return fh.tiny_checkpoint()
+
+
+def test_convert_output_a_link_to_a_folder_writes_into_it(tmp_path):
+  real = tmp_path / "real"
+  real.mkdir()
+  (tmp_path / "link").symlink_to(real)
+  convert_checkpoint.tf_to_hf(_conformance_checkpoint(),
+                              str(tmp_path / "link"))
+  assert sorted(os.listdir(str(real))) == [
+      "config.json", "model.safetensors", "tokenizer_config.json",
+      "vocab.txt"]
+  assert (tmp_path / "link").is_symlink()
+
+
+@pytest.mark.parametrize("target, what", [("file.txt", "a file"),
+                                          ("gone", "which does not exist")])
+def test_convert_output_a_link_to_a_file_or_nothing_is_one_line(
+    tmp_path, target, what):
+  (tmp_path / "file.txt").write_text("x")
+  link = tmp_path / "link"
+  link.symlink_to(tmp_path / target)
+  with pytest.raises(ValueError) as raised:
+    convert_checkpoint.tf_to_hf(_conformance_checkpoint(), str(link))
+  assert str(raised.value) == (
+      "--output: %s is a symbolic link to %s, %s; expected a new or empty "
+      "folder, or a link to one" % (link, tmp_path / target, what))
+  assert sorted(os.listdir(str(tmp_path))) == ["file.txt", "link"]
