@@ -10,11 +10,16 @@ naming the file that failed.
 import errno
 import json
 import os
+import re
+import tempfile
 
 import pytest
 
 import fault_helpers as fh
+from helpers import data_path
+from helpers import import_or_skip
 from bert_tf import io as io_utils
+from bert_tf.tasks.pretraining import whole_words
 from bert_tf.tasks.squad import predictions as squad_predictions
 import convert_checkpoint
 
@@ -183,3 +188,54 @@ def test_convert_output_a_link_to_a_file_or_nothing_is_one_line(
       "--output: %s is a symbolic link to %s, %s; expected a new or empty "
       "folder, or a link to one" % (link, tmp_path / target, what))
   assert sorted(os.listdir(str(tmp_path))) == ["file.txt", "link"]
+
+
+# ---------------------------------------------------------------------------
+# jieba's dictionary cache in a full temporary folder.
+
+
+def test_jieba_cache_write_failure_is_dropped_for_one_warning(
+    tmp_path, monkeypatch, capfd):
+  import_or_skip("jieba", "./setup.sh --chinese (or pip install .[chinese])")
+  monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+
+  def full(*args, **kwargs):
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+  monkeypatch.setattr(tempfile, "mkstemp", full)
+  warned = []
+  monkeypatch.setattr(whole_words.logging, "warning",
+                      lambda *args: warned.append(args[0] % args[1:]))
+  segmenter = whole_words.load_segmenter()
+  assert list(segmenter.cut("我爱北京天安门")) == ["我", "爱", "北京", "天安门"]
+  assert warned == [
+      "--do_chinese_whole_word_mask: jieba could not write its dictionary "
+      "cache in %s (OSError: [Errno 28] No space left on device); the "
+      "dictionary is parsed again at each start" % tmp_path]
+  err = capfd.readouterr().err
+  assert "Traceback" not in err and "Dump cache file failed" not in err
+
+
+@pytest.mark.slow
+def test_jieba_cache_that_cannot_be_written_is_one_warning(tmp_path):
+  import_or_skip("jieba", "./setup.sh --chinese (or pip install .[chinese])")
+  # A 1 MiB file-size limit: the records fit, jieba's cache (megabytes)
+  # fails to write as on a full disk.
+  output = tmp_path / "zh.tfrecord"
+  result = fh.run("create_pretraining_data.py", fh.flags(
+      input_file=data_path("conformance", "pretraining_data",
+                           "zh_sample.txt"),
+      vocab_file=data_path("conformance", "pretraining_data",
+                           "vocab_chinese.txt"),
+      output_file=output, dupe_factor=1) + ["--do_chinese_whole_word_mask"],
+                  file_size_limit=2 ** 20, TMPDIR=str(tmp_path))
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert "Traceback" not in result.stderr
+  assert "Dump cache file failed" not in result.stderr
+  warnings = [line for line in result.stderr.splitlines()
+              if "could not write its dictionary cache" in line]
+  assert len(warnings) == 1, result.stderr[-3000:]
+  assert re.search(r"--do_chinese_whole_word_mask: jieba could not write its "
+                   r"dictionary cache in .* \(OSError: .*\); the dictionary "
+                   r"is parsed again at each start$", warnings[0]), warnings
+  assert output.stat().st_size > 0
