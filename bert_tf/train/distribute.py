@@ -146,6 +146,9 @@ def check_global_batch(batch_size, num_replicas, flag_name):
     ValueError: when `batch_size` is not a positive multiple of
       `num_replicas`.
   """
+  if batch_size < 1:
+    raise ValueError("--%s=%d: expected an integer >= 1 (the global batch, "
+                     "all replicas together)" % (flag_name, batch_size))
   if batch_size % num_replicas or batch_size < num_replicas:
     raise ValueError(
         "--%s=%d is the global batch (all replicas together) and must be a "
