@@ -123,10 +123,22 @@ def test_an_output_key_the_export_lacks_is_named():
   config = _classifier_config(output_keys=["probabilities", "logits"])
   with pytest.raises(ValueError) as raised:
     serving.check_served_outputs(config, "serving_config.json",
-                                 ["probabilities"])
+                                 {"probabilities": [None, 2]})
   assert str(raised.value) == (
       "serving_config.json: output_keys[1] is 'logits', expected one of the "
       "export's outputs (probabilities)")
+
+
+def test_a_label_list_of_the_wrong_length_is_named():
+  config = _classifier_config(label_list=["a", "b", "c"])
+  with pytest.raises(ValueError) as raised:
+    serving.check_served_outputs(config, "serving_config.json",
+                                 {"probabilities": [None, 2]})
+  assert str(raised.value) == (
+      "serving_config.json: label_list has 3 labels, expected 2 (the "
+      "export's probabilities have shape [None, 2])")
+  serving.check_served_outputs(_classifier_config(), "serving_config.json",
+                               {"probabilities": [None, 2]})
 
 
 def test_predict_saved_model_refuses_a_huge_max_seq_length_in_one_line(

@@ -226,21 +226,30 @@ def _check_bucket_lengths(config, path):
 
 
 def check_served_outputs(config, path, outputs):
-  """Refuses output_keys that the loaded signature does not have.
+  """Refuses output_keys that the loaded signature does not have, and a
+  classifier's label_list of another length than its probabilities.
 
   Args:
     config: a checked `serving_config.json`.
     path: str, the file (for the message).
-    outputs: the names of the `serving_default` signature's outputs.
+    outputs: dict, the `serving_default` signature's output names -> their
+      shapes (lists of int or None).
 
   Raises:
-    ValueError: one line naming the file, the key and the export's outputs.
+    ValueError: one line naming the file, the key and what the export has.
   """
   for i, key in enumerate(config["output_keys"]):
     if key not in outputs:
       raise ValueError(
           "%s: output_keys[%d] is %r, expected one of the export's outputs "
           "(%s)" % (path, i, key, ", ".join(sorted(outputs))))
+  shape = outputs.get("probabilities")
+  if (config["kind"] == export_utils.CLASSIFIER and shape and
+      shape[-1] is not None and shape[-1] != len(config["label_list"])):
+    raise ValueError(
+        "%s: label_list has %d labels, expected %d (the export's "
+        "probabilities have shape %s)" %
+        (path, len(config["label_list"]), shape[-1], shape))
 
 
 def encode_text(tokenizer, text_a, text_b, max_seq_length):
@@ -306,7 +315,8 @@ class BertServingModel(object):
     try:
       self._loaded = tf2.saved_model.load(self.version_dir)
       self._signature = self._loaded.signatures["serving_default"]
-      outputs = list(self._signature.structured_outputs)
+      outputs = {name: spec.shape.as_list() for name, spec in
+                 self._signature.structured_outputs.items()}
     except (tf2.errors.OpError, ValueError, OSError, KeyError) as e:
       raise ValueError(
           "--model_dir: %s: the SavedModel cannot be loaded (%s: %s); the "
