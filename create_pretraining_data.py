@@ -41,6 +41,7 @@ from absl import logging
 import tensorflow.compat.v1 as tf
 
 from bert_tf import io as io_utils
+from bert_tf.checks import numbers as number_checks
 from bert_tf.corpus import instances as beam_instances
 from bert_tf.tasks.pretraining import whole_words
 from bert_tf.tasks.pretraining import processes as pretraining_processes
@@ -70,12 +71,10 @@ _NUM_INSTANCES_TO_LOG = 20
 
 def define_flags():
   """Defines the script's flags (the reference's, plus `--num_workers`)."""
-  flags.DEFINE_string(
-      "input_file", None,
+  flags.DEFINE_string("input_file", None,
       "Plain-text corpus: comma-separated files or globs, one sentence a "
       "line, documents separated by blank lines.")
-  flags.DEFINE_string(
-      "output_file", None,
+  flags.DEFINE_string("output_file", None,
       "TFRecord file(s) to write, comma-separated; the records are dealt to "
       "them in turn. With --num_workers N > 1: N paths (one a part) or one "
       "path (part k writes <path>-0000k-of-0000N).")
@@ -637,6 +636,7 @@ def _check_flags(flag_values):
   if not 0.0 <= flag_values.short_seq_prob <= 1.0:
     raise ValueError("--short_seq_prob is %r; expected a probability in "
                      "[0, 1]" % flag_values.short_seq_prob)
+  number_checks.check_flags(flag_values)
 
 
 def _split_paths(value):

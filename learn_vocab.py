@@ -29,6 +29,7 @@ from absl import flags
 from absl import logging
 
 from bert_tf import io as io_utils
+from bert_tf.checks import numbers as number_checks
 from bert_tf.cli import flags as cli_flags
 from bert_tf.cli import entry
 from bert_tf.corpus import vocab as vocab_utils
@@ -89,6 +90,7 @@ def _report(paths, eval_files):
 def main(_):
   if not FLAGS.output_file:
     raise ValueError("--output_file is required")
+  number_checks.check_flags(FLAGS)
   io_utils.check_output_file(FLAGS.output_file)
   eval_files = (io_utils.expand_file_patterns(FLAGS.eval_file, "eval_file")
                 if FLAGS.eval_file else [])

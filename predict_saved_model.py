@@ -31,6 +31,7 @@ from absl import logging
 import numpy as np
 
 from bert_tf import io as io_utils
+from bert_tf.checks import numbers as number_checks
 from bert_tf.cli import entry
 from bert_tf.export import saved_model as export_utils
 from bert_tf.export import serving
@@ -158,6 +159,7 @@ def main(_):
   if not math.isfinite(FLAGS.null_score_diff_threshold):
     raise ValueError("--null_score_diff_threshold=%s: expected a finite "
                      "number" % FLAGS.null_score_diff_threshold)
+  number_checks.check_flags(FLAGS)
   if os.path.exists(FLAGS.output_dir) and not os.path.isdir(FLAGS.output_dir):
     raise ValueError("--output_dir: %s is a file; expected a directory" %
                      FLAGS.output_dir)

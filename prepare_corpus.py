@@ -29,6 +29,7 @@ from absl import flags
 from absl import logging
 
 from bert_tf import io as io_utils
+from bert_tf.checks import numbers as number_checks
 from bert_tf.cli import flags as cli_flags
 from bert_tf.cli import entry
 from bert_tf.corpus import prepare
@@ -64,6 +65,7 @@ def main(_):
   if FLAGS.num_shards < 1:
     raise ValueError("--num_shards is %d; expected at least 1" %
                      FLAGS.num_shards)
+  number_checks.check_flags(FLAGS)
   input_files = io_utils.expand_file_patterns(FLAGS.input_file, "input_file")
   output_files = [p.strip() for p in FLAGS.output_file.split(",")
                   if p.strip()]

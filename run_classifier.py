@@ -378,7 +378,7 @@ def main(_):
   model = startup.prepare_model(
       FLAGS.bert_config_file, FLAGS.max_seq_length, FLAGS.init_checkpoint,
       FLAGS.do_lower_case, FLAGS.vocab_file, FLAGS.output_dir,
-      problems=problems,
+      problems=problems, run=run,
       export_now=bool(FLAGS.export_dir) and not FLAGS.do_train)
   problems.raise_if_any()
   loop.setup_devices(run)

@@ -309,11 +309,13 @@ def _first_example(path):
 
 def check_inputs(bert_config_file, input_file, output_dir, init_checkpoint,
                  max_seq_length, max_predictions_per_seq, do_train, do_eval,
-                 num_train_steps=1, *, problems):
+                 num_train_steps=1, *, problems, run=None):
   """Checks the flags and the input records before any graph is built.
 
   Every problem found is added to `problems` (`checks.problems.Problems`),
-  which the caller reports together with its other start-up checks.
+  which the caller reports together with its other start-up checks; `run`
+  (its `RunOptions`, optional) lets the memory check count training's
+  optimizer slots.
 
   Returns:
     (bert_config, input_files, init_checkpoint): the `BertConfig`, the
@@ -332,7 +334,7 @@ def check_inputs(bert_config_file, input_file, output_dir, init_checkpoint,
                      max_predictions_per_seq)
   model = startup.prepare_model(
       bert_config_file, max_seq_length, init_checkpoint, do_lower_case=None,
-      output_dir=output_dir, problems=problems)
+      output_dir=output_dir, problems=problems, run=run)
   return model.bert_config, input_files, model.init_checkpoint
 
 def main(_):
@@ -345,7 +347,7 @@ def main(_):
       FLAGS.bert_config_file, FLAGS.input_file, FLAGS.output_dir,
       FLAGS.init_checkpoint, FLAGS.max_seq_length,
       FLAGS.max_predictions_per_seq, FLAGS.do_train, FLAGS.do_eval,
-      FLAGS.num_train_steps, problems=problems)
+      FLAGS.num_train_steps, problems=problems, run=run)
   problems.raise_if_any()
   loop.setup_devices(run)
   use_tpu = run.tpu.use_tpu

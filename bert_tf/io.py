@@ -3,7 +3,8 @@
 Reading text (`iter_raw_lines`, `decode_line`, `read_lines`,
 `check_text_file`) follows one rule for line ends and invalid UTF-8 (see
 `read_lines`). Writing (`atomic_path`, `atomic_write`, `write_eval_results`)
-makes outputs appear under their final name only when complete. Also: paths
+makes outputs appear under their final name only when complete, and flushed
+to disk (`sync_to_disk`, `sync_folder`). Also: paths
 (`expand_file_patterns`, `check_output_file`), record features
 (`int64_feature`, `float_feature`), `pad_to` and `gc_paused`.
 
@@ -17,6 +18,7 @@ import glob
 import os
 import shutil
 import socket
+import tempfile
 import uuid
 
 from absl import logging
@@ -30,7 +32,12 @@ __all__ = ["varint",
     "read_lines",
     "check_text_file",
     "atomic_path",
+    "sync_to_disk",
+    "sync_folder",
     "writer_may_run",
+    "TEMP_DIR_PREFIX",
+    "own_temp_dir_prefix",
+    "remove_own_temp_dir",
     "atomic_write",
     "write_eval_results",
     "number_str",
@@ -275,6 +282,34 @@ def writer_may_run(suffix):
   return True
 
 
+# Name prefix of the temporary folder each command owns, in the system temp
+# directory (`bert_tf.cli.leftovers`): `bert-tf.<host>.<pid>.<random>`.
+TEMP_DIR_PREFIX = "bert-tf."
+
+
+def own_temp_dir_prefix():
+  """The name prefix of this process's own temporary folder."""
+  return "%s%s.%d." % (TEMP_DIR_PREFIX, socket.gethostname(), os.getpid())
+
+
+def remove_own_temp_dir():
+  """Removes this process's own temporary folder, if `tempfile` points at
+  one (`bert_tf.cli.leftovers.use_own_temp_dir`).
+
+  For an exit that skips `atexit` (`os._exit`, which the lost-peer
+  watchdog needs: TensorFlow may hold the interpreter); the folder of
+  another process, or the system temp directory itself, is never removed.
+
+  Returns:
+    str or None, the folder removed.
+  """
+  path = tempfile.gettempdir()
+  if not os.path.basename(path).startswith(own_temp_dir_prefix()):
+    return None
+  shutil.rmtree(path, ignore_errors=True)
+  return path
+
+
 def _remove(path):
   """Removes a file or a folder tree, if it exists."""
   if _isdir(path):
@@ -294,7 +329,11 @@ def atomic_path(path):
   folder) at the yielded name; on success it is renamed over `path` (an
   existing file is replaced, an existing empty folder too), on any error it
   is removed. A run killed half-way leaves no partial output under `path`,
-  and the next run removes the temporary name it left. A write that fails
+  and the next run removes the temporary name it left. On a local file
+  system the output is durable once the block ends: its data are flushed to
+  the disk (`fsync`) before the rename, and the folder holding it after, so
+  that a power loss or a kernel crash leaves the old file or the complete
+  new one, never an empty or partial file under `path`. A write that fails
   on a full disk or a file-size limit is re-raised as one `OSError` naming
   `path`.
 
@@ -304,9 +343,15 @@ def atomic_path(path):
   Yields:
     str, the temporary name, in the same folder as `path` (made if needed).
 
+  A symbolic link to a folder stands for that folder: the output replaces
+  the (empty) folder it points to, and the link is kept.
+
   Raises:
     ValueError: when `path` is a folder that is not empty.
   """
+  if (not _is_remote(path) and os.path.islink(path.rstrip("/")) and
+      os.path.isdir(path)):
+    path = os.path.realpath(path)
   directory = os.path.dirname(path.rstrip("/"))
   if directory:
     _gfile().makedirs(directory)
@@ -324,14 +369,97 @@ def atomic_path(path):
     if _is_remote(path):
       _gfile().rename(temp, path, overwrite=True)
     else:
+      sync_to_disk(temp)
       os.replace(temp, path)
+      sync_folder(os.path.dirname(os.path.abspath(path)))
   except BaseException as e:
     _remove(temp)
-    if disk.is_disk_full(e):
-      raise OSError(errno.ENOSPC, "%s: write failed: the disk is full or the "
-                    "file-size limit was reached (%s); free space and rerun" %
-                    (path, disk.essential_text(e))) from None
+    if disk.is_disk_full(e) and not isinstance(e, _WriteFailed):
+      # An inner atomic output's failure (nested blocks) already names
+      # its file: passed on as it is, not wrapped again.
+      raise _WriteFailed(
+          errno.ENOSPC, "%s: write failed: the disk is full or the "
+          "file-size limit was reached (%s); free space and rerun" %
+          (path, disk.essential_text(e))) from None
     raise
+
+
+class _WriteFailed(OSError):
+  """A write of an atomic output that failed on a full disk, its message
+  naming the file (the `OSError` that `atomic_path` raises)."""
+
+
+# fsync errors that say the file system cannot sync this kind of file (a
+# folder on some file systems, a FUSE mount): nothing to make durable there.
+_SYNC_UNSUPPORTED = frozenset(
+    code for code in (getattr(errno, name, None) for name in
+                      ("EINVAL", "ENOTSUP", "EOPNOTSUPP", "EBADF"))
+    if code is not None)
+
+
+def _fsync(path, flags):
+  """`os.fsync` of `path` opened with `flags`; unsupported syncs, and a
+  file or folder this process may not open for reading, skipped."""
+  try:
+    fd = os.open(path, flags)
+  except PermissionError:
+    return
+  try:
+    os.fsync(fd)
+  except OSError as e:
+    if e.errno not in _SYNC_UNSUPPORTED:
+      raise
+  finally:
+    os.close(fd)
+
+
+def sync_folder(directory):
+  """Flushes a local folder's entries (names made, renamed, removed) to disk.
+
+  What makes a rename into `directory` survive a power loss. A remote path
+  (`gs://...`), or a file system that cannot sync a folder (`EINVAL`,
+  `ENOTSUP`), is skipped.
+
+  Args:
+    directory: str, a folder.
+
+  Raises:
+    OSError: the disk reported an error (`EIO`, `ENOSPC`).
+  """
+  if _is_remote(directory):
+    return
+  _fsync(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+
+
+def sync_to_disk(path):
+  """Flushes a written local file, or a folder tree, to disk (`fsync`).
+
+  Every file under a folder is synced, then each folder, deepest first.
+  Data written through any writer that has closed the file (Python,
+  `tf.io.gfile`, a TFRecord writer, a SavedModel builder) reach the disk:
+  `fsync` on a new descriptor flushes the file's pages whoever wrote them.
+  A remote path (`gs://...`), a link, or a file system that cannot sync
+  (`EINVAL`, `ENOTSUP`), is skipped.
+
+  Args:
+    path: str, a file or a folder.
+
+  Raises:
+    OSError: the disk reported an error (`EIO`, `ENOSPC`: data the kernel
+      had accepted could not be written).
+  """
+  if _is_remote(path) or os.path.islink(path):
+    return
+  if not os.path.isdir(path):
+    if os.path.isfile(path):
+      _fsync(path, os.O_RDONLY)
+    return
+  for root, _, files in os.walk(path, topdown=False):
+    for name in files:
+      file_path = os.path.join(root, name)
+      if os.path.isfile(file_path) and not os.path.islink(file_path):
+        _fsync(file_path, os.O_RDONLY)
+    sync_folder(root)
 
 
 @contextlib.contextmanager

@@ -635,3 +635,20 @@ def test_truncated_variables_are_one_line_naming_the_export(classifier,
   assert message.startswith("--model_dir: %s: the SavedModel cannot be "
                             "loaded (" % version), message
   assert "\n" not in message and "File " not in message
+
+
+def test_an_output_key_the_export_lacks_is_one_line_naming_the_file(
+    classifier, tmp_path):
+  version = str(tmp_path / "export" / "5")
+  shutil.copytree(classifier[3], version)
+  path = os.path.join(version, "assets.extra", "serving_config.json")
+  with open(path) as f:
+    config = json.load(f)
+  config["output_keys"] = ["probabilities", "logits"]
+  with open(path, "w") as f:
+    json.dump(config, f)
+  with pytest.raises(ValueError) as info:
+    serving.BertServingModel(version)
+  assert str(info.value) == (
+      "%s: output_keys[1] is 'logits', expected one of the export's outputs "
+      "(probabilities)" % path)

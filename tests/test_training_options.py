@@ -176,8 +176,8 @@ def test_training_problems_go_to_the_scripts_problems():
      "number > 0.0"),
     ("warmup_proportion", 5.0, "--warmup_proportion=5.0: expected a number "
      "in [0.0, 1.0]"),
-    ("save_checkpoints_steps", -5, "--save_checkpoints_steps=-5: expected a "
-     "finite number >= 1"),
+    ("save_checkpoints_steps", -5, "--save_checkpoints_steps=-5: expected an "
+     "integer in [1, 2^63-1]"),
 ])
 def test_number_flags_are_finite_and_in_range(flag, value, expected):
   flags = types.SimpleNamespace(learning_rate=5e-5, num_train_epochs=3.0,

@@ -3,6 +3,7 @@
 A `bert_config.json` (`config`), a checkpoint (`checkpoint`), which TFRecord
 file a `DataLossError` came from (`records`), a write that hit a full disk
 (`disk`), the lock that keeps two training runs out of one folder
-(`lock`), and `Problems`, which collects the start-up problems of a run to
-report them together (`problems`).
+(`lock`), the range of every number flag (`numbers`), and `Problems`, which
+collects the start-up problems of a run to report them together
+(`problems`).
 """

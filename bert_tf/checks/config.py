@@ -6,12 +6,13 @@ one line naming the key, not a shape error deep in the graph.
 """
 
 import os
+import resource
 
 import modeling
 from bert_tf import json_file
 
 __all__ = ["check_bert_config_json", "read_json", "parameter_count",
-           "memory_problem"]
+           "training_copies", "memory_problem"]
 
 # Keys that fix the shapes of the checkpoint's variables: no default can be
 # right for them. Each with the largest value a sane model has (far above
@@ -44,7 +45,9 @@ def check_bert_config_json(json_object, path, flag_name="bert_config_file",
       num_attention_heads, intermediate_size), a size that is not a positive
       integer up to its sane maximum, a dropout probability outside [0, 1),
       an initializer_range that is not a finite positive number, a
-      hidden_act that is not an activation name (`modeling.get_activation`),
+      hidden_act that is neither an activation name
+      (`modeling.get_activation`) nor null (null and "" mean no activation,
+      as in the reference),
       a hidden_size that num_attention_heads does not divide, or a model
       whose float32 weights alone exceed the memory (`memory_problem`).
   """
@@ -75,9 +78,12 @@ def check_bert_config_json(json_object, path, flag_name="bert_config_file",
       or not 0 < value < float("inf")):
     problems.append("'initializer_range' is %s; expected a finite positive "
                     "number" % json_file.describe(value))
+  # null (or "") is no activation, a linear feed-forward layer: the
+  # reference's `get_activation` returns None for it (kept for parity).
   value = json_object.get("hidden_act", "gelu")
   if value is not None and not isinstance(value, str):
-    problems.append("'hidden_act' is %s; expected a name such as \"gelu\"" %
+    problems.append("'hidden_act' is %s; expected an activation name such as "
+                    "\"gelu\", or null for none (linear)" %
                     json_file.describe(value))
   elif value:
     try:
@@ -144,27 +150,96 @@ def _machine_memory():
   return total, available
 
 
-def memory_problem(config, memory_bytes=None):
-  """A one-line problem when the model's float32 weights exceed memory.
+def _address_space():
+  """(limit, mapped) in bytes: this process's address-space limit
+  (`RLIMIT_AS`, `ulimit -v`) and what it maps now (`VmSize`); None when
+  there is no limit."""
+  limit, _ = resource.getrlimit(resource.RLIMIT_AS)
+  if limit == resource.RLIM_INFINITY or limit < 0:
+    return None
+  mapped = 0
+  try:
+    with open("/proc/self/status") as f:
+      for line in f:
+        if line.startswith("VmSize:"):
+          mapped = int(line.split()[1]) * 1024
+  except (OSError, ValueError, IndexError):
+    pass
+  return limit, mapped
+
+
+# Optimizer slots per weight (`--optimizer`): AdamW's and LAMB's first and
+# second moments.
+_SLOTS = {"adamw": ("AdamW", 2), "lamb": ("LAMB", 2)}
+
+
+def training_copies(optimizer, gradient_accumulation_steps):
+  """The float32 copies of each weight that training holds, and what they
+  are: the weight, the optimizer's slots and, with
+  `gradient_accumulation_steps` > 1, the accumulation buffer.
+
+  Args:
+    optimizer: str, `--optimizer` (adamw, lamb).
+    gradient_accumulation_steps: int.
+
+  Returns:
+    (int, str), e.g. `(3, "the weight and AdamW's 2 slots")`.
+  """
+  name, slots = _SLOTS.get(optimizer, (optimizer, 2))
+  copies, what = 1 + slots, "the weight and %s's %d slots" % (name, slots)
+  if gradient_accumulation_steps > 1:
+    copies += 1
+    what = what.replace(" and ", ", ") + " and a gradient-accumulation buffer"
+  return copies, what
+
+
+def memory_problem(config, memory_bytes=None, copies=None):
+  """A one-line problem when the model's float32 weights (and what
+  training holds beside them) exceed the memory the run may use.
+
+  Without `memory_bytes` the budget is this machine's memory (physical, or
+  a lower cgroup limit), its available memory, and the address space this
+  process may still map under `RLIMIT_AS`: a run over any of them dies
+  later (the kernel's OOM killer, or a SIGSEGV when an allocation fails
+  deep in TensorFlow), after minutes, leaving its files behind.
 
   Args:
     config: dict of a checked `bert_config.json`.
-    memory_bytes: optional int (default: this machine's physical memory).
+    memory_bytes: optional int, the memory to compare with (then nothing
+      else is).
+    copies: optional `(count, what)` of `training_copies` (default: the
+      weights alone).
 
   Returns:
     str or None.
   """
-  available = None
+  count = parameter_count(config)
+  factor = copies[0] if copies else 1
+  needed = count * _BYTES_PER_PARAMETER * factor
+  if copies:
+    need = ("training holds %d float32 copies of each (%s): %s" %
+            (copies[0], copies[1], _size(needed)))
+  else:
+    need = "its float32 weights alone need %s" % _size(needed)
+  available, address_space = None, None
   if memory_bytes is None:
     memory_bytes, available = _machine_memory()
-  count = parameter_count(config)
-  needed = count * _BYTES_PER_PARAMETER
-  if needed <= memory_bytes:
-    return None
-  return ("the model has %d parameters: its float32 weights alone need %s "
-          "but this machine has %s of memory%s; check the sizes" %
-          (count, _size(needed), _size(memory_bytes),
-           "" if available is None else " (%s available)" % _size(available)))
+    address_space = _address_space()
+  if needed > memory_bytes or (available is not None and
+                               needed > available):
+    return ("the model has %d parameters: %s but this machine has %s of "
+            "memory%s; check the sizes" %
+            (count, need, _size(memory_bytes), "" if available is None else
+             " (%s available)" % _size(available)))
+  if address_space is not None and needed > address_space[0] - (
+      address_space[1]):
+    limit, mapped = address_space
+    return ("the model has %d parameters: %s but this process may map only "
+            "%s more (its address-space limit, RLIMIT_AS or ulimit -v, is %s "
+            "and %s are mapped); raise the limit or check the sizes" %
+            (count, need, _size(max(limit - mapped, 0)), _size(limit),
+             _size(mapped)))
+  return None
 
 
 def _size(num_bytes):

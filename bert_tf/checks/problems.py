@@ -9,6 +9,8 @@ its problems (a list of one-line messages) or adds them here; none both
 adds and raises.
 """
 
+import re
+
 __all__ = ["Problems"]
 
 
@@ -29,6 +31,17 @@ class Problems(object):
   def extend(self, messages):
     """Adds several problems (an iterable of one-line messages)."""
     self.lines.extend(messages)
+
+  def extend_unnamed(self, messages):
+    """Adds the messages about a flag (`--name...` at their start) that no
+    problem so far names: a flag that two checks refuse is reported once,
+    by the first."""
+    named = {name for line in self.lines
+             for name in re.findall(r"--(\w+)", line)}
+    for message in messages:
+      match = re.match(r"--(\w+)", message)
+      if not (match and match.group(1) in named):
+        self.lines.append(message)
 
   def attempt(self, check, *args):
     """`check(*args)`, or None with its `ValueError`/`OSError` added.

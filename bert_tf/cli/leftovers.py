@@ -7,15 +7,16 @@ killed with SIGKILL left them in the system temp directory for good. A
 command (`entry.run_main`) first calls `use_own_temp_dir`, which makes
 `<system temp>/bert-tf.<host>.<pid>.<random>/` and points `tempfile` and
 `TMPDIR` (inherited by worker processes) at it. The folder is removed at
-exit; one that a killed process left is removed at the next start of any
-command, once its process is gone (`bert_tf.io.writer_may_run`).
+exit (an exit through `os._exit`, the lost-peer watchdog's, removes it
+first: `bert_tf.io.remove_own_temp_dir`); one that a killed process left is
+removed at the next start of any command, once its process is gone
+(`bert_tf.io.writer_may_run`).
 """
 
 import atexit
 import glob
 import os
 import shutil
-import socket
 import tempfile
 
 from absl import logging
@@ -25,7 +26,7 @@ from bert_tf import io as io_utils
 __all__ = ["PREFIX", "use_own_temp_dir", "remove_dead_temp_dirs"]
 
 # Name prefix of the folders, in the system temp directory.
-PREFIX = "bert-tf."
+PREFIX = io_utils.TEMP_DIR_PREFIX
 
 
 def remove_dead_temp_dirs(system_temp):
@@ -62,8 +63,8 @@ def use_own_temp_dir():
   system_temp = tempfile.gettempdir()
   remove_dead_temp_dirs(system_temp)
   owner = os.getpid()
-  path = tempfile.mkdtemp(prefix="%s%s.%d." % (PREFIX, socket.gethostname(),
-                                               owner), dir=system_temp)
+  path = tempfile.mkdtemp(prefix=io_utils.own_temp_dir_prefix(),
+                          dir=system_temp)
   os.environ["TMPDIR"] = path
   tempfile.tempdir = path
 

@@ -23,7 +23,8 @@ import modeling
 import tokenization
 
 __all__ = ["positive_flag_problems", "fine_tuning_flag_problems",
-           "load_bert_config", "check_max_seq_length", "check_vocab_size",
+           "load_bert_config", "check_training_memory",
+           "check_max_seq_length", "check_vocab_size",
            "resolve_init_checkpoint", "Model", "prepare_model",
            "load_tokenizer", "check_special_tokens", "SPECIAL_TOKENS"]
 
@@ -96,6 +97,30 @@ def load_bert_config(path, flag_name="bert_config_file"):
   config_checks.check_bert_config_json(json_object, path, flag_name)
   config = modeling.BertConfig.from_dict(json_object)
   return config
+
+
+def check_training_memory(bert_config, training, path):
+  """Refuses a model whose training does not fit in memory, before any
+  graph is built: the weights, the optimizer's two slots per weight
+  (AdamW, LAMB) and, with `--gradient_accumulation_steps` > 1, the
+  accumulation buffers, against the machine's (available) memory and the
+  process's address-space limit (`config_checks.memory_problem`).
+
+  Args:
+    bert_config: `modeling.BertConfig`, checked.
+    training: `TrainingOptions` (`optimizer`,
+      `gradient_accumulation_steps`).
+    path: str, the config file (for the message).
+
+  Raises:
+    ValueError: `--bert_config_file: <file>: the model has N parameters:
+      training holds 3 float32 copies of each ...`.
+  """
+  problem = config_checks.memory_problem(
+      bert_config.to_dict(), copies=config_checks.training_copies(
+          training.optimizer, training.gradient_accumulation_steps))
+  if problem:
+    raise ValueError("--bert_config_file: %s: %s" % (path, problem))
 
 
 def check_max_seq_length(max_seq_length, bert_config,
@@ -200,10 +225,12 @@ Model = collections.namedtuple(
 def prepare_model(bert_config_file, max_seq_length=None, init_checkpoint=None,
                   do_lower_case=True, vocab_file=None, output_dir=None,
                   need_output_dir=True, need_checkpoint=False, *, problems,
-                  export_now=False):
+                  export_now=False, run=None):
   """The start-up checks every script runs, in one fixed order.
 
-  1. the config (`--bert_config_file`); 2. the sequence length against the
+  1. the config (`--bert_config_file`; with a run that trains, its memory
+  counts the optimizer's slots: `check_training_memory`); 2. the
+  sequence length against the
   model's position embeddings; 3. the checkpoint (`resolve_init_checkpoint`;
   then that it is whole and its `bert/` shapes fit the config);
   4. the casing against a released checkpoint's name (the reference's
@@ -226,6 +253,8 @@ def prepare_model(bert_config_file, max_seq_length=None, init_checkpoint=None,
     export_now: bool, whether the run exports the checkpoint it finds now
       (`--export_dir` without `--do_train`): that checkpoint must have a
       task head (`saved_model.check_task_head`).
+    run: optional `RunOptions` of the run; when it trains, the memory
+      check counts what training holds beside the weights.
 
   Returns:
     `Model(bert_config, init_checkpoint, tokenizer)`: the `BertConfig`, the
@@ -235,6 +264,9 @@ def prepare_model(bert_config_file, max_seq_length=None, init_checkpoint=None,
   attempt = problems.attempt
 
   bert_config = attempt(load_bert_config, bert_config_file)
+  if bert_config is not None and run is not None and run.do_train:
+    attempt(check_training_memory, bert_config, run.training,
+            bert_config_file)
   if bert_config is not None and max_seq_length is not None:
     attempt(check_max_seq_length, max_seq_length, bert_config)
   checkpoint = None

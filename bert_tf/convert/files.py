@@ -302,9 +302,18 @@ def _give_default_permissions(folder):
 def check_output_dir(output_dir):
   """Refuses an `--output` that exists and is not an empty folder.
 
+  A symbolic link to a folder is that folder (written into); a link to
+  anything else, or to nothing, is refused.
+
   Raises:
-    ValueError: naming the folder.
+    ValueError: naming the folder (and a link's target).
   """
+  if os.path.islink(output_dir.rstrip("/")) and not os.path.isdir(output_dir):
+    target = os.readlink(output_dir.rstrip("/"))
+    raise ValueError("--output: %s is a symbolic link to %s, %s; expected a "
+                     "new or empty folder, or a link to one" %
+                     (output_dir, target, "a file" if os.path.exists(
+                         output_dir) else "which does not exist"))
   if os.path.exists(output_dir) and (not os.path.isdir(output_dir) or
                                      os.listdir(output_dir)):
     raise ValueError("--output: %s already exists and is not an empty folder"

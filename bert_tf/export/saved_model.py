@@ -365,7 +365,11 @@ def export_saved_model(model_fn, checkpoint_path, export_dir, max_seq_length,
     tf.io.gfile.copy(bert_config_file, os.path.join(assets, CONFIG_ASSET))
     with tf.io.gfile.GFile(os.path.join(assets, SERVING_ASSET), "w") as f:
       f.write(json.dumps(config, indent=2, sort_keys=True) + "\n")
+    # Durable before it is visible under its version: the folder's files
+    # flushed to disk, then the rename (local file systems).
+    io_utils.sync_to_disk(work_dir)
     path = _claim_version(export_dir, work_dir)
+    io_utils.sync_folder(export_dir)
   finally:
     if tf.io.gfile.exists(work_dir):
       tf.io.gfile.rmtree(work_dir)

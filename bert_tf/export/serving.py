@@ -32,7 +32,8 @@ from bert_tf.tasks.squad import predictions as squad_predictions
 from bert_tf.train import lengths as lengths_lib
 import tokenization
 
-__all__ = ["resolve_version", "read_assets", "encode_text",
+__all__ = ["resolve_version", "read_assets", "check_serving_config",
+           "check_served_outputs", "encode_text",
            "BertServingModel", "predict_squad"]
 
 
@@ -84,16 +85,42 @@ def read_assets(version_dir):
   path = os.path.join(assets, export_utils.SERVING_ASSET)
   config = json_file.load(path, max_bytes=2 ** 24)
   check_serving_config(config, path)
+  bert_config_path = os.path.join(assets, export_utils.CONFIG_ASSET)
+  _check_positions(config, path, json_file.load(bert_config_path,
+                                                max_bytes=2 ** 20),
+                   bert_config_path)
   return (config, os.path.join(assets, export_utils.VOCAB_ASSET),
-          os.path.join(assets, export_utils.CONFIG_ASSET))
+          bert_config_path)
 
 
+def _check_positions(config, path, bert_config, bert_config_path):
+  """Refuses a `max_seq_length` beyond the exported model's position
+  embeddings (its `bert_config.json`'s `max_position_embeddings`)."""
+  positions = json_file.field(bert_config, "max_position_embeddings",
+                              "integer", bert_config_path, default=512,
+                              minimum=1)
+  if config["max_seq_length"] > positions:
+    raise ValueError(
+        "%s: max_seq_length is %d, expected at most the model's "
+        "max_position_embeddings=%d (%s)" %
+        (path, config["max_seq_length"], positions, bert_config_path))
+
+
+# The longest input a sane model takes (`bert_tf.checks.config`'s bound on
+# max_position_embeddings); a larger max_seq_length is a damaged file.
+_MAX_SEQ_LENGTH = 2 ** 20
 # serving_config.json: key -> (JSON kind, minimum) of the keys every export
 # has, then of the keys some kinds add.
 _SERVING_REQUIRED = {"kind": ("string", None),
                      "do_lower_case": ("boolean", None),
                      "max_seq_length": ("integer", 3),
                      "output_keys": ("list", None)}
+# The outputs each kind's client reads (`BertServingModel.classify`,
+# `answer`, predict_saved_model.py): its output_keys must name them.
+_KIND_OUTPUTS = {export_utils.CLASSIFIER: ("probabilities",),
+                 export_utils.REGRESSION: ("predictions",),
+                 export_utils.SQUAD: ("start_logits", "end_logits"),
+                 export_utils.NER: ("probabilities",)}
 _SERVING_OPTIONAL = {"label_list": (("list", "null"), None),
                      "task_name": (("string", "null"), None),
                      "tsv_columns": (("object", "null"), None),
@@ -116,8 +143,14 @@ def check_serving_config(config, path):
   Raises:
     ValueError: one line naming the file and the key path: not an object;
       a missing `kind`, `do_lower_case`, `max_seq_length` or `output_keys`;
-      a value of the wrong JSON type or below its minimum; an unknown kind;
-      a SQuAD export without `doc_stride` / `max_query_length`.
+      a value of the wrong JSON type or below its minimum; a
+      `max_seq_length` above 2^20; an unknown kind; `output_keys` empty,
+      with a name twice, or without what the kind serves (`probabilities`,
+      `predictions`, `start_logits` and `end_logits`); a classifier or NER
+      export without labels; a SQuAD export without `doc_stride` /
+      `max_query_length`, or whose query leaves no room for the document;
+      `bucket_lengths` empty, not increasing or not ending at
+      `max_seq_length`.
   """
   json_file.require(config, "object", path, "")
   for table, default in ((_SERVING_REQUIRED, json_file.MISSING),
@@ -125,31 +158,98 @@ def check_serving_config(config, path):
     for key, (kind, minimum) in table.items():
       json_file.field(config, key, kind, path, default=default,
                       minimum=minimum)
+  json_file.field(config, "max_seq_length", "integer", path, minimum=3,
+                  maximum=_MAX_SEQ_LENGTH)
   if config["kind"] not in export_utils.KINDS:
     raise ValueError("%s: kind %r is not one of %s" %
                      (path, config["kind"], export_utils.KINDS))
   for name in ("output_keys", "label_list"):
     for i, value in enumerate(config.get(name) or ()):
       json_file.require(value, "string", path, json_file.index_path(name, i))
-  if not config["output_keys"]:
-    raise ValueError("%s: output_keys is [], expected the names of the "
-                     "outputs" % path)
+  _check_output_keys(config, path)
+  if (config["kind"] in (export_utils.CLASSIFIER, export_utils.NER) and
+      not config.get("label_list")):
+    raise ValueError("%s: label_list is %s, expected the %s export's labels "
+                     "(a non-empty list of strings)" %
+                     (path, json_file.describe(config.get("label_list")),
+                      config["kind"]))
   for key, (kind, minimum) in _TSV_COLUMNS.items():
     json_file.field(config.get("tsv_columns") or {}, key, kind, path,
                     "tsv_columns", default=None, minimum=minimum)
   if config["kind"] == export_utils.SQUAD:
     for key in ("doc_stride", "max_query_length"):
       json_file.field(config, key, "integer", path, minimum=1)
+    if config["max_query_length"] + 4 > config["max_seq_length"]:
+      raise ValueError(
+          "%s: max_query_length is %d, expected at most max_seq_length - 4 "
+          "= %d (room for [CLS], two [SEP] and a document token)" %
+          (path, config["max_query_length"], config["max_seq_length"] - 4))
+  _check_bucket_lengths(config, path)
+
+
+def _check_output_keys(config, path):
+  """output_keys: distinct names, among them what the kind's client reads."""
+  keys = config["output_keys"]
+  needed = _KIND_OUTPUTS.get(config["kind"], ())
+  if not keys:
+    raise ValueError("%s: output_keys is [], expected the names of the "
+                     "outputs (%s for a %s export)" %
+                     (path, ", ".join(needed), config["kind"]))
+  twice = sorted({key for key in keys if keys.count(key) > 1})
+  if twice:
+    raise ValueError("%s: output_keys names %s twice, expected distinct "
+                     "names" % (path, ", ".join(map(repr, twice))))
+  missing = [key for key in needed if key not in keys]
+  if missing:
+    raise ValueError("%s: output_keys is %s, expected it to name %s (what a "
+                     "%s export serves)" %
+                     (path, keys, ", ".join(map(repr, missing)),
+                      config["kind"]))
+
+
+def _check_bucket_lengths(config, path):
+  """bucket_lengths: null, or increasing lengths ending at max_seq_length."""
   buckets = config.get("bucket_lengths")
-  for i, value in enumerate(buckets or ()):
+  if buckets is None:
+    return
+  expected = ("expected increasing lengths ending at max_seq_length=%d" %
+              config["max_seq_length"])
+  if not buckets:
+    raise ValueError("%s: bucket_lengths is [], %s (or null: no buckets)" %
+                     (path, expected))
+  for i, value in enumerate(buckets):
     json_file.require(value, "integer", path,
-                      json_file.index_path("bucket_lengths", i))
-  if buckets is not None and (
-      sorted(set(buckets)) != buckets or buckets[-1] != config[
-          "max_seq_length"] or buckets[0] < 1):
-    raise ValueError("%s: bucket_lengths %s: expected increasing lengths "
-                     "ending at max_seq_length=%d" %
-                     (path, buckets, config["max_seq_length"]))
+                      json_file.index_path("bucket_lengths", i), minimum=1)
+  if (sorted(set(buckets)) != buckets or
+      buckets[-1] != config["max_seq_length"]):
+    raise ValueError("%s: bucket_lengths %s: %s" % (path, buckets, expected))
+
+
+def check_served_outputs(config, path, outputs):
+  """Refuses output_keys that the loaded signature does not have, and a
+  classifier's label_list of another length than its probabilities.
+
+  Args:
+    config: a checked `serving_config.json`.
+    path: str, the file (for the message).
+    outputs: dict, the `serving_default` signature's output names -> their
+      shapes (lists of int or None).
+
+  Raises:
+    ValueError: one line naming the file, the key and what the export has.
+  """
+  for i, key in enumerate(config["output_keys"]):
+    if key not in outputs:
+      raise ValueError(
+          "%s: output_keys[%d] is %r, expected one of the export's outputs "
+          "(%s)" % (path, i, key, ", ".join(sorted(outputs))))
+  shape = outputs.get("probabilities")
+  if (config["kind"] == export_utils.CLASSIFIER and shape and
+      shape[-1] is not None and shape[-1] != len(config["label_list"])):
+    raise ValueError(
+        "%s: label_list has %d labels, expected %d (the export's "
+        "probabilities have shape %s)" %
+        (path, len(config["label_list"]), shape[-1], shape))
 
 
 def encode_text(tokenizer, text_a, text_b, max_seq_length):
@@ -215,6 +315,8 @@ class BertServingModel(object):
     try:
       self._loaded = tf2.saved_model.load(self.version_dir)
       self._signature = self._loaded.signatures["serving_default"]
+      outputs = {name: spec.shape.as_list() for name, spec in
+                 self._signature.structured_outputs.items()}
     except (tf2.errors.OpError, ValueError, OSError, KeyError) as e:
       raise ValueError(
           "--model_dir: %s: the SavedModel cannot be loaded (%s: %s); the "
@@ -224,6 +326,9 @@ class BertServingModel(object):
     finally:
       for logger in loggers:
         logger.removeFilter(_no_fingerprint_note)
+    check_served_outputs(self.config, os.path.join(
+        self.version_dir, export_utils.ASSETS_DIR, export_utils.SERVING_ASSET),
+                         outputs)
 
   def run(self, input_ids, input_mask, segment_ids):
     """Runs the signature on a batch.

@@ -24,6 +24,7 @@ from absl import logging
 import tensorflow as tf2
 import tensorflow.compat.v1 as tf
 
+from bert_tf import io as io_utils
 from bert_tf import json_file
 
 __all__ = ["STRATEGIES", "parse_tf_config", "is_chief", "peer_addresses",
@@ -145,6 +146,9 @@ def check_global_batch(batch_size, num_replicas, flag_name):
     ValueError: when `batch_size` is not a positive multiple of
       `num_replicas`.
   """
+  if batch_size < 1:
+    raise ValueError("--%s=%d: expected an integer >= 1 (the global batch, "
+                     "all replicas together)" % (flag_name, batch_size))
   if batch_size % num_replicas or batch_size < num_replicas:
     raise ValueError(
         "--%s=%d is the global batch (all replicas together) and must be a "
@@ -337,8 +341,9 @@ def start_peer_watchdog(timeout_secs, poll_secs=2.0):
   TensorFlow waits for missing workers without a limit (and holds the Python
   lock while it does, at places), so a background thread polls every other
   task's address by TCP. At start-up, when one still refuses after
-  `timeout_secs`, it prints `error: ...` naming the address and ends the
-  process with status 1. Once all have answered it keeps polling until told
+  `timeout_secs`, it prints `error: ...` naming the address, removes the
+  command's own temporary folder (`io_utils.remove_own_temp_dir`: the exit
+  skips `atexit`) and ends the process with status 1. Once all have answered it keeps polling until told
   to stop: a task that stops answering for `timeout_secs` (killed, its
   machine lost) ends this one the same way, saying how to restart (a lost
   task cannot rejoin a running cluster: the chief would wait for it
@@ -364,6 +369,9 @@ def start_peer_watchdog(timeout_secs, poll_secs=2.0):
     sys.stderr.write("error: --distribution_strategy=multi_worker_mirrored: "
                      "worker %s (TF_CONFIG %s) %s\n" % (address, label, what))
     sys.stderr.flush()
+    # os._exit skips atexit, which would remove the command's temporary
+    # folder (autograph's files): removed here.
+    io_utils.remove_own_temp_dir()
     os._exit(1)  # pylint: disable=protected-access
 
   def watch():

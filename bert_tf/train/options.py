@@ -22,7 +22,6 @@ extra determinism, one device).
 """
 
 import dataclasses
-import math
 import os
 import types
 from typing import Optional
@@ -31,6 +30,7 @@ from absl import logging
 import tensorflow as tf_v2  # enable_op_determinism has no compat.v1 name.
 import tensorflow.compat.v1 as tf
 
+from bert_tf.checks import numbers as number_checks
 from bert_tf.train import distribute as distribute_utils
 from bert_tf.train import optimizer_options
 from bert_tf.train import spec as spec_lib
@@ -371,29 +371,15 @@ def evaluation_problems(run):
   return problems
 
 
-# Number flags of training: name -> (lowest, highest or None, whether the
-# lowest itself is allowed). Every value must also be finite.
-_NUMBER_FLAGS = types.MappingProxyType({
-    "learning_rate": (0.0, None, True),
-    "num_train_epochs": (0.0, None, False),
-    "warmup_proportion": (0.0, 1.0, True),
-    "num_train_steps": (1, None, True),
-    "num_warmup_steps": (0, None, True),
-    "save_checkpoints_steps": (1, None, True),
-    "save_checkpoints_secs": (0, None, True),
-    "iterations_per_loop": (1, None, True),
-    # SQuAD 2.0's null-answer margin: any finite number.
-    "null_score_diff_threshold": (float("-inf"), None, True),
-})
-
-
 def number_flag_problems(flag_values):
-  """The training number flags that are not finite or out of range.
+  """The number flags that are not finite or out of range.
 
-  A NaN learning rate, `--num_train_epochs=inf` or `-1`, a negative
-  `--save_checkpoints_steps` (the session runner then wrote no
-  checkpoint) or a warmup share above 1 are refused before any work.
-  Flags the script does not define are skipped.
+  Every integer and float flag has its range in `bert_tf.checks.numbers`
+  (`RANGES`): a batch size of 0 or -4, a NaN learning rate,
+  `--num_train_epochs=inf` or `-1`, a negative `--save_checkpoints_steps`
+  (the session runner then wrote no checkpoint) or a warmup share above 1
+  are refused before any work. Flags the script does not define are
+  skipped.
 
   Args:
     flag_values: the parsed flags (or any object with them as attributes).
@@ -401,26 +387,7 @@ def number_flag_problems(flag_values):
   Returns:
     list of one-line messages.
   """
-  problems = []
-  for name, (low, high, low_allowed) in _NUMBER_FLAGS.items():
-    value = getattr(flag_values, name, None)
-    if value is None or isinstance(value, bool):
-      continue
-    if isinstance(value, float) and not math.isfinite(value):
-      ok = False
-    else:
-      ok = (value >= low if low_allowed else value > low) and (
-          high is None or value <= high)
-    if not ok:
-      if high is not None:
-        expected = "a number in [%s, %s]" % (low, high)
-      elif low == float("-inf"):
-        expected = "a finite number"
-      else:
-        expected = "a finite number %s %s" % (">=" if low_allowed else ">",
-                                              low)
-      problems.append("--%s=%s: expected %s" % (name, value, expected))
-  return problems
+  return number_checks.flag_problems(flag_values)
 
 
 def from_flags(flag_values, problems):
@@ -443,8 +410,10 @@ def from_flags(flag_values, problems):
     `RunOptions`; usable once `problems` holds none.
   """
   run = _default_gpus(read_flags(flag_values))
-  problems.extend(check(run) + evaluation_problems(run) +
-                  number_flag_problems(flag_values))
+  problems.extend(check(run) + evaluation_problems(run))
+  # A flag another check already named (a script's own, the devices') is
+  # reported once, by that check.
+  problems.extend_unnamed(number_flag_problems(flag_values))
   if (run.distribute.distribution_strategy == "multi_worker_mirrored" and
       run.do_train and not distribute_utils.is_chief()):
     left = [name for name in ("do_eval", "do_predict") if getattr(run, name)]

@@ -22,6 +22,7 @@ characters, and the Latin part is a word of its own (grouped by `##`).
 
 import importlib.util
 import logging as std_logging
+import tempfile
 import warnings
 
 from absl import logging
@@ -83,7 +84,9 @@ def load_segmenter():
   """A jieba `Tokenizer` with its shipped dictionary loaded.
 
   jieba keeps a cache of the parsed dictionary in the temporary folder
-  (`jieba.cache`, written atomically); its debug lines are silenced.
+  (`jieba.cache`, written atomically); its debug lines are silenced, and a
+  cache it cannot write (a full temporary folder) is one warning line, not
+  jieba's traceback (printed twice).
 
   Returns:
     `jieba.Tokenizer`, whose `cut(text)` yields words (str) whose
@@ -100,10 +103,40 @@ def load_segmenter():
       import jieba  # pylint: disable=g-import-not-at-top
   except ImportError:
     raise ValueError(_missing_message()) from None
-  std_logging.getLogger("jieba").setLevel(std_logging.WARNING)
+  logger = std_logging.getLogger("jieba")
+  logger.setLevel(std_logging.WARNING)
+  failed_write = _FailedCacheWrite()
+  logger.addFilter(failed_write)
   segmenter = jieba.Tokenizer()
-  segmenter.initialize()
+  try:
+    segmenter.initialize()
+  finally:
+    logger.removeFilter(failed_write)
+  if failed_write.error is not None:
+    logging.warning(
+        "--do_chinese_whole_word_mask: jieba could not write its dictionary "
+        "cache in %s (%s: %s); the dictionary is parsed again at each start",
+        segmenter.tmp_dir or tempfile.gettempdir(),
+        type(failed_write.error).__name__,
+        " ".join(str(failed_write.error).split()))
   return segmenter
+
+
+class _FailedCacheWrite(std_logging.Filter):
+  """Drops jieba's report (with a traceback, printed by its own handler and
+  again by the root logger's) that it could not write its dictionary cache
+  (a full or read-only temporary folder); keeps the error for one warning.
+  The dictionary itself is loaded all the same."""
+
+  def __init__(self):
+    super().__init__()
+    self.error = None
+
+  def filter(self, record):
+    if record.exc_info and "cache" in record.getMessage():
+      self.error = record.exc_info[1]
+      return False
+    return True
 
 
 class WordMarkingTokenizer(object):
