@@ -73,7 +73,8 @@ def hf_to_tf(hf_dir, output_dir):
       hf_dir, "model.safetensors.index.json")
   tf_tensors, groups = hf_to_tf_weights(
       files.read_hf_weights(hf_dir), bert_config, source,
-      token_classification=is_token_classification(hf_config))
+      token_classification=is_token_classification(hf_config),
+      config_source=config_path)
   vocab = files.hf_vocab_text(hf_dir)
   files.log_lower_case(hf_dir)
   with files.atomic_output_dir(output_dir) as tmp:
