@@ -11,9 +11,12 @@ reads Google's release layout (`bert_config.json`, `bert_model.ckpt.*`,
   # this project's checkpoint -> a folder that Hugging Face's BertModel and
   # BertForPreTraining load (BertForSequenceClassification or
   # BertForQuestionAnswering or BertForTokenClassification for fine-tuned
-  # heads)
+  # heads, with id2label, problem_type, tokenizer_config.json and a model
+  # card README.md; the task and labels from --task/--labels, the run's
+  # --export, or its label files)
   python convert_checkpoint.py --direction=tf_to_hf --input=CKPT \
-      --output=HF_DIR [--bert_config_file=...] [--vocab_file=...]
+      --output=HF_DIR [--bert_config_file=...] [--vocab_file=...] \
+      [--export=EXPORT_DIR] [--task=...] [--labels=a,b,c]
 
 Tensor names (Hugging Face side as `BertForPreTraining` writes them; reading
 also accepts them without the `bert.` prefix and old `LayerNorm.gamma/beta`):
@@ -56,6 +59,7 @@ from bert_tf.cli import entry
 from bert_tf.convert.config import BERT_CONFIG_KEYS
 from bert_tf.convert.config import bert_config_to_hf_config
 from bert_tf.convert.config import hf_config_to_bert_config
+from bert_tf.convert import fine_tuned
 from bert_tf.convert.files import read_hf_weights
 from bert_tf.convert.files import read_tf_checkpoint
 from bert_tf.convert.files import resolve_tf_checkpoint
@@ -76,6 +80,9 @@ __all__ = [
 ]
 
 FLAGS = flags.FLAGS
+# The flags of --direction=tf_to_hf alone.
+_TF_TO_HF_FLAGS = ("bert_config_file", "vocab_file", "task", "labels",
+                   "export", "base_model", "dataset")
 
 
 def define_flags():
@@ -94,19 +101,42 @@ def define_flags():
   flags.DEFINE_string("vocab_file", None,
                       "tf_to_hf only: default vocab.txt beside the checkpoint.")
   flags.DEFINE_bool("do_lower_case", True,
-                    "tf_to_hf only: written to tokenizer_config.json.")
+                    "tf_to_hf only: written to tokenizer_config.json "
+                    "(unset: the --export's, else True).")
+  # tf_to_hf of a fine-tuned model: what its Hugging Face users need.
+  flags.DEFINE_enum("task", None, list(fine_tuned.TASKS),
+                    "tf_to_hf only: the fine-tuned task (unset: from "
+                    "--export, the run's label files, else the heads).")
+  flags.DEFINE_list("labels", None,
+                    "tf_to_hf only: the label names in id order, "
+                    "comma-separated (unset: from --export or the run's "
+                    "label files, else LABEL_<i>).")
+  flags.DEFINE_string("export", None,
+                      "tf_to_hf only: the run's --export_dir (or a version "
+                      "folder): task, labels, do_lower_case and settings "
+                      "from its serving_config.json.")
+  flags.DEFINE_string("base_model", None,
+                      "tf_to_hf only: what fine-tuning started from, for "
+                      "the model card (README.md).")
+  flags.DEFINE_string("dataset", None,
+                      "tf_to_hf only: the training data, for the model card "
+                      "(unset: the export's task name).")
   flags.mark_flags_as_required(["direction", "input", "output"])
 
 
 def main(_):
   if FLAGS.direction == "hf_to_tf":
-    for flag in ("bert_config_file", "vocab_file"):
+    for flag in _TF_TO_HF_FLAGS:
       if FLAGS[flag].present:
         raise ValueError("--%s applies to --direction=tf_to_hf only" % flag)
     hf_to_tf(FLAGS.input, FLAGS.output)
   else:
     tf_to_hf(FLAGS.input, FLAGS.output, bert_config_file=FLAGS.bert_config_file,
-             vocab_file=FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case)
+             vocab_file=FLAGS.vocab_file,
+             do_lower_case=(FLAGS.do_lower_case
+                            if FLAGS["do_lower_case"].present else None),
+             task=FLAGS.task, labels=FLAGS.labels, export=FLAGS.export,
+             base_model=FLAGS.base_model, dataset=FLAGS.dataset)
 
 
 def cli():
