@@ -10,12 +10,18 @@ import os
 import shutil
 
 from absl import flags
+import numpy as np
 import pytest
+import tensorflow.compat.v1 as tf
 
 from bert_tf.convert import folders
+from bert_tf.convert import keras_names
 from bert_tf.convert import sources
+from bert_tf.tasks.classifier import model as classifier_model
 from helpers import data_path
+from helpers import import_or_skip
 from helpers import run_script
+import modeling
 
 _TINY = os.path.dirname(data_path("conformance", "modeling",
                                   "bert_config.json"))
@@ -218,12 +224,96 @@ def test_pickle_only_folder_is_refused_with_the_fix(hf_folder, tmp_path):
   assert "never unpickles" in message
 
 
-def test_keras_h5_only_folder_is_refused_with_the_fix(hf_folder, tmp_path):
-  os.rename(os.path.join(hf_folder, "model.safetensors"),
-            os.path.join(hf_folder, "tf_model.h5"))
+@pytest.fixture(scope="module")
+def tf_bert_folders(tmp_path_factory):
+  """A tiny TFBertForSequenceClassification of transformers 4.x, saved as
+  its users have it (tf_model.h5) and with safe_serialization=True, and its
+  logits on two inputs. Skipped where transformers' TensorFlow classes do
+  not run (Keras 3 on TensorFlow 2.21, transformers v5)."""
+  transformers = import_or_skip("transformers", "./setup.sh --test")
+  environ = dict(os.environ)
+  try:
+    return _save_tf_bert(transformers, tmp_path_factory)
+  finally:
+    # transformers' TensorFlow classes set TF_USE_LEGACY_KERAS, which
+    # breaks the scripts that later tests run in subprocesses.
+    os.environ.clear()
+    os.environ.update(environ)
+
+
+def _save_tf_bert(transformers, tmp_path_factory):
+  try:
+    config = transformers.BertConfig(
+        vocab_size=1000, hidden_size=32, num_hidden_layers=2,
+        num_attention_heads=4, intermediate_size=64,
+        max_position_embeddings=64, hidden_act="gelu", num_labels=3)
+    tf_bert = transformers.TFBertForSequenceClassification(config)
+  except Exception as e:  # pylint: disable=broad-except
+    pytest.skip("transformers' TensorFlow classes do not run here (%s)" %
+                " ".join(str(e).split())[:200])
+  ids = np.array([[101, 500, 600, 102, 0, 0], [101, 700, 102, 800, 900, 102]],
+                 np.int32)
+  mask = np.array([[1, 1, 1, 1, 0, 0], [1] * 6], np.int32)
+  segments = np.array([[0] * 6, [0, 0, 0, 1, 1, 1]], np.int32)
+  logits = tf_bert(input_ids=ids, attention_mask=mask,
+                   token_type_ids=segments).logits.numpy()
+  root = tmp_path_factory.mktemp("tf_bert")
+  made = {}
+  for name, safe in (("h5", False), ("safetensors", True)):
+    folder = str(root / name)
+    tf_bert.save_pretrained(folder, safe_serialization=safe)
+    shutil.copy(os.path.join(_TINY, "vocab.txt"), folder)
+    made[name] = folder
+  assert os.listdir(made["h5"]) and "tf_model.h5" in os.listdir(made["h5"])
+  return made, (ids, mask, segments), logits
+
+
+def test_tf_bert_folders_of_transformers_4_run_as_they_are(tf_bert_folders,
+                                                           tmp_path):
+  made, (ids, mask, segments), expected = tf_bert_folders
+  for name, folder in sorted(made.items()):
+    values = _flag_values("--init_checkpoint=" + folder)
+    converted = sources.resolve_model_flags(values, str(tmp_path / name))
+    config = modeling.BertConfig.from_json_file(values.bert_config_file)
+    with tf.Graph().as_default():
+      _, _, logits, _ = classifier_model.create_model(
+          config, False, tf.constant(ids), tf.constant(mask),
+          tf.constant(segments), tf.zeros([2], tf.int32), 3, False)
+      with tf.Session() as sess:
+        tf.train.Saver().restore(sess, converted.checkpoint)
+        got = sess.run(logits)
+    np.testing.assert_allclose(got, expected, atol=1e-5, err_msg=name)
+
+
+def test_keras_names_and_layouts_become_the_pytorch_classes():
+  tensors = {
+      "tf_bert_model/bert/encoder/layer_._11/attention/self/query/kernel:0":
+          np.arange(6.0).reshape(2, 3),
+      "bert/embeddings/position_embeddings/embeddings": np.zeros((4, 2)),
+      "mlm___cls/predictions/transform/LayerNorm/gamma:0": np.ones(2),
+      "nsp___cls/seq_relationship/bias:0": np.zeros(2),
+      "classifier/kernel": np.zeros((2, 5)),
+  }
+  renamed = keras_names.keras_to_hf_names(tensors, "f")
+  assert sorted(renamed) == [
+      "bert.embeddings.position_embeddings.weight",
+      "bert.encoder.layer.11.attention.self.query.weight",
+      "classifier.weight", "cls.predictions.transform.LayerNorm.weight",
+      "cls.seq_relationship.bias"]
+  np.testing.assert_array_equal(
+      renamed["bert.encoder.layer.11.attention.self.query.weight"],
+      np.arange(6.0).reshape(2, 3).T)
+  assert renamed["classifier.weight"].shape == (5, 2)
+
+
+def test_damaged_tf_model_h5_is_named(hf_folder, tmp_path):
+  os.remove(os.path.join(hf_folder, "model.safetensors"))
+  with open(os.path.join(hf_folder, "tf_model.h5"), "wb") as f:
+    f.write(b"not hdf5 at all")
   message = _resolve_error(hf_folder, tmp_path)
-  assert "holds tf_model.h5" in message
-  assert "safe_serialization=True" in message
+  assert message == ("%s: not an HDF5 file (expected Keras weights that "
+                     "TFBert*.save_pretrained wrote)" %
+                     os.path.join(hf_folder, "tf_model.h5"))
 
 
 @pytest.mark.parametrize("file_name,change,expected", [

@@ -47,15 +47,17 @@ def _log_groups(groups, source):
       logging.warning("The source has no %s", _GROUP_DESCRIPTIONS[group])
 
 
-def hf_to_tf(hf_dir, output_dir):
+def hf_to_tf(hf_dir, output_dir, log_casing=True):
   """Converts a Hugging Face BERT folder to the TF release layout.
 
   Args:
     hf_dir: folder with `config.json`, `model.safetensors` (or shards with
-      `model.safetensors.index.json`) and `vocab.txt` (or a WordPiece
-      `tokenizer.json`).
+      `model.safetensors.index.json`, or the `tf_model.h5` of a `TFBert*`
+      class) and `vocab.txt` (or a WordPiece `tokenizer.json`).
     output_dir: new (or empty) folder; receives `bert_config.json`,
       `bert_model.ckpt.{index,data-00000-of-00001}` and `vocab.txt`.
+    log_casing: bool, whether to log the `--do_lower_case` the scripts
+      need (not when they take it from the folder themselves).
 
   Returns:
     The set of tensor groups converted (see `hf_to_tf_weights`).
@@ -70,7 +72,7 @@ def hf_to_tf(hf_dir, output_dir):
   config_path = os.path.join(hf_dir, "config.json")
   hf_config = files.read_json(config_path)
   bert_config = hf_config_to_bert_config(hf_config, config_path)
-  weight_files = files.safetensors_files(hf_dir)
+  weight_files = files.weight_files(hf_dir)
   source = weight_files[0] if len(weight_files) == 1 else os.path.join(
       hf_dir, "model.safetensors.index.json")
   tf_tensors, groups = hf_to_tf_weights(
@@ -78,7 +80,8 @@ def hf_to_tf(hf_dir, output_dir):
       token_classification=is_token_classification(hf_config),
       config_source=config_path)
   vocab = files.hf_vocab_text(hf_dir)
-  files.log_lower_case(hf_dir)
+  if log_casing:
+    files.log_lower_case(hf_dir)
   with files.atomic_output_dir(output_dir) as tmp:
     with open(os.path.join(tmp, "bert_config.json"), "w",
               encoding="utf-8") as f:

@@ -3,8 +3,9 @@
 Every script's `--init_checkpoint` takes, besides a TensorFlow checkpoint
 (a released model folder, a prefix, a training `output_dir`), a folder of
 another layout listed in `KINDS`: today a Hugging Face BERT folder
-(`config.json`, `model.safetensors` or its shards, `vocab.txt` or a
-WordPiece `tokenizer.json`). Such a folder is converted to the release
+(`config.json`, `model.safetensors` or its shards or the `tf_model.h5` of
+transformers 4.x's `TFBert*` classes, `vocab.txt` or a WordPiece
+`tokenizer.json`). Such a folder is converted to the release
 layout once, into a cache folder the log names
 (`$BERT_TF_CACHE/converted/<name>-<key>/`, `BERT_TF_CACHE` defaulting to
 `$XDG_CACHE_HOME/bert_tf`, else `~/.cache/bert_tf`), and reused while the
@@ -92,23 +93,13 @@ def _is_hf_folder(folder):
 
 
 def _hf_source_files(folder):
-  """config.json, the safetensors files and the tokenizer files present.
+  """config.json, the weight files and the tokenizer files present.
 
   Raises:
-    FileNotFoundError: no safetensors weights (pickles and Keras `.h5`
-      files are not read), naming the folder.
+    FileNotFoundError: no safetensors weights nor `tf_model.h5` (pickles
+      are never read), naming the folder.
   """
-  try:
-    weights = files.safetensors_files(folder)
-  except FileNotFoundError:
-    if os.path.isfile(os.path.join(folder, "tf_model.h5")):
-      raise FileNotFoundError(
-          "%s holds tf_model.h5 (Keras weights of transformers' TFBert* "
-          "classes) but no model.safetensors: save it once with "
-          "transformers 4.x, model.save_pretrained(folder, "
-          "safe_serialization=True), or load it in the PyTorch class "
-          "(from_tf=True) and save that" % folder) from None
-    raise
+  weights = files.weight_files(folder)
   names = [os.path.join(folder, name) for name in _HF_OTHER_FILES]
   index = os.path.join(folder, "model.safetensors.index.json")
   if os.path.isfile(index):
@@ -187,7 +178,7 @@ def hf_lower_case(folder):
 
 def _hf_convert(folder, output_dir):
   check_hf_tokenizer(folder)
-  folders.hf_to_tf(folder, output_dir)
+  folders.hf_to_tf(folder, output_dir, log_casing=False)
 
 
 HUGGING_FACE = FolderKind("Hugging Face", _is_hf_folder, _hf_source_files,
