@@ -36,6 +36,17 @@ _HEADS = {"classifier": ("output_weights", "output_bias"),
           "squad": ("cls/squad/output_weights", "cls/squad/output_bias")}
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _environment_kept():
+  """transformers (its pipelines look for TensorFlow classes) sets
+  TF_USE_LEGACY_KERAS, which breaks the scripts that later tests run in
+  subprocesses: the environment is restored after this module."""
+  environ = dict(os.environ)
+  yield
+  os.environ.clear()
+  os.environ.update(environ)
+
+
 @pytest.fixture(scope="module")
 def hf():
   torch = import_or_skip("torch", "./setup.sh --test")
@@ -148,6 +159,7 @@ def _classifier(num_labels, **kwargs):
   return build
 
 
+@pytest.mark.slow
 def test_single_label_classifier_with_its_export(hf, tmp_path):
   transformers, torch = hf
   run_dir = _run_dir(tmp_path, "classifier", 3)
@@ -180,10 +192,16 @@ def test_single_label_classifier_with_its_export(hf, tmp_path):
   logits = _hf_outputs(torch, model, ids, mask, segments).logits
   np.testing.assert_allclose(logits.softmax(-1).numpy(), probabilities,
                              atol=1e-5)
-  pipe = transformers.pipeline("text-classification", model=out)
+  environ = dict(os.environ)
+  try:
+    pipe = transformers.pipeline("text-classification", model=out)
+  finally:  # See _environment_kept.
+    os.environ.clear()
+    os.environ.update(environ)
   assert pipe(_TEXTS[0][0])[0]["label"] in config["label2id"]
 
 
+@pytest.mark.slow
 def test_multi_label_classifier_from_its_labels_file(hf, tmp_path):
   transformers, torch = hf
   run_dir = _run_dir(tmp_path, "classifier", 4, seed=1)
@@ -205,6 +223,7 @@ def test_multi_label_classifier_from_its_labels_file(hf, tmp_path):
                              atol=1e-5)
 
 
+@pytest.mark.slow
 def test_regression_from_the_task_flag(hf, tmp_path):
   transformers, torch = hf
   run_dir = _run_dir(tmp_path, "classifier", 1, seed=2)
@@ -221,6 +240,7 @@ def test_regression_from_the_task_flag(hf, tmp_path):
   np.testing.assert_allclose(logits.numpy()[:, 0], predictions, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_ner_with_its_label_list(hf, tmp_path):
   transformers, torch = hf
   run_dir = _run_dir(tmp_path, "ner", 5, seed=3)
@@ -247,6 +267,7 @@ def test_ner_with_its_label_list(hf, tmp_path):
                              atol=1e-5)
 
 
+@pytest.mark.slow
 def test_squad_with_its_export(hf, tmp_path):
   transformers, torch = hf
   run_dir = _run_dir(tmp_path, "squad", 2, seed=4)
@@ -317,6 +338,7 @@ def test_export_labels_that_do_not_fit_and_bad_exports_are_named(tmp_path):
                                 export=export)
 
 
+@pytest.mark.slow
 def test_command_line_flags_of_a_fine_tuned_conversion(tmp_path):
   run_dir = _run_dir(tmp_path, "classifier", 2)
   out = tmp_path / "hf"

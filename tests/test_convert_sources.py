@@ -268,6 +268,7 @@ def _save_tf_bert(transformers, tmp_path_factory):
   return made, (ids, mask, segments), logits
 
 
+@pytest.mark.slow
 def test_tf_bert_folders_of_transformers_4_run_as_they_are(tf_bert_folders,
                                                            tmp_path):
   made, (ids, mask, segments), expected = tf_bert_folders
@@ -355,6 +356,7 @@ def test_missing_weights_and_vocabulary_are_named(hf_folder, tmp_path):
   assert sources.folder_kind(hf_folder) is None  # No weights: not a model.
 
 
+@pytest.mark.slow
 def test_extract_features_runs_on_a_hf_folder_alone(hf_folder, tmp_path):
   text = tmp_path / "input.txt"
   text.write_text("the cat ||| a dog\n")
