@@ -11,9 +11,12 @@ reads Google's release layout (`bert_config.json`, `bert_model.ckpt.*`,
   # this project's checkpoint -> a folder that Hugging Face's BertModel and
   # BertForPreTraining load (BertForSequenceClassification or
   # BertForQuestionAnswering or BertForTokenClassification for fine-tuned
-  # heads)
+  # heads, with id2label, problem_type, tokenizer_config.json and a model
+  # card README.md; the task and labels from --task/--labels, the run's
+  # --export, or its label files)
   python convert_checkpoint.py --direction=tf_to_hf --input=CKPT \
-      --output=HF_DIR [--bert_config_file=...] [--vocab_file=...]
+      --output=HF_DIR [--bert_config_file=...] [--vocab_file=...] \
+      [--export=EXPORT_DIR] [--task=...] [--labels=a,b,c]
 
   # KerasHub preset (Kaggle's keras/bert/...; the TensorFlow 2.21 stack with
   # the kerashub extra) -> the same three files, and back
@@ -67,6 +70,7 @@ from bert_tf.cli import entry
 from bert_tf.convert.config import BERT_CONFIG_KEYS
 from bert_tf.convert.config import bert_config_to_hf_config
 from bert_tf.convert.config import hf_config_to_bert_config
+from bert_tf.convert import fine_tuned
 from bert_tf.convert.files import read_hf_weights
 from bert_tf.convert.files import read_tf_checkpoint
 from bert_tf.convert.files import resolve_tf_checkpoint
@@ -92,6 +96,9 @@ __all__ = [
 
 FLAGS = flags.FLAGS
 _DIRECTIONS = ["hf_to_tf", "tf_to_hf", "kerashub_to_tf", "tf_to_kerashub"]
+# The flags of the tf_to_* directions alone; the last five of tf_to_hf alone.
+_TF_TO_FLAGS = ("bert_config_file", "vocab_file")
+_TF_TO_HF_FLAGS = ("task", "labels", "export", "base_model", "dataset")
 
 
 def define_flags():
@@ -115,28 +122,58 @@ def define_flags():
                       "tf_to_* only: default vocab.txt beside the checkpoint.")
   flags.DEFINE_bool("do_lower_case", True,
                     "tf_to_* only: tf_to_hf writes it to "
-                    "tokenizer_config.json; tf_to_kerashub makes the preset's "
-                    "tokenizer lowercase and strip accents (or neither).")
+                    "tokenizer_config.json (unset: the --export's, else "
+                    "True); tf_to_kerashub makes the preset's tokenizer "
+                    "lowercase and strip accents (or neither).")
+  # tf_to_hf of a fine-tuned model: what its Hugging Face users need.
+  flags.DEFINE_enum("task", None, list(fine_tuned.TASKS),
+                    "tf_to_hf only: the fine-tuned task (unset: from "
+                    "--export, the run's label files, else the heads).")
+  flags.DEFINE_list("labels", None,
+                    "tf_to_hf only: the label names in id order, "
+                    "comma-separated (unset: from --export or the run's "
+                    "label files, else LABEL_<i>).")
+  flags.DEFINE_string("export", None,
+                      "tf_to_hf only: the run's --export_dir (or a version "
+                      "folder): task, labels, do_lower_case and settings "
+                      "from its serving_config.json.")
+  flags.DEFINE_string("base_model", None,
+                      "tf_to_hf only: what fine-tuning started from, for "
+                      "the model card (README.md).")
+  flags.DEFINE_string("dataset", None,
+                      "tf_to_hf only: the training data, for the model card "
+                      "(unset: the export's task name).")
   flags.mark_flags_as_required(["direction", "input", "output"])
 
 
 def main(_):
-  if FLAGS.direction in ("hf_to_tf", "kerashub_to_tf"):
-    for flag in ("bert_config_file", "vocab_file"):
-      if FLAGS[flag].present:
-        raise ValueError("--%s applies to --direction=tf_to_hf or "
-                         "tf_to_kerashub only" % flag)
+  not_for_this = ((_TF_TO_FLAGS + _TF_TO_HF_FLAGS)
+                  if FLAGS.direction in ("hf_to_tf", "kerashub_to_tf") else
+                  _TF_TO_HF_FLAGS if FLAGS.direction == "tf_to_kerashub"
+                  else ())
+  for flag in not_for_this:
+    if FLAGS[flag].present:
+      raise ValueError("--%s applies to --direction=%s only" % (
+          flag, "tf_to_hf" if flag in _TF_TO_HF_FLAGS else
+          "tf_to_hf or tf_to_kerashub"))
   try:
     if FLAGS.direction == "hf_to_tf":
       hf_to_tf(FLAGS.input, FLAGS.output)
     elif FLAGS.direction == "kerashub_to_tf":
       kerashub_to_tf(FLAGS.input, FLAGS.output)
+    elif FLAGS.direction == "tf_to_kerashub":
+      checkpoint_to_preset(FLAGS.input, FLAGS.output,
+                           bert_config_file=FLAGS.bert_config_file,
+                           vocab_file=FLAGS.vocab_file,
+                           do_lower_case=FLAGS.do_lower_case)
     else:
-      convert = tf_to_hf if FLAGS.direction == "tf_to_hf" else (
-          checkpoint_to_preset)
-      convert(FLAGS.input, FLAGS.output,
-              bert_config_file=FLAGS.bert_config_file,
-              vocab_file=FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case)
+      tf_to_hf(FLAGS.input, FLAGS.output,
+               bert_config_file=FLAGS.bert_config_file,
+               vocab_file=FLAGS.vocab_file,
+               do_lower_case=(FLAGS.do_lower_case
+                              if FLAGS["do_lower_case"].present else None),
+               task=FLAGS.task, labels=FLAGS.labels, export=FLAGS.export,
+               base_model=FLAGS.base_model, dataset=FLAGS.dataset)
   except KerasHubUnavailable as e:
     raise ValueError("--direction=%s: %s" % (FLAGS.direction, e)) from e
 

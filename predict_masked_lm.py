@@ -71,8 +71,9 @@ def define_flags():
                          "bucket_by_length", "init_checkpoint", "vocab_file", "do_lower_case",
                          "max_predictions_per_seq", "predict_batch_size",
                          cli_flags.TPU_FLAGS)
-  for name in ("input_file", "output_file", "vocab_file", "bert_config_file",
-               "init_checkpoint"):
+  # --vocab_file and --bert_config_file may come from a Hugging Face folder
+  # given as --init_checkpoint; startup.prepare_model requires them.
+  for name in ("input_file", "output_file", "init_checkpoint"):
     flags.mark_flag_as_required(name)
 
 

@@ -127,8 +127,9 @@ def define_flags():
       "window_aggregation", "mean", list(windows_lib.AGGREGATIONS),
       "With --doc_stride: how the windows' probabilities make the line of "
       "their text in test_results.tsv: their mean or their maximum.")
-  for name in ("data_dir", "task_name", "vocab_file", "bert_config_file",
-               "output_dir"):
+  # --vocab_file and --bert_config_file may come from a Hugging Face folder
+  # given as --init_checkpoint; startup.prepare_model requires them.
+  for name in ("data_dir", "task_name", "output_dir"):
     flags.mark_flag_as_required(name)
 
 

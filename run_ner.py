@@ -87,7 +87,9 @@ def define_flags():
       "export_dir", cli_flags.TRAINING_FLAGS, cli_flags.TPU_FLAGS,
       cli_flags.DISTRIBUTE_FLAGS, cli_flags.BEST_CHECKPOINT_FLAGS,
       doc_stride=64)
-  for name in ("data_dir", "vocab_file", "bert_config_file", "output_dir"):
+  # --vocab_file and --bert_config_file may come from a Hugging Face folder
+  # given as --init_checkpoint; startup.prepare_model requires them.
+  for name in ("data_dir", "output_dir"):
     flags.mark_flag_as_required(name)
 
 

@@ -30,6 +30,7 @@ from helpers import run_script
 from helpers import shared_path
 from bert_tf.convert import files
 from bert_tf.convert import kerashub
+from bert_tf.convert import sources
 import modeling
 import tokenization
 
@@ -498,3 +499,45 @@ def test_command_line_round_trip_gives_every_variable_back(keras_hub,
   assert sorted(again) == sorted(original)
   for name, value in original.items():
     np.testing.assert_array_equal(again[name], value, err_msg=name)
+
+
+# ---------------------------------------------------------------------------
+# A preset as --init_checkpoint (bert_tf/convert/sources.py).
+
+
+def test_a_preset_is_a_folder_kind_of_init_checkpoint(tmp_path):
+  preset = tmp_path / "preset"
+  _fake_preset(preset)
+  assert sources.folder_kind(str(preset)) is sources.KERAS_HUB
+  assert [os.path.basename(p) for p in kerashub.preset_source_files(
+      str(preset))] == ["config.json", "model.weights.h5"]
+  os.remove(preset / "model.weights.h5")
+  with pytest.raises(FileNotFoundError, match="no model.weights.h5"):
+    kerashub.preset_source_files(str(preset))
+
+
+@pytest.mark.slow
+def test_extract_features_runs_on_a_preset_alone(keras_hub, tmp_path):
+  backbone = _tiny_backbone(keras_hub)
+  preset = tmp_path / "preset"
+  _save_preset(keras_hub, preset, backbone, _vocab(tmp_path))
+  converted = str(tmp_path / "tf")
+  kerashub.kerashub_to_tf(str(preset), converted)
+  text = tmp_path / "input.txt"
+  text.write_text("the cat ||| a dog\n")
+  outputs = []
+  for model_flags in (
+      ["--init_checkpoint=%s" % preset],
+      ["--init_checkpoint=" + converted,
+       "--bert_config_file=" + os.path.join(converted, "bert_config.json"),
+       "--vocab_file=" + os.path.join(converted, "vocab.txt")]):
+    out = tmp_path / ("out%d.jsonl" % len(outputs))
+    result = run_script("extract_features.py", [
+        "--input_file=%s" % text, "--output_file=%s" % out,
+        "--max_seq_length=16", "--layers=-1"] + model_flags,
+                        env={"BERT_TF_CACHE": str(tmp_path / "cache")})
+    assert result.returncode == 0, result.stderr[-2000:]
+    outputs.append(out.read_text())
+  assert outputs[0] == outputs[1]
+  assert os.listdir(tmp_path / "cache" / "converted")[0].startswith(
+      "preset-")

@@ -10,6 +10,7 @@ folder and, for a long run, the smaller sizes of `_TINY[NAME]`.
 """
 
 import glob
+import importlib.util
 import os
 import re
 import shutil
@@ -29,7 +30,7 @@ _README = os.path.join(REPO_ROOT, "README.md")
 _TEST_COMMAND = "./setup.sh --test && .venv/bin/python -m pytest tests -q"
 # The docs/ blocks marked `<!-- docs-test: NAME -->`.
 _DOCS_BLOCKS = ("sample-two-workers", "multi-label", "long-documents",
-                "best-checkpoint", "masked-lm")
+                "best-checkpoint", "masked-lm", "from-tfbert")
 # docs/ blocks that would run for minutes: the same commands on less data.
 _TINY = {
     "multi-label": [("head -4000 ", "head -64 "),
@@ -190,10 +191,22 @@ def test_docs_block_runs_as_shown(tmp_path, name):
                     if found == name]
   if "../shared/" in block:
     shared_path("data")
+  if "from transformers import" in block:
+    if importlib.util.find_spec("torch") is None and "torch" in (
+        os.environ.get("BERT_TESTS_WITHOUT", "").split(",")):
+      # A stack without PyTorch: every command but those of transformers.
+      block = "\n".join(line for line in block.splitlines()
+                        if "from transformers import" not in line)
+    else:
+      import_or_skip("torch", "./setup.sh --test")
+      import_or_skip("transformers", "./setup.sh --test")
   for before, after in _TINY.get(name, []):
     assert before in block, (page, before)
     block = block.replace(before, after)
   block = _local(block.replace("/tmp/", str(tmp_path) + "/"), tmp_path)
-  result = _bash(block, tmp_path)
+  # Hugging Face folders given as --init_checkpoint are converted into
+  # the test's folder, not the user's cache.
+  result = _bash(block, tmp_path,
+                 env={"BERT_TF_CACHE": str(tmp_path / "bert_tf_cache")})
   assert result.returncode == 0, (page, result.stderr[-3000:])
   assert "Traceback" not in result.stderr

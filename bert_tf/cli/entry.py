@@ -18,6 +18,7 @@ from bert_tf.checks import disk
 from bert_tf.cli import leftovers
 from bert_tf.cli import quiet
 from bert_tf.checks import records
+from bert_tf.convert import sources
 from bert_tf.train import options as training_options
 
 __all__ = ["run_main", "one_line", "Terminated"]
@@ -137,7 +138,9 @@ def run_main(main):
   exit status 130; SIGTERM outside training is `error: terminated
   (SIGTERM) ...`, exit status 143, after every atomic output removed its
   temporary name. Temporary files (autograph's, Beam's) go to a folder
-  the run owns (`leftovers.use_own_temp_dir`).
+  the run owns (`leftovers.use_own_temp_dir`). An `--init_checkpoint`
+  naming a Hugging Face folder is converted first
+  (`bert_tf.convert.sources.resolve_model_flags`).
 
   Args:
     main: the script's `main(argv)`; `--help` lists its module's flags.
@@ -154,6 +157,9 @@ def run_main(main):
       tf_private.quiet_deprecation_notices()
     _terminate_by_exception()
     try:
+      # A Hugging Face folder as --init_checkpoint: converted once (cached),
+      # and the model flags the script reads point at the conversion.
+      sources.resolve_model_flags(flags.FLAGS)
       return main(argv)
     except Terminated:
       if os.environ.get("BERT_DEBUG"):

@@ -85,7 +85,8 @@ def load_bert_config(path, flag_name="bert_config_file"):
       key named).
   """
   if not path:
-    raise ValueError("--%s is required: the JSON config of the BERT model"
+    raise ValueError("--%s is required: the JSON config of the BERT model "
+                     "(or --init_checkpoint naming a Hugging Face folder)"
                      % flag_name)
   if not os.path.exists(path) and "://" not in path:
     raise ValueError("--%s: %s does not exist (expected the model's "
@@ -308,7 +309,8 @@ def load_tokenizer(vocab_file, do_lower_case):
       missing (the one wording every script uses).
   """
   if not vocab_file:
-    raise ValueError("--vocab_file is required: the model's vocab.txt")
+    raise ValueError("--vocab_file is required: the model's vocab.txt (or "
+                     "--init_checkpoint naming a Hugging Face folder)")
   if os.path.isdir(vocab_file):
     raise ValueError("--vocab_file: %s is a directory; expected the model's "
                      "vocab.txt" % vocab_file)

@@ -57,7 +57,8 @@ def hf_config_to_bert_config(hf_config, source="config.json"):
 
   Raises:
     ValueError: naming the key, when the model is not a BERT this project can
-      run: another `model_type` (RoBERTa's position offset, ALBERT, ...),
+      run: another `model_type` (RoBERTa's position offset, ALBERT, ...)
+      or `architectures` naming another class than BERT's,
       `layer_norm_eps` other than 1e-12, relative position embeddings, a
       decoder, a factorized embedding size, or an unknown activation.
   """
@@ -70,6 +71,9 @@ def hf_config_to_bert_config(hf_config, source="config.json"):
   if model_type != "bert":
     fail("model_type", "'bert' (this project runs BERT only; e.g. RoBERTa "
          "offsets its position ids by the padding id)")
+  if any(not name.startswith(("Bert", "TFBert"))
+         for name in hf_config.get("architectures") or ()):
+    fail("architectures", "BERT classes (BertModel, BertFor...)")
   eps = hf_config.get("layer_norm_eps", _HF_DEFAULTS["layer_norm_eps"])
   if not math.isclose(eps, 1e-12, rel_tol=1e-6):
     fail("layer_norm_eps", "1e-12 (this project's layer norm epsilon)")

@@ -22,8 +22,9 @@ import tensorflow.compat.v1 as tf
 from bert_tf import io as io_utils
 from bert_tf import json_file
 from bert_tf.cli import startup
+from bert_tf.convert import keras_names
 
-__all__ = ["read_json", "safetensors_files", "read_hf_weights",
+__all__ = ["read_json", "safetensors_files", "weight_files", "read_hf_weights",
            "hf_vocab_text", "log_lower_case", "write_tf_checkpoint",
            "resolve_tf_checkpoint", "read_tf_checkpoint",
            "atomic_output_dir", "check_output_dir"]
@@ -84,6 +85,23 @@ def safetensors_files(hf_dir):
                            "nothing"))
 
 
+def weight_files(hf_dir):
+  """The folder's weight files: its safetensors (`safetensors_files`),
+  else the `tf_model.h5` of transformers' TensorFlow classes.
+
+  Raises:
+    FileNotFoundError, ValueError: as `safetensors_files`, when there is
+      no `tf_model.h5` either.
+  """
+  try:
+    return safetensors_files(hf_dir)
+  except FileNotFoundError:
+    h5 = os.path.join(hf_dir, keras_names.H5_FILE)
+    if os.path.isfile(h5):
+      return [h5]
+    raise
+
+
 def _check_inside(folder, name, source, where):
   """Refuses a file name that leads out of `folder`.
 
@@ -109,21 +127,31 @@ def _check_inside(folder, name, source, where):
 
 
 def read_hf_weights(hf_dir):
-  """Reads every tensor of a Hugging Face folder with safetensors' numpy API.
+  """Reads every tensor of a Hugging Face folder with safetensors' numpy API
+  (or h5py, for the `tf_model.h5` of transformers' TensorFlow classes).
 
   Returns:
-    dict name -> numpy array, names as stored.
+    dict name -> numpy array, names as stored; Keras names (a `TFBert*`
+    class's) renamed to the PyTorch classes' (`keras_names`).
 
   Raises:
-    FileNotFoundError: no safetensors file (see `safetensors_files`).
+    FileNotFoundError: no weights file (see `weight_files`).
     ValueError: a tensor stored in two shards; a damaged file or one that
       is not safetensors (`_read_safetensors`), the file named.
   """
   tensors = {}
-  for path in safetensors_files(hf_dir):
+  for path in weight_files(hf_dir):
     if not os.path.isfile(path):
       raise FileNotFoundError("%s not found (listed in the shard index)" % path)
-    for name, value in _read_safetensors(path):
+    if path.endswith(".h5"):
+      found = list(keras_names.read_h5(path).items())
+    else:
+      found = _read_safetensors(path)
+      if any(keras_names.is_keras_name(name) for name, _ in found):
+        # Saved by a TFBert* class: Keras names and layouts.
+        found = list(keras_names.keras_to_hf_names(dict(found),
+                                                   path).items())
+    for name, value in found:
       if name in tensors:
         raise ValueError("%s: tensor %r is stored twice" % (path, name))
       tensors[name] = value

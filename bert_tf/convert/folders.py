@@ -23,6 +23,8 @@ from bert_tf.convert.weights import architectures
 from bert_tf.convert.weights import hf_to_tf_weights
 from bert_tf.convert.weights import is_token_classification
 from bert_tf.convert.weights import tf_to_hf_weights
+from bert_tf.convert import fine_tuned
+from bert_tf.export import saved_model as export_utils
 from bert_tf.tasks.classifier import multi_label as multi_label_lib
 
 __all__ = ["hf_to_tf", "tf_to_hf"]
@@ -45,15 +47,17 @@ def _log_groups(groups, source):
       logging.warning("The source has no %s", _GROUP_DESCRIPTIONS[group])
 
 
-def hf_to_tf(hf_dir, output_dir):
+def hf_to_tf(hf_dir, output_dir, log_casing=True):
   """Converts a Hugging Face BERT folder to the TF release layout.
 
   Args:
     hf_dir: folder with `config.json`, `model.safetensors` (or shards with
-      `model.safetensors.index.json`) and `vocab.txt` (or a WordPiece
-      `tokenizer.json`).
+      `model.safetensors.index.json`, or the `tf_model.h5` of a `TFBert*`
+      class) and `vocab.txt` (or a WordPiece `tokenizer.json`).
     output_dir: new (or empty) folder; receives `bert_config.json`,
       `bert_model.ckpt.{index,data-00000-of-00001}` and `vocab.txt`.
+    log_casing: bool, whether to log the `--do_lower_case` the scripts
+      need (not when they take it from the folder themselves).
 
   Returns:
     The set of tensor groups converted (see `hf_to_tf_weights`).
@@ -68,14 +72,16 @@ def hf_to_tf(hf_dir, output_dir):
   config_path = os.path.join(hf_dir, "config.json")
   hf_config = files.read_json(config_path)
   bert_config = hf_config_to_bert_config(hf_config, config_path)
-  weight_files = files.safetensors_files(hf_dir)
+  weight_files = files.weight_files(hf_dir)
   source = weight_files[0] if len(weight_files) == 1 else os.path.join(
       hf_dir, "model.safetensors.index.json")
   tf_tensors, groups = hf_to_tf_weights(
       files.read_hf_weights(hf_dir), bert_config, source,
-      token_classification=is_token_classification(hf_config))
+      token_classification=is_token_classification(hf_config),
+      config_source=config_path)
   vocab = files.hf_vocab_text(hf_dir)
-  files.log_lower_case(hf_dir)
+  if log_casing:
+    files.log_lower_case(hf_dir)
   with files.atomic_output_dir(output_dir) as tmp:
     with open(os.path.join(tmp, "bert_config.json"), "w",
               encoding="utf-8") as f:
@@ -93,33 +99,51 @@ def hf_to_tf(hf_dir, output_dir):
 
 
 def tf_to_hf(checkpoint, output_dir, bert_config_file=None, vocab_file=None,
-             do_lower_case=True):
+             do_lower_case=None, task=None, labels=None, export=None,
+             base_model=None, dataset=None):
   """Converts this project's checkpoint to a Hugging Face BERT folder.
+
+  A fine-tuned checkpoint becomes a folder that `AutoModelFor...` and
+  `AutoTokenizer` load as it is: the task's class, `id2label`/`label2id`
+  and `problem_type` in `config.json`, and a model card (`README.md`);
+  see `fine_tuned` for where the task and labels are found.
 
   Args:
     checkpoint: a checkpoint prefix (`.../bert_model.ckpt`,
       `.../model.ckpt-1000`), its `.index` file, or a folder (its
       `bert_model.ckpt`, else its latest checkpoint).
     output_dir: new (or empty) folder; receives `config.json`,
-      `model.safetensors`, `vocab.txt` and `tokenizer_config.json`.
+      `model.safetensors`, `vocab.txt`, `tokenizer_config.json` and
+      `README.md`.
     bert_config_file: optional; default `bert_config.json` beside the
-      checkpoint.
-    vocab_file: optional; default `vocab.txt` beside the checkpoint.
-    do_lower_case: bool, written to `tokenizer_config.json`.
+      checkpoint, else the export's.
+    vocab_file: optional; default `vocab.txt` beside the checkpoint, else
+      the export's.
+    do_lower_case: bool written to `tokenizer_config.json`; None: the
+      export's, else True.
+    task: one of `fine_tuned.TASKS`, or None (found).
+    labels: sequence of label names in id order, or None (found).
+    export: an export folder of the run (`--export_dir` or a version), or
+      None.
+    base_model: str or None, what fine-tuning started from (the card).
+    dataset: str or None, the training data (the card).
 
   Returns:
     The set of tensor groups converted (see `tf_to_hf_weights`).
 
   Raises:
     FileNotFoundError: missing checkpoint, config or vocab, naming the path.
-    ValueError: unknown, missing or misshapen variables, naming them.
+    ValueError: unknown, missing or misshapen variables, naming them; a
+      task or labels that do not fit the checkpoint's head.
   """
   files.check_output_dir(output_dir)
   prefix = files.resolve_tf_checkpoint(checkpoint)
   folder = os.path.dirname(prefix)
-  bert_config_file = bert_config_file or os.path.join(folder,
-                                                      "bert_config.json")
-  vocab_file = vocab_file or os.path.join(folder, "vocab.txt")
+  info = fine_tuned.read_export(export) if export else None
+  bert_config_file = bert_config_file or _beside_or_exported(
+      folder, "bert_config.json", info, export_utils.CONFIG_ASSET)
+  vocab_file = vocab_file or _beside_or_exported(
+      folder, "vocab.txt", info, export_utils.VOCAB_ASSET)
   for path, flag in ((bert_config_file, "bert_config_file"),
                      (vocab_file, "vocab_file")):
     if not tf.io.gfile.exists(path):
@@ -131,60 +155,44 @@ def tf_to_hf(checkpoint, output_dir, bert_config_file=None, vocab_file=None,
                                         bert_config, prefix)
   num_labels = (hf_tensors["classifier.weight"].shape[0]
                 if groups & {"classifier", "ner"} else None)
+  task_info = fine_tuned.task_info(groups, num_labels, folder, task, labels,
+                                   export)
   hf_config = bert_config_to_hf_config(bert_config, architectures(groups),
                                        num_labels)
-  if "ner" in groups:
-    _name_ner_labels(hf_config, os.path.join(folder, "label_list.txt"))
-  if "classifier" in groups:
-    _mark_multi_label(hf_config, folder)
+  fine_tuned.apply_to_hf_config(hf_config, task_info, num_labels)
+  if do_lower_case is None:
+    do_lower_case = (task_info.export or {}).get("do_lower_case", True)
   tokenizer_config = {"do_lower_case": bool(do_lower_case),
                       "tokenizer_class": "BertTokenizer",
                       "model_max_length": bert_config.get(
                           "max_position_embeddings", 512)}
+  card = fine_tuned.model_card(
+      task_info, hf_config, bert_config, prefix, do_lower_case,
+      fine_tuned.read_eval_results(folder), base_model, dataset)
   with files.atomic_output_dir(output_dir) as tmp:
     for name, content in (("config.json", hf_config),
                           ("tokenizer_config.json", tokenizer_config)):
       with open(os.path.join(tmp, name), "w", encoding="utf-8") as f:
         f.write(json.dumps(content, indent=2) + "\n")
+    with open(os.path.join(tmp, "README.md"), "w", encoding="utf-8") as f:
+      f.write(card)
     save_safetensors(hf_tensors, os.path.join(tmp, "model.safetensors"),
                      metadata={"format": "pt"})
     tf.io.gfile.copy(vocab_file, os.path.join(tmp, "vocab.txt"))
   _log_groups(groups, prefix)
-  logging.info("Wrote %d tensors to %s (%s, hidden_act %s)", len(hf_tensors),
-               output_dir, hf_config["architectures"][0],
-               hf_config["hidden_act"])
+  logging.info("Wrote %d tensors to %s (%s, hidden_act %s, task %s from %s)",
+               len(hf_tensors), output_dir, hf_config["architectures"][0],
+               hf_config["hidden_act"], task_info.task, task_info.found_in)
   return groups
 
 
-def _name_ner_labels(hf_config, label_file):
-  """Puts run_ner.py's label names (its `label_list.txt`) in id2label."""
-  if not tf.io.gfile.exists(label_file):
-    return
-  with tf.io.gfile.GFile(label_file, "r") as f:
-    labels = [line.rstrip("\r\n") for line in f if line.strip()]
-  if len(labels) != len(hf_config["id2label"]):
-    logging.warning("%s has %d labels, the head %d; labels stay LABEL_<i>",
-                    label_file, len(labels), len(hf_config["id2label"]))
-    return
-  hf_config["id2label"] = {str(i): label for i, label in enumerate(labels)}
-  hf_config["label2id"] = {label: i for i, label in enumerate(labels)}
-
-
-def _mark_multi_label(hf_config, folder):
-  """A `run_classifier.py --multi_label` checkpoint (its labels file beside
-  it) becomes `problem_type="multi_label_classification"`, label names
-  included."""
-  found = multi_label_lib.read_labels_file(folder)
-  if found is None:
-    return
-  problem_type, labels = found
-  if len(labels) != len(hf_config["id2label"]):
-    raise ValueError("%s: %d labels, the classifier head %d" %
-                     (os.path.join(folder, multi_label_lib.LABELS_FILE),
-                      len(labels), len(hf_config["id2label"])))
-  hf_config["problem_type"] = problem_type
-  hf_config["id2label"] = {str(i): label for i, label in enumerate(labels)}
-  hf_config["label2id"] = {label: i for i, label in enumerate(labels)}
+def _beside_or_exported(folder, name, export, asset):
+  """`folder/name` when it exists, else the export's asset, else the
+  former (for the message)."""
+  beside = os.path.join(folder, name)
+  if export is not None and not tf.io.gfile.exists(beside):
+    return os.path.join(export[0], export_utils.ASSETS_DIR, asset)
+  return beside
 
 
 def _hf_label_names(hf_config):

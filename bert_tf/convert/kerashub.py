@@ -55,7 +55,8 @@ from bert_tf.convert.config import BERT_CONFIG_KEYS
 from bert_tf.convert.weights import tf_to_hf_weights
 
 __all__ = ["BACKBONE_CLASS", "CLASSIFIER_CLASS", "VOCABULARY_PATH",
-           "Converted", "looks_like_preset", "read_backbone_config",
+           "Converted", "looks_like_preset", "preset_source_files",
+           "read_lower_case", "read_backbone_config",
            "backbone_config_to_bert_config", "bert_config_to_backbone_config",
            "keras_table", "preset_to_checkpoint", "kerashub_to_tf",
            "checkpoint_to_preset", "import_keras_hub", "KerasHubUnavailable"]
@@ -434,7 +435,23 @@ def _read_classifier(keras_hub, preset_dir, bert_config):
   return head, task.backbone
 
 
-def _read_lower_case(preset_dir):
+def preset_source_files(preset_dir):
+  """The files of a preset that a conversion reads (those present).
+
+  Raises:
+    FileNotFoundError: no `model.weights.h5`, naming the folder.
+  """
+  weights = os.path.join(preset_dir, WEIGHTS_FILE)
+  if not os.path.isfile(weights):
+    raise FileNotFoundError("%s: no %s (a KerasHub preset's weights)" %
+                            (preset_dir, WEIGHTS_FILE))
+  names = ("config.json", WEIGHTS_FILE, TASK_FILE, "task.weights.h5",
+           "tokenizer.json", VOCABULARY_PATH)
+  return [os.path.join(preset_dir, name) for name in names
+          if os.path.isfile(os.path.join(preset_dir, name))]
+
+
+def read_lower_case(preset_dir):
   """The preset tokenizer's `lowercase`, or None without tokenizer.json."""
   path = os.path.join(preset_dir, "tokenizer.json")
   if not os.path.isfile(path):
@@ -507,7 +524,7 @@ def preset_to_checkpoint(preset_dir, output_prefix):
       os.replace(os.path.join(tmp, part), os.path.join(folder, part))
   finally:
     shutil.rmtree(tmp, ignore_errors=True)
-  return Converted(bert_config, groups, _read_lower_case(preset_dir))
+  return Converted(bert_config, groups, read_lower_case(preset_dir))
 
 
 def kerashub_to_tf(preset_dir, output_dir):

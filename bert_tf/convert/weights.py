@@ -205,7 +205,7 @@ def _untie_decoder(tensors, source):
                        (source, _DECODER_BIAS))
 
 
-def _map_tensors(tensors, table, to_tf, source):
+def _map_tensors(tensors, table, to_tf, source, config_source=None):
   """Renames, transposes and checks tensors along `table` (either direction).
 
   Returns:
@@ -226,9 +226,11 @@ def _map_tensors(tensors, table, to_tf, source):
     expected = entry.shape[::-1] if (to_tf and entry.transpose) else entry.shape
     if len(value.shape) != len(expected) or any(
         e is not None and e != g for e, g in zip(expected, value.shape)):
-      raise ValueError("%s: tensor %r has shape %s, expected %s" %
+      raise ValueError("%s: tensor %r has shape %s, expected %s%s" %
                        (source, src, list(value.shape),
-                        [("num_labels" if e is None else e) for e in expected]))
+                        [("num_labels" if e is None else e) for e in expected],
+                        " (the shape %s gives it)" % config_source
+                        if config_source else ""))
     mapped[dst] = np.ascontiguousarray(value.T if entry.transpose else value)
     present.setdefault(entry.group, []).append(entry)
   unknown = sorted(set(tensors) - {e.hf_name if to_tf else e.tf_name
@@ -268,7 +270,7 @@ def _check_num_labels(mapped, to_tf, source):
 
 
 def hf_to_tf_weights(hf_tensors, bert_config, source="model.safetensors",
-                     token_classification=False):
+                     token_classification=False, config_source=None):
   """Converts Hugging Face BERT tensors to this project's variables.
 
   Args:
@@ -278,6 +280,7 @@ def hf_to_tf_weights(hf_tensors, bert_config, source="model.safetensors",
     source: file name used in error messages.
     token_classification: bool, `classifier.*` is a BertForTokenClassification
       head (becomes `cls/ner/*`).
+    config_source: the config file named in a shape error, or None.
 
   Returns:
     (tf_tensors, groups): dict TF variable name -> float32 array (kernels
@@ -299,7 +302,8 @@ def hf_to_tf_weights(hf_tensors, bert_config, source="model.safetensors",
     tensors[canonical] = value
   _untie_decoder(tensors, source)
   tf_tensors, groups = _map_tensors(
-      tensors, tensor_table(bert_config, token_classification), True, source)
+      tensors, tensor_table(bert_config, token_classification), True, source,
+      config_source)
   return tf_tensors, groups
 
 
