@@ -100,3 +100,19 @@ def pytest_terminal_summary(terminalreporter, config):
     terminalreporter.write_line("%8.1f  %s" % (cpu, nodeid))
   terminalreporter.write_line("%8.1f  total over %d tests" %
                               (sum(seconds.values()), len(seconds)))
+
+
+# transformers' TensorFlow classes and `pipeline` set TF_USE_LEGACY_KERAS=1
+# in os.environ when imported; a script started by a later test inherits it
+# and fails inside TensorFlow. Each test leaves the variable as it found it.
+_LEGACY_KERAS = "TF_USE_LEGACY_KERAS"
+
+
+@pytest.fixture(autouse=True)
+def _legacy_keras_variable_kept():
+  before = os.environ.get(_LEGACY_KERAS)
+  yield
+  if before is None:
+    os.environ.pop(_LEGACY_KERAS, None)
+  else:
+    os.environ[_LEGACY_KERAS] = before
