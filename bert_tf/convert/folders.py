@@ -21,6 +21,7 @@ from bert_tf.convert.config import bert_config_to_hf_config
 from bert_tf.convert.config import hf_config_to_bert_config
 from bert_tf.convert.weights import architectures
 from bert_tf.convert.weights import hf_to_tf_weights
+from bert_tf.convert.weights import is_multiple_choice
 from bert_tf.convert.weights import is_token_classification
 from bert_tf.convert.weights import tf_to_hf_weights
 from bert_tf.tasks.classifier import multi_label as multi_label_lib
@@ -34,6 +35,7 @@ _GROUP_DESCRIPTIONS = {
     "classifier": "classifier head (output_weights, output_bias)",
     "squad": "SQuAD head (cls/squad/*)",
     "ner": "token-classification head (cls/ner/*)",
+    "multiple_choice": "multiple-choice head (cls/multiple_choice/*)",
 }
 
 
@@ -73,7 +75,8 @@ def hf_to_tf(hf_dir, output_dir):
       hf_dir, "model.safetensors.index.json")
   tf_tensors, groups = hf_to_tf_weights(
       files.read_hf_weights(hf_dir), bert_config, source,
-      token_classification=is_token_classification(hf_config))
+      token_classification=is_token_classification(hf_config),
+      multiple_choice=is_multiple_choice(hf_config))
   vocab = files.hf_vocab_text(hf_dir)
   files.log_lower_case(hf_dir)
   with files.atomic_output_dir(output_dir) as tmp:
