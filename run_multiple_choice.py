@@ -6,7 +6,8 @@ release has no code for it): each of a question's endings makes one
 each input's pooled `[CLS]` output, and softmax cross-entropy over the
 scores picks the right ending. The task (`bert_tf/tasks/multiple_choice/`)
 reads `train`, `val` and `test` files from `--data_dir` (SWAG's CSV, or
-Hugging Face's JSON lines), with any number of endings from 2 up.
+Hugging Face's JSON lines; `--train_file`, `--dev_file`, `--test_file` name
+others), with any number of endings from 2 up.
 
 Outputs in `--output_dir`: `eval_results.txt` (`eval_accuracy`,
 `eval_loss`, `global_step`, `loss`) and `test_results.tsv` (per test
@@ -53,6 +54,14 @@ def define_flags():
       cli_flags.DISTRIBUTE_FLAGS, cli_flags.BEST_CHECKPOINT_FLAGS,
       # The BERT paper's SWAG fine-tuning (section 4.4).
       learning_rate=2e-5, train_batch_size=16, num_train_epochs=3.0)
+  for split, standard in (("train", "train"), ("dev", "val"),
+                          ("test", "test")):
+    flags.DEFINE_string(
+        "%s_file" % split, None,
+        "The %s split's file in --data_dir (or a path): .csv (SWAG's "
+        "layout) or .json/.jsonl (JSON lines); default %s.csv, %s.json or "
+        "%s.jsonl, whichever is there." % (split, standard, standard,
+                                           standard))
   for name in ("data_dir", "vocab_file", "bert_config_file", "output_dir"):
     flags.mark_flag_as_required(name)
 
@@ -96,7 +105,10 @@ def main(_):
           data_dir=FLAGS.data_dir, output_dir=FLAGS.output_dir,
           max_seq_length=FLAGS.max_seq_length, use_tpu=use_tpu,
           eval_batch_size=FLAGS.eval_batch_size,
-          predict_batch_size=FLAGS.predict_batch_size),
+          predict_batch_size=FLAGS.predict_batch_size,
+          split_files={split: (FLAGS["%s_file" % split].value,
+                               "--%s_file" % split)
+                       for split in ("train", "dev", "test")}),
       model.tokenizer, mc_head.MultipleChoiceHead())
   if run.evaluation.keep_best_by:
     best_lib.check_key(run.evaluation.keep_best_by, task.eval_keys)

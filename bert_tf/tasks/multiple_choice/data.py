@@ -14,7 +14,8 @@ Two layouts, told apart by the file name's extension:
 Any number of endings from 2 up is read, `ending0` to `endingN` with no gap:
 the CSV header (or a JSON line's keys) decides how many. `--data_dir` holds
 one file per split: `train`, `val` and `test` (SWAG's names), each `.csv`,
-`.json` or `.jsonl`. A missing ending, a missing or out-of-range label and a
+`.json` or `.jsonl`; or files named by the script (`--train_file`, ...).
+A missing ending, a missing or out-of-range label and a
 split with no file (or two) are one-line `ValueError`s naming the file and
 row.
 """
@@ -65,19 +66,28 @@ class MultipleChoiceExample:
             for ending in self.endings]
 
 
-def split_file(data_dir, split):
+def split_file(data_dir, split, name=None, option=None):
   """The file of `split` in `data_dir`.
 
   Args:
     data_dir: str, the `--data_dir` folder.
     split: "train", "dev" or "test".
+    name: (optional) str, the file's name in `data_dir` (or a path); None:
+      the split's standard name, `<train|val|test>.<csv|json|jsonl>`.
+    option: (optional) str, what gave `name` (for the message: a flag).
 
   Returns:
-    str, `data_dir/<train|val|test>.<csv|json|jsonl>`.
+    str, the file's path.
 
   Raises:
     ValueError: no such file, or more than one (naming them).
   """
+  if name:
+    path = os.path.join(data_dir, name)
+    if not tf.io.gfile.exists(path):
+      raise ValueError("%s%s: no such file" %
+                       ("%s: " % option if option else "", path))
+    return path
   base = SPLITS[split]
   found = [os.path.join(data_dir, base + ext) for ext in EXTENSIONS
            if tf.io.gfile.exists(os.path.join(data_dir, base + ext))]

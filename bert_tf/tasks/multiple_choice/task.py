@@ -36,6 +36,9 @@ class MultipleChoiceOptions:
       batches on TPU.
     eval_batch_size: int.
     predict_batch_size: int.
+    split_files: dict split -> (file name in `data_dir` or path, the flag
+      that gave it); a split not in it has its standard name
+      (`data.split_file`).
   """
 
   data_dir: str
@@ -44,6 +47,7 @@ class MultipleChoiceOptions:
   use_tpu: bool = False
   eval_batch_size: int = 8
   predict_batch_size: int = 8
+  split_files: dict = dataclasses.field(default_factory=dict)
 
 
 class MultipleChoiceTask(object):
@@ -76,7 +80,8 @@ class MultipleChoiceTask(object):
         training or dev split.
     """
     for split in splits:
-      path = data.split_file(self.options.data_dir, split)
+      path = data.split_file(self.options.data_dir, split,
+                             *self.options.split_files.get(split, ()))
       self.examples[split] = data.read_examples(path,
                                                 labelled=split != "test")
       logging.info("Read %d %s questions from %s", len(self.examples[split]),
