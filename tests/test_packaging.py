@@ -39,7 +39,7 @@ _COMMANDS = {
     "bert-predict-masked-lm": ("predict_masked_lm", ["--top_k",
                                                      "--input_file"]),
     "bert-run-multiple-choice": ("run_multiple_choice", ["--data_dir",
-                                                         "--do_predict"]),
+                                                         "--train_file"]),
 }
 # Kept out of the copy that is installed where git is missing: environments,
 # caches, outputs.
