@@ -103,3 +103,21 @@ def test_a_bad_row_stops_the_run_with_one_line(tmp_path):
       "error: %s:7: label 4 is out of range for 4 endings (expected 0..3)" %
       (data_dir / "train.json"))
   assert not os.path.exists(os.path.join(output_dir, "train.tf_record"))
+
+
+@pytest.mark.slow
+def test_accumulation_bf16_and_two_replicas_train_and_evaluate(tmp_path):
+  # The shared training options: 2 micro-batches per update, bf16 compute,
+  # a mirrored strategy over 2 CPU devices (the session runner: both stacks).
+  output_dir = str(tmp_path / "out")
+  result = run_script("run_multiple_choice.py", [
+      "--do_train", "--do_eval", "--data_dir=%s" % _data_dir(tmp_path),
+      "--output_dir=%s" % output_dir, "--max_seq_length=48",
+      "--train_batch_size=4", "--num_train_epochs=2",
+      "--gradient_accumulation_steps=2", "--precision=bf16",
+      "--distribution_strategy=mirrored", "--num_cpu_devices=2",
+      "--runner=session"] + tiny_model_flags())
+  assert result.returncode == 0, result.stderr[-3000:]
+  results = _eval_results(os.path.join(output_dir, "eval_results.txt"))
+  assert results["global_step"] == 2  # 10 questions / 8 per update * 2.
+  assert results["eval_loss"] == pytest.approx(np.log(4.0), abs=0.05)

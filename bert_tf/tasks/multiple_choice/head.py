@@ -20,11 +20,23 @@ from bert_tf.train import model_fn as model_fn_utils
 from bert_tf.train import spec as spec_lib
 import modeling
 
-__all__ = ["SCOPE", "MultipleChoiceHead", "encoder_fn", "model_fn_builder"]
+__all__ = ["SCOPE", "MultipleChoiceHead", "question_weights", "encoder_fn",
+           "model_fn_builder"]
 
 # The head's variable scope (SPEC section 3's heads live under cls/).
 SCOPE = "cls/multiple_choice"
 _SEQUENCE_KEYS = ("input_ids", "input_mask", "segment_ids")
+
+
+def question_weights(features):
+  """The loss weight of each question: float32 [B], 0 for TPU padding.
+
+  Also `loop.Training.token_weights` of a training input: with gradient
+  accumulation, the model_fn divides by the update's number of questions.
+  """
+  if "is_real_example" in features:
+    return tf.cast(features["is_real_example"], tf.float32)
+  return tf.ones(tf.shape(features["label_ids"])[:1], tf.float32)
 
 
 def encoder_fn(bert_config, use_one_hot_embeddings, use_tpu,
@@ -72,7 +84,6 @@ class MultipleChoiceHead(model_fn_utils.Head):
     Raises:
       ValueError: `input_ids` is not of rank 3 ([B, C, S]).
     """
-    del update_share  # A per-question loss: the batch mean.
     num_choices = modeling.get_shape_list(features["input_ids"],
                                           expected_rank=3)[1]
     logits = self.logits(model.get_pooled_output(), num_choices,
@@ -86,11 +97,12 @@ class MultipleChoiceHead(model_fn_utils.Head):
     per_example_loss = -tf.reduce_sum(
         tf.one_hot(label_ids, depth=num_choices, dtype=tf.float32) *
         log_probs, axis=-1)  # [B]
-    loss = tf.reduce_mean(per_example_loss)
-    if "is_real_example" in features:
-      is_real = tf.cast(features["is_real_example"], tf.float32)
-    else:
-      is_real = tf.ones_like(per_example_loss)
+    is_real = question_weights(features)
+    # The mean over the real questions of the update (under gradient
+    # accumulation, of all its micro-batches; under a strategy, of the
+    # global batch), as one batch on one device gives it.
+    loss = model_fn_utils.weighted_mean_loss(per_example_loss, is_real,
+                                             update_share)
     return model_fn_utils.HeadOutput(
         loss=loss, eval_metrics=(mc_metrics.metric_fn, [
             per_example_loss, label_ids, logits, is_real]))

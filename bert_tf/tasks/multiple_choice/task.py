@@ -15,6 +15,7 @@ from absl import logging
 from bert_tf.runner import loop
 from bert_tf.tasks.multiple_choice import data
 from bert_tf.tasks.multiple_choice import features as mc_features
+from bert_tf.tasks.multiple_choice import head as mc_head
 from bert_tf.tasks.multiple_choice import metrics as mc_metrics
 from bert_tf.tasks.multiple_choice import predictions as mc_predictions
 from bert_tf.train import model_fn as model_fn_utils
@@ -127,6 +128,7 @@ class MultipleChoiceTask(object):
         input_fn=self._input_fn(path, num_choices, True),
         num_train_steps=num_train_steps, num_warmup_steps=num_warmup_steps,
         learning_rate=learning_rate, records=[path],
+        token_weights=mc_head.question_weights,
         progress_every=min(100, max(1, num_train_steps // 10)))
 
   def evaluate(self):
