@@ -95,9 +95,14 @@ def padding_features(num_choices, max_seq_length):
                         label_id=0, is_real_example=False)
 
 
+def _flat(rows):
+  """[num_choices][seq_length] -> [num_choices * seq_length], row by row."""
+  return [value for row in rows for value in row]
+
+
 def _record(feature):
   """The `tf.train.Feature`s of a `ChoiceFeatures`, by name."""
-  flat = lambda rows: [value for row in rows for value in row]  # pylint: disable=g-long-lambda
+  flat = _flat
   record = collections.OrderedDict()
   record["input_ids"] = io_utils.int64_feature(flat(feature.input_ids))
   record["input_mask"] = io_utils.int64_feature(flat(feature.input_mask))
