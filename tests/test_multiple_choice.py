@@ -125,8 +125,8 @@ def test_any_number_of_endings_from_two(tmp_path):
                                           "\n".join(lines) + "\n"))
   assert [len(e.endings) for e in examples] == [5, 5]
   assert examples[1].choice_texts()[0] == "d"  # No start: the ending alone.
-  two = _write(tmp_path / "two.csv", "sent1,sent2,ending0,ending1,label\n"
-               "x,y,z,w,1\n")
+  two = _write(tmp_path / "two.csv", "\ufeffsent1,sent2,ending0,ending1,"
+               "label\nx,y,z,w,1\n")
   assert mc_data.read_examples(two)[0].label == 1
 
 

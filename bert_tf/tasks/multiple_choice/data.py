@@ -203,7 +203,8 @@ def _read_csv(path, labelled):
   header = next(reader, None)
   if header is None:
     raise ValueError("%s: empty file; expected a header row" % path)
-  header = [column.strip() for column in header]
+  # A byte-order mark (spreadsheets write one) is not part of a name.
+  header = [column.strip().lstrip("\ufeff") for column in header]
   ending_keys = _ending_keys(header, "%s:1" % path)
   for key in ("sent1", "sent2") + (("label",) if labelled else ()):
     if key not in header:
