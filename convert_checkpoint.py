@@ -10,10 +10,10 @@ reads Google's release layout (`bert_config.json`, `bert_model.ckpt.*`,
       --output=TF_DIR
   # this project's checkpoint -> a folder that Hugging Face's BertModel and
   # BertForPreTraining load (BertForSequenceClassification or
-  # BertForQuestionAnswering or BertForTokenClassification for fine-tuned
-  # heads, with id2label, problem_type, tokenizer_config.json and a model
-  # card README.md; the task and labels from --task/--labels, the run's
-  # --export, or its label files)
+  # BertForQuestionAnswering, BertForTokenClassification or
+  # BertForMultipleChoice for fine-tuned heads, with id2label, problem_type,
+  # tokenizer_config.json and a model card README.md; the task and labels
+  # from --task/--labels, the run's --export, or its label files)
   python convert_checkpoint.py --direction=tf_to_hf --input=CKPT \
       --output=HF_DIR [--bert_config_file=...] [--vocab_file=...] \
       [--export=EXPORT_DIR] [--task=...] [--labels=a,b,c]
@@ -42,6 +42,10 @@ also accepts them without the `bert.` prefix and old `LayerNorm.gamma/beta`):
   classifier.weight [num_labels, H]    <-> cls/ner/output_weights (run_ner.py),
                                        when config.json's architectures name
                                        BertForTokenClassification
+  classifier.weight [1, H]             <-> cls/multiple_choice/output_weights
+                                       (run_multiple_choice.py), when
+                                       config.json's architectures name
+                                       BertForMultipleChoice
 
 Weights are read with the `safetensors` numpy API: PyTorch pickles
 (`pytorch_model.bin`) are never loaded. Activations are mapped by meaning:

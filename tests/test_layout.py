@@ -22,7 +22,7 @@ REFERENCE_FILES = ("modeling", "tokenization", "optimization",
                    "run_classifier", "run_squad", "extract_features")
 ENTRY_POINTS = ("run_ner", "convert_checkpoint", "predict_saved_model",
                 "prepare_corpus", "learn_vocab",
-                "predict_masked_lm")
+                "predict_masked_lm", "run_multiple_choice")
 # Root modules that are libraries, not scripts: anything may import them.
 ROOT_LIBRARIES = ("modeling", "tokenization", "optimization")
 ROOT_SCRIPTS = tuple(m for m in REFERENCE_FILES + ENTRY_POINTS

@@ -38,6 +38,8 @@ _COMMANDS = {
     "bert-learn-vocab": ("learn_vocab", ["--vocab_size", "--extra_tokens"]),
     "bert-predict-masked-lm": ("predict_masked_lm", ["--top_k",
                                                      "--input_file"]),
+    "bert-run-multiple-choice": ("run_multiple_choice", ["--data_dir",
+                                                         "--train_file"]),
 }
 # Kept out of the copy that is installed where git is missing: environments,
 # caches, outputs.

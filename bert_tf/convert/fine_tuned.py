@@ -39,36 +39,44 @@ __all__ = ["TASKS", "TaskInfo", "read_export", "task_info",
            "apply_to_hf_config", "read_eval_results", "model_card"]
 
 # The tasks `--task` names, and the head each needs.
-TASKS = ("classifier", "regression", "multi_label", "ner", "squad")
+TASKS = ("classifier", "regression", "multi_label", "ner", "squad",
+         "multiple_choice")
 _HEAD_OF_TASK = {"classifier": "classifier", "regression": "classifier",
                  "multi_label": "classifier", "ner": "ner",
-                 "squad": "squad"}
+                 "squad": "squad", "multiple_choice": "multiple_choice"}
 _HEAD_NAMES = {"classifier": "classifier head (output_weights, output_bias)",
                "ner": "token-classification head (cls/ner/*)",
-               "squad": "SQuAD head (cls/squad/*)"}
+               "squad": "SQuAD head (cls/squad/*)",
+               "multiple_choice": "multiple-choice head "
+                                  "(cls/multiple_choice/*)"}
 _ARCHITECTURE = {"classifier": "BertForSequenceClassification",
                  "regression": "BertForSequenceClassification",
                  "multi_label": "BertForSequenceClassification",
                  "ner": "BertForTokenClassification",
-                 "squad": "BertForQuestionAnswering"}
+                 "squad": "BertForQuestionAnswering",
+                 "multiple_choice": "BertForMultipleChoice"}
 _PROBLEM_TYPE = {"classifier": "single_label_classification",
                  "regression": "regression",
                  "multi_label": multi_label_lib.PROBLEM_TYPE}
 _PIPELINE = {"classifier": "text-classification",
              "regression": "text-classification",
              "multi_label": "text-classification",
-             "ner": "token-classification", "squad": "question-answering"}
+             "ner": "token-classification", "squad": "question-answering",
+             "multiple_choice": None}
 _AUTO_CLASS = {"classifier": "AutoModelForSequenceClassification",
                "regression": "AutoModelForSequenceClassification",
                "multi_label": "AutoModelForSequenceClassification",
                "ner": "AutoModelForTokenClassification",
-               "squad": "AutoModelForQuestionAnswering"}
+               "squad": "AutoModelForQuestionAnswering",
+               "multiple_choice": "AutoModelForMultipleChoice"}
 _DESCRIPTION = {"classifier": "single-label sequence classification",
                 "regression": "sequence regression (one score)",
                 "multi_label": "multi-label sequence classification (one "
                                "sigmoid per label)",
                 "ner": "token classification (named entities)",
-                "squad": "extractive question answering (SQuAD)"}
+                "squad": "extractive question answering (SQuAD)",
+                "multiple_choice": "multiple choice (a context and N "
+                                   "endings; SWAG)"}
 
 
 @dataclasses.dataclass
@@ -174,7 +182,8 @@ def task_info(groups, num_labels, folder, task=None, labels=None,
   else:
     info.labels, label_source = _labels_beside(info, groups, folder)
   if info.task is None:
-    info.task = ("squad" if "squad" in groups else "ner" if "ner" in groups
+    info.task = ("multiple_choice" if "multiple_choice" in groups else
+                 "squad" if "squad" in groups else "ner" if "ner" in groups
                  else "regression" if num_labels == 1 else
                  "classifier" if "classifier" in groups else None)
   if info.task is None:
@@ -189,7 +198,7 @@ def task_info(groups, num_labels, folder, task=None, labels=None,
     raise ValueError("%s: the task is regression but the classifier head "
                      "has %d outputs, expected 1" % (info.found_in,
                                                      num_labels))
-  if info.task in ("regression", "squad"):
+  if info.task in ("regression", "squad", "multiple_choice"):
     info.labels = None
   elif info.labels is not None and len(info.labels) != num_labels:
     raise ValueError("%s: %d labels, but the %s has %d outputs" %
@@ -219,7 +228,7 @@ def apply_to_hf_config(hf_config, info, num_labels):
   if info.task is None:
     return
   hf_config["architectures"] = [_ARCHITECTURE[info.task]]
-  if info.task == "squad":
+  if info.task in ("squad", "multiple_choice"):
     return
   labels = info.labels or tuple("LABEL_%d" % i for i in range(num_labels))
   hf_config["id2label"] = {str(i): label for i, label in enumerate(labels)}
@@ -293,7 +302,7 @@ def model_card(info, hf_config, bert_config, checkpoint, do_lower_case,
   """
   header = ["---", "library_name: transformers", "tags:", "- bert",
             "- bert-tf"]
-  if info.task is not None:
+  if _PIPELINE.get(info.task):  # transformers has no multiple-choice one.
     header.append("pipeline_tag: %s" % _PIPELINE[info.task])
   if base_model:
     header.append("base_model: %s" % json.dumps(base_model))

@@ -21,6 +21,7 @@ from bert_tf.convert.config import bert_config_to_hf_config
 from bert_tf.convert.config import hf_config_to_bert_config
 from bert_tf.convert.weights import architectures
 from bert_tf.convert.weights import hf_to_tf_weights
+from bert_tf.convert.weights import is_multiple_choice
 from bert_tf.convert.weights import is_token_classification
 from bert_tf.convert.weights import tf_to_hf_weights
 from bert_tf.convert import fine_tuned
@@ -36,6 +37,7 @@ _GROUP_DESCRIPTIONS = {
     "classifier": "classifier head (output_weights, output_bias)",
     "squad": "SQuAD head (cls/squad/*)",
     "ner": "token-classification head (cls/ner/*)",
+    "multiple_choice": "multiple-choice head (cls/multiple_choice/*)",
 }
 
 
@@ -78,6 +80,7 @@ def hf_to_tf(hf_dir, output_dir, log_casing=True):
   tf_tensors, groups = hf_to_tf_weights(
       files.read_hf_weights(hf_dir), bert_config, source,
       token_classification=is_token_classification(hf_config),
+      multiple_choice=is_multiple_choice(hf_config),
       config_source=config_path)
   vocab = files.hf_vocab_text(hf_dir)
   if log_casing:

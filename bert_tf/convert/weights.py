@@ -14,7 +14,8 @@ import ml_dtypes  # numpy's bfloat16 (a TensorFlow dependency).
 import numpy as np
 
 __all__ = ["TableEntry", "tensor_table", "is_token_classification",
-           "architectures", "hf_to_tf_weights", "tf_to_hf_weights"]
+           "is_multiple_choice", "architectures", "hf_to_tf_weights",
+           "tf_to_hf_weights"]
 
 # Tensor groups: the encoder must be complete; each head is all-or-nothing.
 _REQUIRED_GROUPS = ("embeddings", "encoder")
@@ -36,7 +37,7 @@ class TableEntry:
     shape: tuple of ints, the TF-side shape; None marks a free dimension
       (a classifier's number of labels).
     group: str, the tensor group ("embeddings", "encoder", "pooler", "mlm",
-      "nsp", "classifier", "squad", "ner").
+      "nsp", "classifier", "squad", "ner", "multiple_choice").
     transpose: bool; Hugging Face `Linear` weights are [out, in], TF kernels
       [in, out].
   """
@@ -60,7 +61,8 @@ def _layer_norm(tf_scope, hf_scope, size, group):
           TableEntry(tf_scope + "/beta", hf_scope + ".bias", (size,), group)]
 
 
-def tensor_table(bert_config, token_classification=False):
+def tensor_table(bert_config, token_classification=False,
+                 multiple_choice=False):
   """Every tensor a BERT checkpoint may hold, with its name in both layouts.
 
   Args:
@@ -68,6 +70,8 @@ def tensor_table(bert_config, token_classification=False):
     token_classification: bool; Hugging Face's `classifier.*` is then the
       token-classification head `cls/ner/*` (BertForTokenClassification)
       instead of the sequence classifier `output_weights`/`output_bias`.
+    multiple_choice: bool; `classifier.*` is then the multiple-choice head
+      `cls/multiple_choice/*` (BertForMultipleChoice; `_multiple_choice`).
 
   Returns:
     List of `TableEntry` (tf_name, hf_name, TF-side shape, group, transpose), in
@@ -105,6 +109,9 @@ def tensor_table(bert_config, token_classification=False):
       table += _layer_norm(tf_layer + sub, hf_layer + sub.replace("/", "."), h,
                            "encoder")
   table += _dense("bert/pooler/dense", "bert.pooler.dense", h, h, "pooler")
+  if multiple_choice:
+    return table + [e for e in _head_table(h, vocab)
+                    if e.group != "classifier"] + _multiple_choice(h)
   return table + _head_table(h, vocab, token_classification)
 
 
@@ -140,6 +147,20 @@ def _head_table(h, vocab, token_classification=False):
   return table
 
 
+def _multiple_choice(h):
+  """run_multiple_choice.py's head, BertForMultipleChoice's `classifier.*`:
+  one score per choice ([1, hidden_size] and [1])."""
+  return [TableEntry("cls/multiple_choice/output_weights", "classifier.weight",
+                     (1, h), "multiple_choice"),
+          TableEntry("cls/multiple_choice/output_bias", "classifier.bias",
+                     (1,), "multiple_choice")]
+
+
+def is_multiple_choice(hf_config):
+  """Whether a Hugging Face `config.json` dict is a multiple-choice model."""
+  return "BertForMultipleChoice" in (hf_config.get("architectures") or ())
+
+
 def is_token_classification(hf_config):
   """Whether a Hugging Face `config.json` dict is a token classifier."""
   return any(str(name).endswith("ForTokenClassification")
@@ -148,6 +169,8 @@ def is_token_classification(hf_config):
 
 def architectures(groups):
   """Hugging Face class names for the heads present, most specific first."""
+  if "multiple_choice" in groups:
+    return ["BertForMultipleChoice"]
   if "squad" in groups:
     return ["BertForQuestionAnswering"]
   if "ner" in groups:
@@ -270,7 +293,8 @@ def _check_num_labels(mapped, to_tf, source):
 
 
 def hf_to_tf_weights(hf_tensors, bert_config, source="model.safetensors",
-                     token_classification=False, config_source=None):
+                     token_classification=False, multiple_choice=False,
+                     config_source=None):
   """Converts Hugging Face BERT tensors to this project's variables.
 
   Args:
@@ -280,12 +304,15 @@ def hf_to_tf_weights(hf_tensors, bert_config, source="model.safetensors",
     source: file name used in error messages.
     token_classification: bool, `classifier.*` is a BertForTokenClassification
       head (becomes `cls/ner/*`).
+    multiple_choice: bool, `classifier.*` is a BertForMultipleChoice head
+      (becomes `cls/multiple_choice/*`).
     config_source: the config file named in a shape error, or None.
 
   Returns:
     (tf_tensors, groups): dict TF variable name -> float32 array (kernels
     `[in, out]`), and the set of groups present ("embeddings", "encoder",
-    "pooler", "mlm", "nsp", "classifier", "squad", "ner").
+    "pooler", "mlm", "nsp", "classifier", "squad", "ner",
+    "multiple_choice").
 
   Raises:
     ValueError: naming the tensor: unknown, missing, duplicated, wrong shape,
@@ -302,8 +329,8 @@ def hf_to_tf_weights(hf_tensors, bert_config, source="model.safetensors",
     tensors[canonical] = value
   _untie_decoder(tensors, source)
   tf_tensors, groups = _map_tensors(
-      tensors, tensor_table(bert_config, token_classification), True, source,
-      config_source)
+      tensors, tensor_table(bert_config, token_classification,
+                            multiple_choice), True, source, config_source)
   return tf_tensors, groups
 
 
@@ -325,9 +352,11 @@ def tf_to_hf_weights(tf_tensors, bert_config, source="checkpoint"):
   """
   token_classification = any(name.startswith("cls/ner/")
                              for name in tf_tensors)
+  multiple_choice = any(name.startswith("cls/multiple_choice/")
+                        for name in tf_tensors)
   hf_tensors, groups = _map_tensors(
-      tf_tensors, tensor_table(bert_config, token_classification), False,
-      source)
+      tf_tensors, tensor_table(bert_config, token_classification,
+                               multiple_choice), False, source)
   if "mlm" in groups:
     hf_tensors[_TIED_DECODER] = hf_tensors[
         "bert.embeddings.word_embeddings.weight"].copy()

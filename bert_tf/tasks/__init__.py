@@ -2,6 +2,7 @@
 
 `classifier/` (GLUE, XNLI and tsv tasks, multi-label, windows over long
 texts), `squad/` (SQuAD 1.1/2.0), `ner/` (CoNLL-style named entities),
+`multiple_choice/` (SWAG: a context and N endings),
 `pretraining/` (the masked-LM head; the speed and scale parts of
 `create_pretraining_data.py`), `features.py` (packing one or two token
 sequences into BERT's input, shared by classification and feature
