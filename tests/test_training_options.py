@@ -81,7 +81,9 @@ def test_scripts_read_the_run_options_not_their_flags():
 def test_every_shared_flag_named_as_a_field_fills_it():
   # The options are filled by name: a field is one flag row, no more.
   fields = {}
-  for cls in (training_options.TrainingOptions, training_options.TpuOptions,
+  # (The optimizer's flags fill the OptimizerOptions inside TrainingOptions.)
+  for cls in (training_options.TrainingOptions, optimization.OptimizerOptions,
+              training_options.TpuOptions,
               training_options.DistributeOptions,
               training_options.RunOptions):
     fields.update({f.name: f for f in dataclasses.fields(cls)})
