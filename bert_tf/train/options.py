@@ -15,9 +15,12 @@ scripts reads a flag.
 The dataclasses' fields are named after the flags (`cli/flags.py`) and
 filled from them generically (`read_flags`): a new option is one field, one
 flag row and the code that uses it. A choice's values are listed once, here
-(`PRECISION_DTYPES`, `OPTIMIZERS`; `distribute.STRATEGIES`), and the flag
-table makes its enum flags from them. Each field's default is the
-reference's behaviour (float32, AdamW, one batch per update, no XLA, no
+(`PRECISION_DTYPES`; `OPTIMIZERS`, a view of the optimizer table
+`optimizers.REGISTRY`; `distribute.STRATEGIES`), and the flag table makes
+its enum flags from them. The optimizer's options are one
+`OptimizerOptions`, held by `TrainingOptions` and filled from the flags
+listed in that field's metadata. Each field's default is the reference's
+behaviour (float32, AdamW, one batch per update, no XLA, no
 extra determinism, one device).
 """
 
