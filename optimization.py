@@ -11,6 +11,8 @@ correction plus decoupled weight decay, Loshchilov and Hutter 2017,
 
 * `optimizer="lamb"`: `LAMBOptimizer` (You et al. 2019, "Large Batch
   Optimization for Deep Learning: Training BERT in 76 minutes", algorithm 2);
+  `optimizer="adamw_fused"`: the same AdamW through TensorFlow's fused Adam
+  kernel (any name of `bert_tf.train.optimizers.REGISTRY`);
 * `poly_power`: the power of the polynomial decay (1.0 = linear);
 * `gradient_accumulation_steps=N`: N micro-batches (N session runs) make one
   update of the mean gradient; the global step counts updates;
@@ -27,8 +29,9 @@ kept out of XLA's auto-clustering, so that `--use_xla` cannot make the
 copies differ.
 
 This module is the reference's public face over `bert_tf.train`, where the
-machinery lives, one concern a module: `update` (the schedule, the optimizer
-choice and the train op, `build_train_step`), `adamw`, `lamb`,
+machinery lives, one concern a module: `update` (the optimizer choice and
+the train op, `build_train_step`), `schedule` (the learning rate),
+`optimizers` (the optimizers by name), `adamw`, `adamw_fused`, `lamb`,
 `optimizer_options`, `train_op` (gradients, all-reduce, the conditional
 update), `accumulation`, `loss_scale`, `xla` (keeping the update out of XLA)
 and `optimizer_base` (per-variable updates on any strategy). Nothing in the

@@ -104,8 +104,10 @@ def define_flags():
                        "Probe products timed after each timed step.")
   flags.DEFINE_list("precisions", ["fp32", "bf16"], "Precisions to trace.")
   flags.DEFINE_list("steps", ["train", "inference"], "Which steps to trace.")
-  flags.DEFINE_enum("optimizer", "adamw", ["adamw", "lamb"],
-                    "Optimizer of the training step.")
+  flags.DEFINE_list("optimizer", ["adamw"],
+                    "Optimizer(s) of the training step (names of "
+                    "--optimizer); several: a training row for each, "
+                    "in the same run.")
 
 
 # ---------------------------------------------------------------------------
@@ -395,7 +397,8 @@ def _check_flags():
           name, getattr(FLAGS, name)))
   for name, allowed in (("precisions",
                          sorted(training_options.PRECISION_DTYPES)),
-                        ("steps", ["train", "inference"])):
+                        ("steps", ["train", "inference"]),
+                        ("optimizer", list(training_options.OPTIMIZERS))):
     unknown = [v for v in getattr(FLAGS, name) if v not in allowed]
     if unknown:
       raise ValueError("--%s: unknown %s; expected some of %s" % (
@@ -416,14 +419,19 @@ def main(_):
   print("TensorFlow %s, Python %s; %d threads; %s" % (
       tf.__version__, sys.version.split()[0], threads, _load()), flush=True)
   results = {}
+  rows = [(step, optimizer) for step in FLAGS.steps
+          for optimizer in (FLAGS.optimizer if step == "train" else
+                            FLAGS.optimizer[:1])]
   for precision in FLAGS.precisions:
-    for step in FLAGS.steps:
+    for step, optimizer in rows:
       label = "%s %s" % (step, precision)
+      if step == "train" and len(FLAGS.optimizer) > 1:
+        label += " " + optimizer
       start = time.time()
       probe, probe_sess = bench_training.open_probe(precision, threads)
       sess, fetch, feed = bench_training.open_row(
           config, batch, threads, kind=step,
-          precision=precision, optimizer=FLAGS.optimizer)
+          precision=precision, optimizer=optimizer)
       result = trace_row(sess, fetch, feed, probe, FLAGS)
       sess.close()
       probe_sess.close()
@@ -443,7 +451,7 @@ def main(_):
   print("\nBERT L=%d H=%d, batch %d x seq %d, %s; %d traced steps per row "
         "after %d warm-up and %d timed; TF %s.\n" % (
             config.num_hidden_layers, config.hidden_size, FLAGS.batch_size,
-            FLAGS.seq_length, FLAGS.optimizer, FLAGS.traced_steps,
+            FLAGS.seq_length, ", ".join(FLAGS.optimizer), FLAGS.traced_steps,
             FLAGS.warmup_steps, FLAGS.timed_steps, tf.__version__))
   print(kinds_table(results))
   print("\nShares of the summed op time (nodes overlap on %d inter-op "

@@ -136,6 +136,13 @@ def test_lamb_update_is_optimizer():
                                 "ResourceApplyAdam") == "optimizer"
 
 
+def test_fused_adamw_update_is_optimizer():
+  nodes, _, _ = _traced("train", "fp32", optimizer="adamw_fused")
+  assert _kinds(nodes, lambda n, t: t == "ResourceApplyAdam") == {"optimizer"}
+  assert _kinds(nodes, lambda n, t: t == "AssignSubVariableOp") == {
+      "optimizer"}  # The weight decay.
+
+
 def test_kinds_times_sum_to_the_total_op_time(train_bf16):
   _, step, total = train_bf16
   assert set(step["kinds"]) == set(bench_op_times.KINDS)

@@ -257,8 +257,9 @@ _PUBLIC_NAMES = (
     "LAMBOptimizer", "LEARNING_RATE_COLLECTION", "LOSS_SCALE_COLLECTION",
     "SKIPPED_UPDATES_COLLECTION")
 # The package modules that optimization.py builds on.
-_MACHINERY = ("accumulation", "lamb", "loss_scale", "optimizer_base",
-              "optimizer_options", "train_op", "variables", "xla")
+_MACHINERY = ("accumulation", "adamw", "adamw_fused", "lamb", "loss_scale",
+              "optimizer_base", "optimizer_options", "optimizers", "schedule",
+              "train_op", "update", "variables", "xla")
 
 
 def test_public_names_import_from_optimization():

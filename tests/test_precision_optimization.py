@@ -240,7 +240,7 @@ def _train_tiny_bert(options, micro_batches, num_updates=3, init_lr=0.05,
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("optimizer", ["adamw", "lamb"])
+@pytest.mark.parametrize("optimizer", ["adamw", "lamb", "adamw_fused"])
 def test_accumulating_micro_batches_equals_one_large_batch(optimizer):
   ids, mask, targets = _batches(4 * 3)
   large = [(ids[4 * u:4 * u + 4], mask[4 * u:4 * u + 4],

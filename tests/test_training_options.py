@@ -81,7 +81,9 @@ def test_scripts_read_the_run_options_not_their_flags():
 def test_every_shared_flag_named_as_a_field_fills_it():
   # The options are filled by name: a field is one flag row, no more.
   fields = {}
-  for cls in (training_options.TrainingOptions, training_options.TpuOptions,
+  # (The optimizer's flags fill the OptimizerOptions inside TrainingOptions.)
+  for cls in (training_options.TrainingOptions, optimization.OptimizerOptions,
+              training_options.TpuOptions,
               training_options.DistributeOptions,
               training_options.RunOptions):
     fields.update({f.name: f for f in dataclasses.fields(cls)})
@@ -381,6 +383,32 @@ def test_pretraining_bf16_lamb_with_accumulation(tmp_path):
   model_names = {n for n in values if n.startswith(("bert/", "cls/")) and
                  not n.endswith(("/lamb_m", "/lamb_v", "_accumulator"))}
   assert model_names == set(released.get_variable_to_dtype_map())
+
+
+@pytest.mark.slow
+def test_pretraining_with_adamw_fused_matches_adamw(tmp_path):
+  # The same run through --optimizer=adamw_fused: the same checkpoint
+  # variables (slots adam_m, adam_v), the same weights to float32 rounding.
+  runs = {}
+  for optimizer in ("adamw", "adamw_fused"):
+    output_dir, proc = _pretrain(tmp_path, optimizer, optimizer=optimizer,
+                                 gradient_accumulation_steps=2,
+                                 deterministic=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    runs[optimizer] = _checkpoint_values(output_dir)
+  (plain_path, plain, _), (fused_path, fused, _) = (runs["adamw"],
+                                                    runs["adamw_fused"])
+  assert plain_path.endswith("model.ckpt-3") and fused_path.endswith(
+      "model.ckpt-3")
+  assert set(fused) == set(plain)
+  assert "bert/pooler/dense/kernel/adam_v" in fused
+  released = tf.train.load_checkpoint(os.path.join(
+      os.path.dirname(_conformance("bert_config.json")), "bert_model.ckpt"))
+  for name, value in plain.items():
+    if released.has_tensor(name):
+      moved = np.abs(value - released.get_tensor(name)).max()
+      error = np.abs(fused[name] - value).max()
+      assert error <= max(1e-3 * moved, 1e-6), (name, error, moved)
 
 
 @pytest.mark.slow

@@ -4,8 +4,9 @@
 define function, default and help text; `define_flags` defines the ones a
 script names (`TPU_FLAGS`, `TRAINING_FLAGS`, ... name groups of them). An
 enum flag's values are those its option lists once
-(`training_options.PRECISION_DTYPES`, `training_options.OPTIMIZERS`,
-`distribute_utils.STRATEGIES`); the training, TPU and distribution groups
+(`training_options.PRECISION_DTYPES`, `distribute_utils.STRATEGIES`;
+--optimizer's are the optimizer table's, `training_options.OPTIMIZERS`,
+read when the flag is defined); the training, TPU and distribution groups
 are the fields of `training_options`' dataclasses, which the flags fill by
 name. A new option is one field there, one row here, and the code that
 uses it.
@@ -36,6 +37,16 @@ def _enum(*values):
                              **kwargs)
 
   return define
+
+
+def _define_optimizer(name, default, help_text, **kwargs):
+  """Defines --optimizer from the optimizer table as it is when defined:
+  its names are the values, their summaries end the help."""
+  table = training_options.OPTIMIZERS
+  summaries = " ".join("%s: %s" % (key, entry.summary)
+                       for key, entry in table.items())
+  return flags.DEFINE_enum(name, default, list(table),
+                           "%s %s" % (help_text, summaries), **kwargs)
 
 # Every flag that more than one script takes: name -> (define, default,
 # help), read-only. Names and defaults are the reference release's.
@@ -123,10 +134,7 @@ SHARED_FLAGS = types.MappingProxyType(collections.OrderedDict([
                                      "whose mean gradient makes one update; "
                                      "steps, warmup and --num_train_steps "
                                      "count updates.")),
-    ("optimizer", (_enum(*training_options.OPTIMIZERS), "adamw",
-                   "adamw: Adam with decoupled weight decay, no bias "
-                   "correction (as released). lamb: layer-wise adaptive "
-                   "moments (You et al. 2019), for large batches.")),
+    ("optimizer", (_define_optimizer, "adamw", "The update rule.")),
     ("poly_power", (_F, 1.0,
                     "Power of the polynomial learning-rate decay after the "
                     "warmup (1.0 = linear, as released).")),

@@ -51,6 +51,7 @@ from bert_tf.train import best as best_lib
 from bert_tf.train import distribute as distribute_utils
 from bert_tf.train import hooks as train_hooks
 from bert_tf.train import input_fn as input_utils
+from bert_tf.train import schedule
 
 __all__ = ["Training", "Steps", "DivergedError", "setup_devices",
            "output_dir", "training_hooks", "run"]
@@ -341,14 +342,6 @@ def _without_stalled_step_warning(conditional):
     logger.removeFilter(stalled)
 
 
-def _learning_rate_at(step, training, power):
-  """The rate of `update.learning_rate_schedule` at `step`, in Python."""
-  if step < training.num_warmup_steps:
-    return training.learning_rate * step / training.num_warmup_steps
-  done = min(step, training.num_train_steps) / float(training.num_train_steps)
-  return training.learning_rate * (1.0 - done) ** power
-
-
 def _all_finite(checkpoint):
   """Whether every floating-point variable of `checkpoint` is finite."""
   reader = tf.train.load_checkpoint(checkpoint)
@@ -397,7 +390,9 @@ def _diverged(model_dir, training, power, progress):
   if progress.running or progress.last_step is None:
     step += 1  # The NaN check stopped the session before the hook saw it.
   # The update to `step` ran with the rate of the step before.
-  rate = _learning_rate_at(step - 1, training, power)
+  rate = schedule.learning_rate(step - 1, training.learning_rate,
+                                training.num_train_steps,
+                                training.num_warmup_steps, power)
   where = ("the last finite checkpoint is %s" % finite if finite else
            "no finite checkpoint was written")
   return DivergedError(

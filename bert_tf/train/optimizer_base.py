@@ -45,9 +45,11 @@ class PerVariableOptimizer(tf.train.Optimizer):
   _SLOT_NAMES = ()
 
   def __init__(self, learning_rate, weight_decay_rate, beta_1, beta_2,
-               epsilon, exclude_from_weight_decay, name):
-    """Stores the hyperparameters (see the subclasses for their meaning)."""
-    super(PerVariableOptimizer, self).__init__(False, name)
+               epsilon, exclude_from_weight_decay, name=None):
+    """Stores the hyperparameters (see the subclasses for their meaning);
+    `name` defaults to the class's."""
+    super(PerVariableOptimizer, self).__init__(
+        False, name or type(self).__name__.lstrip("_"))
     self.learning_rate = learning_rate
     self.weight_decay_rate = weight_decay_rate
     self.beta_1 = beta_1

@@ -6,14 +6,20 @@ weight decay 0.01, clipping at global norm 1.0, linear decay, one batch per
 update, no loss scaling). The scripts build it from the command-line flags
 (`bert_tf.train.options.TrainingOptions.optimizer_options`). The model's
 compute dtype is not here: it is an argument of `modeling.BertModel`.
+
+Its fields are checked in one place, `problems`: on construction (a
+`ValueError` naming the field) and, for options read from flags, among a
+script's start-up problems (`bert_tf.train.options.training_problems`,
+which names the flag).
 """
 
 import dataclasses
 
-__all__ = ["OptimizerOptions"]
+from bert_tf.train import optimizers
+
+__all__ = ["OptimizerOptions", "problems"]
 
 _EXCLUDE_FROM_WEIGHT_DECAY = ("LayerNorm", "layer_norm", "bias")
-_OPTIMIZERS = ("adamw", "lamb")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -23,8 +29,9 @@ class OptimizerOptions:
   The defaults are the reference release's training.
 
   Attributes:
-    optimizer: "adamw" (`AdamWeightDecayOptimizer`, the reference's) or
-      "lamb" (`LAMBOptimizer`).
+    optimizer: a name of `optimizers.REGISTRY`: "adamw"
+      (`AdamWeightDecayOptimizer`, the reference's), "lamb"
+      (`LAMBOptimizer`), "adamw_fused" (`FusedAdamWeightDecayOptimizer`).
     weight_decay_rate: float, decoupled weight decay per unit of learning
       rate.
     beta_1, beta_2: floats, decay rates of the first and second moments.
@@ -44,7 +51,8 @@ class OptimizerOptions:
       name matches one get no weight decay.
 
   Raises:
-    ValueError: (on construction) one line naming the bad field.
+    ValueError: (on construction) one line naming the bad field; not
+      raised by `unchecked`.
   """
 
   optimizer: str = "adamw"
@@ -72,24 +80,59 @@ class OptimizerOptions:
     hooks then read the step after each run."""
     return self.gradient_accumulation_steps > 1 or self.loss_scaling
 
-  def __post_init__(self):
-    if self.optimizer not in _OPTIMIZERS:
-      raise ValueError("optimizer must be one of %s, got %r" %
-                       (", ".join(_OPTIMIZERS), self.optimizer))
-    if (not isinstance(self.gradient_accumulation_steps, int) or
-        self.gradient_accumulation_steps < 1):
-      raise ValueError("gradient_accumulation_steps must be an integer >= 1, "
-                       "got %r" % (self.gradient_accumulation_steps,))
-    if not isinstance(self.loss_scaling, bool):
-      raise ValueError("loss_scaling must be a bool, got %r" %
-                       (self.loss_scaling,))
-    if not self.poly_power > 0:
-      raise ValueError("poly_power must be > 0, got %r" % (self.poly_power,))
-    if not self.clip_norm > 0:
-      raise ValueError("clip_norm must be > 0, got %r" % (self.clip_norm,))
-    if not self.initial_loss_scale >= 1:
-      raise ValueError("initial_loss_scale must be >= 1, got %r" %
-                       (self.initial_loss_scale,))
-    if self.loss_scale_growth_steps < 1:
-      raise ValueError("loss_scale_growth_steps must be >= 1, got %r" %
-                       (self.loss_scale_growth_steps,))
+  # Construction checks the fields unless `unchecked` builds the value.
+  check: dataclasses.InitVar[bool] = True
+
+  def __post_init__(self, check):
+    if check:
+      for name, value, expected in problems(self):
+        raise ValueError("%s must be %s, got %r" % (name, expected, value))
+
+  @classmethod
+  def unchecked(cls, **values):
+    """The options as given, unchecked (a script reads them from its flags
+    and reports `problems` together with its other start-up problems)."""
+    return cls(check=False, **values)
+
+
+def problems(options):
+  """What is wrong with an `OptimizerOptions`' fields.
+
+  Returns:
+    list of (field name, value, what was expected), in field order; empty
+    when the options are good.
+  """
+  found = []
+
+  def expect(name, good, expected):
+    if not good:
+      found.append((name, getattr(options, name), expected))
+
+  expect("optimizer", options.optimizer in optimizers.REGISTRY,
+         "one of " + ", ".join(optimizers.REGISTRY))
+  accumulation = options.gradient_accumulation_steps
+  expect("gradient_accumulation_steps",
+         isinstance(accumulation, int) and not isinstance(accumulation, bool)
+         and accumulation >= 1, "an integer >= 1")
+  expect("loss_scaling", isinstance(options.loss_scaling, bool), "a bool")
+  expect("poly_power", _positive(options.poly_power), "a number > 0")
+  expect("clip_norm", _positive(options.clip_norm), "a number > 0")
+  expect("initial_loss_scale", _at_least(options.initial_loss_scale, 1),
+         "a number >= 1")
+  expect("loss_scale_growth_steps",
+         _at_least(options.loss_scale_growth_steps, 1), "an integer >= 1")
+  return found
+
+
+def _positive(value):
+  try:
+    return value > 0
+  except TypeError:
+    return False
+
+
+def _at_least(value, low):
+  try:
+    return value >= low
+  except TypeError:
+    return False

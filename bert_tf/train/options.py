@@ -15,9 +15,12 @@ scripts reads a flag.
 The dataclasses' fields are named after the flags (`cli/flags.py`) and
 filled from them generically (`read_flags`): a new option is one field, one
 flag row and the code that uses it. A choice's values are listed once, here
-(`PRECISION_DTYPES`, `OPTIMIZERS`; `distribute.STRATEGIES`), and the flag
-table makes its enum flags from them. Each field's default is the
-reference's behaviour (float32, AdamW, one batch per update, no XLA, no
+(`PRECISION_DTYPES`; `OPTIMIZERS`, a view of the optimizer table
+`optimizers.REGISTRY`; `distribute.STRATEGIES`), and the flag table makes
+its enum flags from them. The optimizer's options are one
+`OptimizerOptions`, held by `TrainingOptions` and filled from the flags
+listed in that field's metadata. Each field's default is the reference's
+behaviour (float32, AdamW, one batch per update, no XLA, no
 extra determinism, one device).
 """
 
@@ -32,7 +35,8 @@ import tensorflow.compat.v1 as tf
 
 from bert_tf.checks import numbers as number_checks
 from bert_tf.train import distribute as distribute_utils
-from bert_tf.train import optimizer_options
+from bert_tf.train import optimizer_options as optimizer_options_lib
+from bert_tf.train import optimizers
 from bert_tf.train import spec as spec_lib
 
 __all__ = ["PRECISION_DTYPES", "OPTIMIZERS", "RUNNERS", "DETERMINISTIC_SEED",
@@ -46,7 +50,8 @@ __all__ = ["PRECISION_DTYPES", "OPTIMIZERS", "RUNNERS", "DETERMINISTIC_SEED",
 # --precision -> the encoder's compute dtype (weights stay float32).
 PRECISION_DTYPES = types.MappingProxyType(
     {"fp32": tf.float32, "bf16": tf.bfloat16, "fp16": tf.float16})
-OPTIMIZERS = ("adamw", "lamb")
+# --optimizer's values: the names of the optimizer table (read-only, live).
+OPTIMIZERS = optimizers.REGISTRY
 # --runner: auto takes the Estimator where this TensorFlow has it.
 RUNNERS = ("auto", "estimator", "session")
 # The graph-level seed of --deterministic runs (any fixed value would do).
@@ -63,19 +68,30 @@ class TrainingOptions:
 
   Attributes:
     precision: a key of `PRECISION_DTYPES`: the encoder's arithmetic.
-    optimizer: one of `OPTIMIZERS`.
-    gradient_accumulation_steps: int >= 1, micro-batches per update.
-    poly_power: float > 0, power of the learning-rate decay.
+    optimizer_options: `optimizer_options_lib.OptimizerOptions`, the update:
+      the flags its field's metadata names fill the fields of those names
+      (`--optimizer`, `--gradient_accumulation_steps`, `--poly_power`), the
+      rest keep the reference's defaults, and its `loss_scaling` follows
+      `precision` (fp16), whatever the value given.
     use_xla: bool, compile clusters of ops with XLA.
     deterministic: bool, op determinism and fixed seeds.
   """
 
   precision: str = "fp32"
-  optimizer: str = "adamw"
-  gradient_accumulation_steps: int = 1
-  poly_power: float = 1.0
+  optimizer_options: optimizer_options_lib.OptimizerOptions = (
+      dataclasses.field(default_factory=optimizer_options_lib.OptimizerOptions,
+                        metadata={"flags": ("optimizer",
+                                            "gradient_accumulation_steps",
+                                            "poly_power")}))
   use_xla: bool = False
   deterministic: bool = False
+
+  def __post_init__(self):
+    if self.optimizer_options.loss_scaling != self.loss_scaling:
+      # Frozen: the one derived field is set once, here.
+      object.__setattr__(self, "optimizer_options", dataclasses.replace(
+          self.optimizer_options, loss_scaling=self.loss_scaling,
+          check=False))
 
   @property
   def compute_dtype(self):
@@ -88,12 +104,10 @@ class TrainingOptions:
     return self.precision == "fp16"
 
   @property
-  def optimizer_options(self):
-    """`optimizer_options.OptimizerOptions` for `model_fn_utils.train_spec`."""
-    return optimizer_options.OptimizerOptions(
-        optimizer=self.optimizer, loss_scaling=self.loss_scaling,
-        gradient_accumulation_steps=self.gradient_accumulation_steps,
-        poly_power=self.poly_power)
+  def gradient_accumulation_steps(self):
+    """`optimizer_options.gradient_accumulation_steps` (micro-batches per
+    update), which the runner and the input size read."""
+    return self.optimizer_options.gradient_accumulation_steps
 
 
 @dataclasses.dataclass(frozen=True)
@@ -195,27 +209,38 @@ class RunOptions:
 
 
 def field_names(cls):
-  """The flag names of an options dataclass: its fields, in order."""
-  return tuple(f.name for f in _flag_fields(cls))
+  """The flag names of an options dataclass: its fields, in order (for a
+  nested options value, the flags its field's metadata names)."""
+  names = []
+  for field in _flag_fields(cls):
+    names.extend(field.metadata.get("flags", (field.name,)))
+  return tuple(names)
 
 
 def _flag_fields(cls):
   return [f for f in dataclasses.fields(cls) if f.name != "flags_given"]
 
 
-def _read(cls, flag_values, given):
-  """`cls` with each field the flag of its name (its default where none)."""
+def _read(cls, flag_values, given, names=None):
+  """`cls` with each field the flag of its name (its default where none);
+  only the fields in `names`, when given, are read from flags. A class
+  with an `unchecked` constructor is built unchecked: its problems are
+  reported with the script's other start-up problems."""
   values = {}
   for field in _flag_fields(cls):
     if dataclasses.is_dataclass(field.default_factory):
-      values[field.name] = _read(field.default_factory, flag_values, given)
+      values[field.name] = _read(field.default_factory, flag_values, given,
+                                 field.metadata.get("flags"))
       continue
     default = field.default
+    if names is not None and field.name not in names:
+      values[field.name] = default
+      continue
     values[field.name] = getattr(flag_values, field.name, default)
     flag = _flag(flag_values, field.name)
     if flag is not None and flag.present:
       given.add(field.name)
-  return cls(**values)
+  return getattr(cls, "unchecked", cls)(**values)
 
 
 def _flag(flag_values, name):
@@ -241,21 +266,15 @@ def read_flags(flag_values):
 
 
 def training_problems(training):
-  """The problems of a `TrainingOptions`, each a one-line message."""
+  """The problems of a `TrainingOptions`, each a one-line message naming
+  the flag (the optimizer options' checks are `optimizer_options.problems`)."""
   problems = []
   if training.precision not in PRECISION_DTYPES:
     problems.append("--precision=%s: expected one of %s" %
                     (training.precision, ", ".join(PRECISION_DTYPES)))
-  if training.optimizer not in OPTIMIZERS:
-    problems.append("--optimizer=%s: expected one of %s" %
-                    (training.optimizer, ", ".join(OPTIMIZERS)))
-  accumulation = training.gradient_accumulation_steps
-  if not isinstance(accumulation, int) or accumulation < 1:
-    problems.append("--gradient_accumulation_steps=%s: expected an integer "
-                    ">= 1" % (accumulation,))
-  if not training.poly_power > 0:
-    problems.append("--poly_power=%s: expected a number > 0" %
-                    (training.poly_power,))
+  for name, value, expected in optimizer_options_lib.problems(
+      training.optimizer_options):
+    problems.append("--%s=%s: expected %s" % (name, value, expected))
   if (training.precision == "fp16" and
       not tf.config.list_physical_devices("GPU")):
     problems.append("--precision=fp16 needs a GPU (TensorFlow sees none); "

@@ -17,9 +17,9 @@ from typing import Any, Optional
 
 import tensorflow.compat.v1 as tf
 
-from bert_tf.train import adamw
-from bert_tf.train import lamb
 from bert_tf.train import optimizer_options as options_lib
+from bert_tf.train import optimizers
+from bert_tf.train import schedule
 from bert_tf.train import train_op as train_op_lib
 from bert_tf.train import xla
 
@@ -108,13 +108,10 @@ def learning_rate_schedule(global_step, init_lr, num_train_steps,
                            num_warmup_steps, power=1.0):
   """The learning rate at a given global step, as a float32 scalar Tensor.
 
-  Polynomial decay `init_lr * (1 - step / num_train_steps) ** power` from
-  step 0 to 0.0 at `num_train_steps` (and 0.0 afterwards; power 1.0 is the
-  reference's linear decay); when `num_warmup_steps > 0`, steps below it use
-  the warmup rate `init_lr * step / num_warmup_steps` instead. So step 0 has
-  rate 0.0 (kept for parity: the released models were trained with that
-  schedule), and the rate drops from warmup straight onto the decay curve,
-  never reaching `init_lr`.
+  `schedule.learning_rate` on a Tensor (see there for the formula): linear
+  warmup from 0 over `num_warmup_steps`, else polynomial decay from
+  `init_lr` to 0.0 at `num_train_steps` (and 0.0 afterwards; power 1.0 is
+  the reference's linear decay), in the reference's float32 ops.
 
   Args:
     global_step: integer scalar Tensor or Variable, the step *before* this
@@ -127,27 +124,13 @@ def learning_rate_schedule(global_step, init_lr, num_train_steps,
   Returns:
     float32 scalar Tensor.
   """
-  learning_rate = tf.constant(value=init_lr, shape=[], dtype=tf.float32)
-  # The reference's op: float32 results are bit-identical to the releases.
-  learning_rate = tf.train.polynomial_decay(
-      learning_rate, global_step, num_train_steps, end_learning_rate=0.0,
-      power=power, cycle=False)
-  if not num_warmup_steps:
-    return learning_rate
-
-  step_int = tf.cast(global_step, tf.int32)
-  warmup_int = tf.constant(num_warmup_steps, dtype=tf.int32)
-  fraction_done = (tf.cast(step_int, tf.float32) /
-                   tf.cast(warmup_int, tf.float32))
-  warmup_learning_rate = init_lr * fraction_done
-  # Blend with a 0/1 weight (no tf.cond: cheap on TPU, same values).
-  is_warmup = tf.cast(step_int < warmup_int, tf.float32)
-  return ((1.0 - is_warmup) * learning_rate +
-          is_warmup * warmup_learning_rate)
+  return schedule.learning_rate(tf.convert_to_tensor(global_step), init_lr,
+                                num_train_steps, num_warmup_steps,
+                                power=power)
 
 
 def make_optimizer(learning_rate, options=None):
-  """The `AdamWeightDecayOptimizer` or `LAMBOptimizer` that `options` names.
+  """The optimizer that `options.optimizer` names (`optimizers.REGISTRY`).
 
   Args:
     learning_rate: float or float32 scalar Tensor.
@@ -156,11 +139,5 @@ def make_optimizer(learning_rate, options=None):
   Returns:
     The optimizer, its hyperparameters from `options`.
   """
-  options = options or options_lib.OptimizerOptions()
-  cls = (lamb.LAMBOptimizer if options.optimizer == "lamb" else
-         adamw.AdamWeightDecayOptimizer)
-  return cls(learning_rate=learning_rate,
-             weight_decay_rate=options.weight_decay_rate,
-             beta_1=options.beta_1, beta_2=options.beta_2,
-             epsilon=options.epsilon,
-             exclude_from_weight_decay=list(options.exclude_from_weight_decay))
+  return optimizers.build(learning_rate,
+                          options or options_lib.OptimizerOptions())
