@@ -170,8 +170,8 @@ def test_convert_output_a_link_to_a_folder_writes_into_it(tmp_path):
   convert_checkpoint.tf_to_hf(_conformance_checkpoint(),
                               str(tmp_path / "link"))
   assert sorted(os.listdir(str(real))) == [
-      "config.json", "model.safetensors", "tokenizer_config.json",
-      "vocab.txt"]
+      "README.md", "config.json", "model.safetensors",
+      "tokenizer_config.json", "vocab.txt"]
   assert (tmp_path / "link").is_symlink()
 
 
