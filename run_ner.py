@@ -34,6 +34,7 @@ from bert_tf.runner import loop
 from bert_tf.tasks import fine_tuning
 # The script's public names (`run_ner.create_model`, ...) live in the package.
 from bert_tf.tasks.ner.model import create_model
+from bert_tf.tasks.ner.model import label_weights as _label_weights
 from bert_tf.tasks.ner.model import metric_fn
 from bert_tf.tasks.ner.model import model_fn_builder
 from bert_tf.tasks.ner.task import NerOptions

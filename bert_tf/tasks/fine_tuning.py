@@ -10,8 +10,6 @@ only its records, its `model_fn.Head` and what its export serves
 import dataclasses
 from typing import Any, Callable, Optional, Sequence
 
-from absl import logging
-
 from bert_tf.export import saved_model as export_utils
 from bert_tf.runner import loop
 from bert_tf.train import model_fn as model_fn_utils
