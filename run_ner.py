@@ -5,8 +5,9 @@ final hidden state of each word's first WordPiece goes through a dense layer
 to the word's tag, trained with cross-entropy; no CRF. Any CoNLL-format task
 works: one word per line with the label in `--label_column`, a blank line
 between sentences, optional `-DOCSTART-` lines between documents; IOB1, IOB2
-(BIO) and IOBES tags. `bert_tf/tasks/ner/` holds the reader, the tag
-schemes, the features and the metrics.
+(BIO) and IOBES tags. `bert_tf/tasks/ner/` holds the task: the reader, the
+tag schemes, the features, the metrics, the head (`model.py`) and `NerTask`
+(`task.py`), which reads the files and writes the outputs.
 
 Outputs in `--output_dir`: `label_list.txt` (the sorted labels of the
 training file, read back when predicting without training),
@@ -30,8 +31,9 @@ from absl import flags
 from bert_tf.cli import flags as cli_flags
 from bert_tf.cli import entry
 from bert_tf.cli import startup
+from bert_tf.export import saved_model as export_utils
+from bert_tf.runner import fine_tuning
 from bert_tf.runner import loop
-from bert_tf.tasks import fine_tuning
 # The script's public names (`run_ner.create_model`, ...) live in the package.
 from bert_tf.tasks.ner.model import create_model
 from bert_tf.tasks.ner.model import label_weights as _label_weights
@@ -101,6 +103,15 @@ def _options(f, use_tpu):
       predict_batch_size=f.predict_batch_size, use_tpu=use_tpu)
 
 
+def _serving(f, label_list):
+  """What the export serves: the probabilities of each token's labels."""
+  return fine_tuning.Serving(
+      kind=export_utils.NER, output_keys=["probabilities"],
+      features=export_utils.NER_FEATURES, label_list=label_list,
+      config={"doc_stride": f.doc_stride,
+              "document_context": f.document_context})
+
+
 def _model_files(f):
   return fine_tuning.ModelFiles(
       vocab_file=f.vocab_file, bert_config_file=f.bert_config_file,
@@ -123,11 +134,12 @@ def main(_):
     best_lib.check_key(run.evaluation.keep_best_by, task.eval_keys())
 
   with loop.output_dir(FLAGS.output_dir, run):
-    # 3. The training records, and the model.
-    training = (task.training(run.examples_per_update,
-                              FLAGS.num_train_epochs, FLAGS.warmup_proportion,
-                              FLAGS.learning_rate)
-                if run.do_train else None)
+    # 3. The training records (the loss a mean over each update's labelled
+    # tokens), and the model.
+    training = (fine_tuning.training(
+        *task.training_records(), run.examples_per_update,
+        FLAGS.num_train_epochs, FLAGS.warmup_proportion, FLAGS.learning_rate,
+        token_weights=_label_weights) if run.do_train else None)
     model_fn = fine_tuning.model_fn(task.head, model, run,
                                     FLAGS.learning_rate, training)
     # 4. Train (evaluating on the way), evaluate, predict, export.
@@ -136,7 +148,8 @@ def main(_):
         evaluate=task.evaluate if run.do_eval else None,
         predict=task.predict,
         export=(fine_tuning.exporter(task.head, model.bert_config,
-                                     task.serving(), _model_files(FLAGS),
+                                     _serving(FLAGS, task.label_list),
+                                     _model_files(FLAGS),
                                      model.init_checkpoint)
                 if FLAGS.export_dir else None),
         eval_batch_size=FLAGS.eval_batch_size,

@@ -28,6 +28,7 @@ from absl import flags
 from absl import logging
 import tensorflow.compat.v1 as tf
 
+from bert_tf import io as io_utils
 from bert_tf.cli import flags as cli_flags
 from bert_tf.cli import entry
 from bert_tf.cli import startup
@@ -37,7 +38,6 @@ from bert_tf.tasks.pretraining.heads import gather_indexes
 from bert_tf.tasks.pretraining.heads import get_masked_lm_output
 from bert_tf.tasks.pretraining.heads import get_next_sentence_output
 from bert_tf.tasks.pretraining.heads import pretraining_head
-from bert_tf.tasks.pretraining.inputs import check_inputs
 from bert_tf.tasks.pretraining.inputs import check_record_lengths
 from bert_tf.tasks.pretraining.inputs import input_fn_builder
 from bert_tf.train import model_fn as model_fn_utils
@@ -92,6 +92,35 @@ def model_fn_builder(bert_config, init_checkpoint, learning_rate,
       schedule=model_fn_utils.TrainingSchedule(
           learning_rate, num_train_steps, num_warmup_steps, options),
       compute_dtype=compute_dtype)
+
+
+def check_inputs(bert_config_file, input_file, output_dir, init_checkpoint,
+                 max_seq_length, max_predictions_per_seq, do_train, do_eval,
+                 num_train_steps=1, *, problems):
+  """Checks the flags and the input records before any graph is built.
+
+  Every problem found is added to `problems` (`checks.problems.Problems`),
+  which the caller reports together with its other start-up checks.
+
+  Returns:
+    (bert_config, input_files, init_checkpoint): the `BertConfig`, the
+    expanded input paths and the resolved checkpoint prefix (or None);
+    None where that check failed.
+  """
+  if not do_train and not do_eval:
+    problems.add("At least one of --do_train or --do_eval must be True")
+  if do_train and num_train_steps < 1:
+    problems.add("--num_train_steps=%d: expected at least 1 with --do_train"
+                 % num_train_steps)
+  input_files = problems.attempt(io_utils.expand_file_patterns, input_file,
+                                 "input_file")
+  if input_files is not None:
+    problems.attempt(check_record_lengths, input_files, max_seq_length,
+                     max_predictions_per_seq)
+  model = startup.prepare_model(
+      bert_config_file, max_seq_length, init_checkpoint, do_lower_case=None,
+      output_dir=output_dir, problems=problems)
+  return model.bert_config, input_files, model.init_checkpoint
 
 
 def main(_):

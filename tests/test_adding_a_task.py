@@ -17,8 +17,8 @@ from helpers import data_path
 
 from bert_tf.cli import startup
 from bert_tf.export import saved_model
+from bert_tf.runner import fine_tuning
 from bert_tf.runner import loop
-from bert_tf.tasks import fine_tuning
 from bert_tf.train import model_fn as model_fn_utils
 from bert_tf.train import options as training_options
 from bert_tf.train import spec as spec_lib

@@ -242,7 +242,7 @@ def test_no_task_module_defines_or_reads_flags():
 _ONE_SKELETON = ("run_ner", "run_squad", "run_pretraining", "extract_features",
                  "predict_masked_lm", PACKAGE + ".tasks.ner",
                  PACKAGE + ".tasks.squad", PACKAGE + ".tasks.pretraining",
-                 PACKAGE + ".tasks.fine_tuning")
+                 PACKAGE + ".runner.fine_tuning")
 
 
 def test_these_scripts_and_tasks_build_model_fns_on_the_one_skeleton():

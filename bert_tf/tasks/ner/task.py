@@ -15,8 +15,6 @@ from typing import Optional
 
 from absl import logging
 
-from bert_tf.export import saved_model as export_utils
-from bert_tf.tasks import fine_tuning
 from bert_tf.tasks.ner import features as ner_features
 from bert_tf.tasks.ner import metrics as ner_metrics
 from bert_tf.tasks.ner import model as ner_model
@@ -180,10 +178,12 @@ class NerTask:
     return ner_metrics.word_predictions(self.files[split][1], features,
                                         predictions, self.label_list)
 
-  def training(self, examples_per_update, num_train_epochs,
-               warmup_proportion, learning_rate):
-    """Writes the label list and the training records; their
-    `loop.Training` (the loss a mean over each update's labelled tokens).
+  def training_records(self):
+    """Writes the label list and the training records.
+
+    Returns:
+      (input_fn, records, num_features): the training `input_fn`, the
+      record files it reads and their number of features.
 
     Raises:
       ValueError: no word of the training file has a WordPiece.
@@ -196,11 +196,8 @@ class NerTask:
       raise ValueError("%s: no word of any sentence has a WordPiece; "
                        "nothing to train on" % self.files["train"][0])
     logging.info("Training on %d features", len(features))
-    return fine_tuning.training(
-        self._input_fn(features, "train", is_training=True),
-        [self._record_file("train")], len(features), examples_per_update,
-        num_train_epochs, warmup_proportion, learning_rate,
-        token_weights=ner_model.label_weights)
+    return (self._input_fn(features, "train", is_training=True),
+            [self._record_file("train")], len(features))
 
   def evaluate(self, steps):
     """The `loop.run` evaluation of the dev file: the in-graph loss, then
@@ -245,11 +242,3 @@ class NerTask:
       logging.info("Test set (%s): precision %.4f, recall %.4f, F1 %.4f, "
                    "token accuracy %.4f", path, scores["precision"],
                    scores["recall"], scores["f1"], scores["accuracy"])
-
-  def serving(self):
-    """What the export serves: the probabilities of each token's labels."""
-    return fine_tuning.Serving(
-        kind=export_utils.NER, output_keys=["probabilities"],
-        features=export_utils.NER_FEATURES, label_list=self.label_list,
-        config={"doc_stride": self.options.doc_stride,
-                "document_context": self.options.document_context})

@@ -1,18 +1,15 @@
 """The inputs of pre-training: the records create_pretraining_data.py wrote.
 
-The reference release's `input_fn_builder` over them, and the start-up
-checks of a pre-training run (`check_inputs`: the flags' values, the
-records' lengths, the model), each problem one line.
+The reference release's `input_fn_builder` over them, and the check of
+their lengths against the flags (`check_record_lengths`), one line.
 """
 
 from absl import logging
 import tensorflow.compat.v1 as tf
 
-from bert_tf import io as io_utils
-from bert_tf.cli import startup
 from bert_tf.train import input_fn as input_utils
 
-__all__ = ["input_fn_builder", "check_record_lengths", "check_inputs"]
+__all__ = ["input_fn_builder", "check_record_lengths"]
 
 
 def _name_to_features(max_seq_length, max_predictions_per_seq):
@@ -123,32 +120,3 @@ def _first_example(path):
     raise ValueError("%s is not a TFRecord file of tf.train.Examples (%s)" %
                      (path, " ".join(str(e).split()))) from None
   return None
-
-
-def check_inputs(bert_config_file, input_file, output_dir, init_checkpoint,
-                 max_seq_length, max_predictions_per_seq, do_train, do_eval,
-                 num_train_steps=1, *, problems):
-  """Checks the flags and the input records before any graph is built.
-
-  Every problem found is added to `problems` (`checks.problems.Problems`),
-  which the caller reports together with its other start-up checks.
-
-  Returns:
-    (bert_config, input_files, init_checkpoint): the `BertConfig`, the
-    expanded input paths and the resolved checkpoint prefix (or None);
-    None where that check failed.
-  """
-  if not do_train and not do_eval:
-    problems.add("At least one of --do_train or --do_eval must be True")
-  if do_train and num_train_steps < 1:
-    problems.add("--num_train_steps=%d: expected at least 1 with --do_train"
-                 % num_train_steps)
-  input_files = problems.attempt(io_utils.expand_file_patterns, input_file,
-                                 "input_file")
-  if input_files is not None:
-    problems.attempt(check_record_lengths, input_files, max_seq_length,
-                     max_predictions_per_seq)
-  model = startup.prepare_model(
-      bert_config_file, max_seq_length, init_checkpoint, do_lower_case=None,
-      output_dir=output_dir, problems=problems)
-  return model.bert_config, input_files, model.init_checkpoint

@@ -1,10 +1,11 @@
-"""What every fine-tuning task shares: its training and its export.
+"""What every fine-tuning script shares: its training, model_fn and export.
 
-A fine-tuning script writes its training records, then trains for a
-number of epochs (`training`), and may export the fine-tuned model as a
-SavedModel (`exporter`): the same two steps for every task, which gives
-only its records, its `model_fn.Head` and what its export serves
-(`Serving`). Nothing here reads flags: the scripts pass their values.
+A fine-tuning script writes its task's training records, then trains for
+a number of epochs (`training`) the task's `model_fn.Head` on the encoder
+(`model_fn`), and may export the fine-tuned model as a SavedModel
+(`exporter`): the same steps for every task, which gives only its records,
+its head and what its export serves (`Serving`). Beside `loop.py`, which
+runs them; nothing here reads flags: the scripts pass their values.
 """
 
 import dataclasses
