@@ -228,6 +228,11 @@ class Heads(model_fn_utils.Head):
   def __init__(self, heads):
     self.heads = tuple(heads)
 
+  def prepare(self, features, mode):
+    for head in self.heads:
+      features = head.prepare(features, mode)
+    return features
+
   def build(self, model, features, mode, update_share=None):
     outputs = [head.build(model, features, mode, update_share)
                for head in self.heads]
