@@ -57,12 +57,11 @@ from bert_tf.checks.problems import Problems
 from bert_tf.cli import flags as cli_flags
 from bert_tf.cli import entry
 from bert_tf.cli import startup
-from bert_tf.train import options as training_options
 
 __all__ = ["define_flags", "InputExample", "InputFeatures", "iter_examples",
            "read_examples", "convert_single_example", "iter_features",
            "convert_examples_to_features", "input_fn_builder",
-           "streaming_input_fn_builder", "model_fn_builder",
+           "streaming_input_fn_builder", "LayersHead", "model_fn_builder",
            "parse_layer_indexes", "format_output_line", "main", "cli"]
 
 FLAGS = flags.FLAGS
@@ -261,10 +260,8 @@ def streaming_input_fn_builder(feature_factory, seq_length,
   return input_fn
 
 
-def model_fn_builder(bert_config, init_checkpoint, layer_indexes, use_tpu,
-                     use_one_hot_embeddings, pooling="none",
-                     l2_normalize=False):
-  """Returns a prediction-only `model_fn` for TPUEstimator.
+class LayersHead(model_fn_utils.Head):
+  """Prediction only: the encoder's layers (or a sentence vector) as they are.
 
   Predictions: `unique_id` (int32 [batch_size]) and, for each index `i` of
   `layer_indexes`, `layer_output_<n>` (float32 [batch_size, seq_length,
@@ -273,34 +270,46 @@ def model_fn_builder(bert_config, init_checkpoint, layer_indexes, use_tpu,
   [batch_size, hidden_size], `pooling_lib.pool`) instead of the layers.
   """
 
-  def model_fn(features, labels, mode, params):
-    del labels, params
-    if mode != spec_lib.ModeKeys.PREDICT:
-      raise ValueError("extract_features only predicts; got mode %s" % mode)
-    model = modeling.BertModel(
-        config=bert_config,
-        is_training=False,
-        input_ids=features["input_ids"],
-        input_mask=features["input_mask"],
-        token_type_ids=features["input_type_ids"],
-        use_one_hot_embeddings=use_one_hot_embeddings)
-    scaffold_fn = model_fn_utils.init_from_checkpoint(init_checkpoint,
-                                                       use_tpu)
+  modes = (spec_lib.ModeKeys.PREDICT,)
+
+  def __init__(self, layer_indexes, pooling="none", l2_normalize=False):
+    self.layer_indexes = layer_indexes
+    self.pooling = pooling
+    self.l2_normalize = l2_normalize
+
+  def build(self, model, features, mode, update_share=None):
+    del mode, update_share  # Prediction only.
     all_layers = model.get_all_encoder_layers()
     predictions = {"unique_id": features["unique_ids"]}
-    if pooling != "none":
+    if self.pooling != "none":
       predictions["embedding"] = pooling_lib.pool(
-          pooling, all_layers[-1], features["input_mask"],
-          model.get_pooled_output(), l2_normalize)
-      layer_indexes_used = ()
-    else:
-      layer_indexes_used = layer_indexes
-    for n, layer_index in enumerate(layer_indexes_used):
+          self.pooling, all_layers[-1], features["input_mask"],
+          model.get_pooled_output(), self.l2_normalize)
+      return model_fn_utils.HeadOutput(predictions=predictions)
+    for n, layer_index in enumerate(self.layer_indexes):
       predictions["layer_output_%d" % n] = all_layers[layer_index]
-    return spec_lib.model_spec(
-        mode=mode, predictions=predictions, scaffold_fn=scaffold_fn)
+    return model_fn_utils.HeadOutput(predictions=predictions)
 
-  return model_fn
+
+def model_fn_builder(bert_config, init_checkpoint, layer_indexes, use_tpu,
+                     use_one_hot_embeddings, pooling="none",
+                     l2_normalize=False):
+  """Returns a prediction-only `model_fn` for TPUEstimator: `LayersHead` on
+  the encoder, whose segment ids come as `input_type_ids` (the reference's
+  feature name here)."""
+
+  def encoder(features, mode):
+    del mode  # Prediction only: no dropout.
+    return modeling.BertModel(
+        config=bert_config, is_training=False,
+        input_ids=features["input_ids"], input_mask=features["input_mask"],
+        token_type_ids=features["input_type_ids"],
+        use_one_hot_embeddings=use_one_hot_embeddings)
+
+  return model_fn_utils.build_model_fn(
+      LayersHead(layer_indexes, pooling, l2_normalize), bert_config,
+      init_checkpoint, use_tpu, use_one_hot_embeddings, log_features=False,
+      encoder=encoder)
 
 
 def parse_layer_indexes(layers, num_hidden_layers):
@@ -418,20 +427,14 @@ def _write_predictions(model_runner, input_fn, pending, layer_indexes,
 
 
 def main(_):
-  logging.set_verbosity(logging.INFO)
   # 1. Flags, the runner and TPU options (no training), config,
   # checkpoint, vocabulary: every problem reported before any work.
-  problems = Problems(_flag_problems(FLAGS))
-  run = training_options.from_flags(FLAGS, problems)
-  model = startup.prepare_model(
-      FLAGS.bert_config_file, FLAGS.max_seq_length, FLAGS.init_checkpoint,
-      FLAGS.do_lower_case, FLAGS.vocab_file, need_output_dir=False,
-      need_checkpoint=True, problems=problems)
-  problems.raise_if_any()
+  run, model = startup.start(FLAGS, _flag_problems(FLAGS),
+                             setup_devices=False, need_output_dir=False,
+                             need_checkpoint=True)
   bert_config, init_checkpoint, tokenizer = model
-  problems.extend(pooling_lib.checkpoint_problems(FLAGS.pooling,
-                                                  init_checkpoint))
-  problems.raise_if_any()
+  Problems(pooling_lib.checkpoint_problems(FLAGS.pooling,
+                                           init_checkpoint)).raise_if_any()
   layer_indexes = parse_layer_indexes(
       "-1" if FLAGS.pooling != "none" else FLAGS.layers,
       bert_config.num_hidden_layers)

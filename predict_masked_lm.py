@@ -34,18 +34,14 @@ import tensorflow.compat.v1 as tf
 
 from bert_tf import io as io_utils
 from bert_tf.cli import entry
-from bert_tf.checks.problems import Problems
 from bert_tf.cli import flags as cli_flags
 from bert_tf.cli import startup
 from bert_tf.runner import select as runner_lib
 from bert_tf.tasks import features as feature_utils
-from bert_tf.tasks.pretraining.heads import get_masked_lm_output
+from bert_tf.tasks.pretraining.heads import MaskedLmHead
 from bert_tf.train import input_fn as input_utils
 from bert_tf.train import lengths as lengths_lib
 from bert_tf.train import model_fn as model_fn_utils
-from bert_tf.train import options as training_options
-from bert_tf.train import spec as spec_lib
-import modeling
 
 __all__ = ["MASK", "MaskedLine", "define_flags", "read_masked_lines",
            "model_fn_builder", "check_masked_lm_head", "format_output_line",
@@ -189,40 +185,16 @@ def _input_fn_builder(lines, max_seq_length, max_predictions,
 
 
 def model_fn_builder(bert_config, init_checkpoint, top_k, use_tpu=False):
-  """A prediction-only `model_fn`: the encoder and the masked-LM head.
+  """A prediction-only `model_fn`: the encoder and `heads.MaskedLmHead`.
 
   Predictions: `unique_id` int32 [batch_size]; `top_ids` int32 and
   `top_probabilities` float32, [batch_size, max_predictions, top_k], the
   likeliest WordPiece ids at each of `masked_lm_positions` and their
   softmax probabilities.
   """
-
-  def model_fn(features, labels, mode, params):
-    del labels, params
-    if mode != spec_lib.ModeKeys.PREDICT:
-      raise ValueError("predict_masked_lm only predicts; got mode %s" % mode)
-    model = modeling.BertModel(
-        config=bert_config, is_training=False,
-        input_ids=features["input_ids"], input_mask=features["input_mask"],
-        token_type_ids=features["segment_ids"],
-        use_one_hot_embeddings=use_tpu)
-    positions = features["masked_lm_positions"]  # [B, P]
-    _, _, log_probs = get_masked_lm_output(
-        bert_config, model.get_sequence_output(), model.get_embedding_table(),
-        positions, tf.zeros_like(positions),
-        tf.zeros(tf.shape(positions), tf.float32))  # [B*P, V]
-    top_log_probs, top_ids = tf.nn.top_k(log_probs, k=top_k)
-    shape = tf.concat([tf.shape(positions), [top_k]], axis=0)
-    scaffold_fn = model_fn_utils.init_from_checkpoint(init_checkpoint,
-                                                       use_tpu)
-    return spec_lib.model_spec(
-        mode=mode, scaffold_fn=scaffold_fn,
-        predictions={"unique_id": features["unique_ids"],
-                     "top_ids": tf.reshape(top_ids, shape),
-                     "top_probabilities": tf.reshape(tf.exp(top_log_probs),
-                                                     shape)})
-
-  return model_fn
+  return model_fn_utils.build_model_fn(
+      MaskedLmHead(bert_config, top_k), bert_config, init_checkpoint, use_tpu,
+      use_one_hot_embeddings=use_tpu, log_features=False)
 
 
 def check_masked_lm_head(init_checkpoint):
@@ -261,17 +233,11 @@ def _flag_problems(flag_values):
 
 
 def main(_):
-  logging.set_verbosity(logging.INFO)
   # 1. Flags, config, checkpoint (with its head), vocabulary, every line:
   # checked before any work.
-  problems = Problems(_flag_problems(FLAGS))
-  run = training_options.from_flags(FLAGS, problems)
-  model = startup.prepare_model(
-      FLAGS.bert_config_file, FLAGS.max_seq_length, FLAGS.init_checkpoint,
-      FLAGS.do_lower_case, FLAGS.vocab_file, need_output_dir=False,
-      need_checkpoint=True, problems=problems)
-  problems.raise_if_any()
-  bert_config, init_checkpoint, tokenizer = model
+  run, (bert_config, init_checkpoint, tokenizer) = startup.start(
+      FLAGS, _flag_problems(FLAGS), setup_devices=False,
+      need_output_dir=False, need_checkpoint=True)
   check_masked_lm_head(init_checkpoint)
   if FLAGS.top_k > bert_config.vocab_size:
     raise ValueError("--top_k=%d: the vocabulary has %d tokens" %

@@ -29,19 +29,18 @@ from absl import logging
 import tensorflow.compat.v1 as tf
 
 from bert_tf import io as io_utils
-from bert_tf.checks.problems import Problems
 from bert_tf.cli import flags as cli_flags
 from bert_tf.cli import entry
 from bert_tf.cli import startup
 from bert_tf.runner import loop
+# The reference's public names of this module live in the package.
 from bert_tf.tasks.pretraining.heads import gather_indexes
 from bert_tf.tasks.pretraining.heads import get_masked_lm_output
-from bert_tf.train import accumulation
-from bert_tf.train import input_fn as input_utils
+from bert_tf.tasks.pretraining.heads import get_next_sentence_output
+from bert_tf.tasks.pretraining.heads import pretraining_head
+from bert_tf.tasks.pretraining.inputs import check_record_lengths
+from bert_tf.tasks.pretraining.inputs import input_fn_builder
 from bert_tf.train import model_fn as model_fn_utils
-from bert_tf.train import options as training_options
-from bert_tf.train import spec as spec_lib
-import modeling
 
 __all__ = ["define_flags", "gather_indexes", "get_masked_lm_output",
            "get_next_sentence_output", "model_fn_builder", "input_fn_builder",
@@ -65,73 +64,15 @@ def define_flags():
   flags.DEFINE_integer("max_eval_steps", 100,
                        "Evaluate on at most this many batches.")
 
-# ----------------------------------------------------------------------------
-# Heads
-# ----------------------------------------------------------------------------
-
-def get_next_sentence_output(bert_config, input_tensor, labels):
-  """Next sentence head: is segment B the real continuation (0) or random (1)?
-
-  Variables `cls/seq_relationship/output_weights` [2, hidden_size] and
-  `cls/seq_relationship/output_bias` [2].
-
-  Args:
-    bert_config: `modeling.BertConfig`.
-    input_tensor: float Tensor of shape [batch_size, hidden_size], the
-      pooled output.
-    labels: int32 Tensor of shape [batch_size] or [batch_size, 1].
-
-  Returns:
-    (loss, per_example_loss, log_probs): float32 scalar mean loss, float32
-    Tensor [batch_size], float32 Tensor [batch_size, 2].
-  """
-  with tf.variable_scope("cls/seq_relationship"):
-    output_weights = tf.get_variable(
-        "output_weights", shape=[2, bert_config.hidden_size],
-        initializer=modeling.create_initializer(bert_config.initializer_range))
-    output_bias = tf.get_variable(
-        "output_bias", shape=[2], initializer=tf.zeros_initializer())
-    logits = tf.matmul(input_tensor, output_weights, transpose_b=True)
-    logits = tf.nn.bias_add(logits, output_bias)  # [B, 2]
-    log_probs = tf.nn.log_softmax(logits, axis=-1)
-    labels = tf.reshape(labels, [-1])
-    one_hot_labels = tf.one_hot(labels, depth=2, dtype=tf.float32)
-    per_example_loss = -tf.reduce_sum(one_hot_labels * log_probs, axis=-1)
-    loss = tf.reduce_mean(per_example_loss)
-  return loss, per_example_loss, log_probs
-
-# ----------------------------------------------------------------------------
-# The model_fn and input_fn
-# ----------------------------------------------------------------------------
-
-def _metric_fn(masked_lm_example_loss, masked_lm_log_probs, masked_lm_ids,
-               masked_lm_weights, next_sentence_example_loss,
-               next_sentence_log_probs, next_sentence_labels):
-  """Eval metrics: weighted masked LM accuracy/loss, next sentence ones."""
-  masked_lm_predictions = tf.argmax(masked_lm_log_probs, axis=-1,
-                                    output_type=tf.int32)
-  masked_lm_ids = tf.reshape(masked_lm_ids, [-1])
-  masked_lm_weights = tf.reshape(masked_lm_weights, [-1])
-  next_sentence_predictions = tf.argmax(next_sentence_log_probs, axis=-1,
-                                        output_type=tf.int32)
-  next_sentence_labels = tf.reshape(next_sentence_labels, [-1])
-  return {
-      "masked_lm_accuracy": tf.metrics.accuracy(
-          labels=masked_lm_ids, predictions=masked_lm_predictions,
-          weights=masked_lm_weights),
-      "masked_lm_loss": tf.metrics.mean(
-          values=tf.reshape(masked_lm_example_loss, [-1]),
-          weights=masked_lm_weights),
-      "next_sentence_accuracy": tf.metrics.accuracy(
-          labels=next_sentence_labels, predictions=next_sentence_predictions),
-      "next_sentence_loss": tf.metrics.mean(values=next_sentence_example_loss),
-  }
 
 def model_fn_builder(bert_config, init_checkpoint, learning_rate,
                      num_train_steps, num_warmup_steps, use_tpu,
                      use_one_hot_embeddings, options=None,
                      compute_dtype=tf.float32):
   """Returns the `model_fn` for `TPUEstimator` (TRAIN and EVAL modes).
+
+  The encoder and `heads.pretraining_head`: the masked LM and the next
+  sentence, trained on the sum of their losses.
 
   Args:
     bert_config: `modeling.BertConfig`.
@@ -145,167 +86,13 @@ def model_fn_builder(bert_config, init_checkpoint, learning_rate,
       default the reference's.
     compute_dtype: the encoder's arithmetic (weights stay float32).
   """
+  return model_fn_utils.build_model_fn(
+      pretraining_head(bert_config), bert_config, init_checkpoint, use_tpu,
+      use_one_hot_embeddings,
+      schedule=model_fn_utils.TrainingSchedule(
+          learning_rate, num_train_steps, num_warmup_steps, options),
+      compute_dtype=compute_dtype)
 
-  def model_fn(features, labels, mode, params):
-    """Builds the encoder, both heads and the train op or eval metrics."""
-    del labels, params  # Labels come in `features`; batch size unused here.
-    logging.info("*** Features ***")
-    for name in sorted(features):
-      logging.info("  name = %s, shape = %s", name, features[name].shape)
-
-    is_training = mode == spec_lib.ModeKeys.TRAIN
-    model = modeling.BertModel(
-        config=bert_config,
-        is_training=is_training,
-        input_ids=features["input_ids"],
-        input_mask=features["input_mask"],
-        token_type_ids=features["segment_ids"],
-        use_one_hot_embeddings=use_one_hot_embeddings,
-        compute_dtype=compute_dtype,
-        cast_weights_once=model_fn_utils.cast_weights_once(
-            mode, use_tpu))
-    masked_lm_loss, masked_lm_example_loss, masked_lm_log_probs = (
-        get_masked_lm_output(
-            bert_config, model.get_sequence_output(),
-            model.get_embedding_table(), features["masked_lm_positions"],
-            features["masked_lm_ids"], features["masked_lm_weights"],
-            update_share=accumulation.update_share(features, options, mode,
-                                                   use_tpu)))
-    next_sentence_loss, next_sentence_example_loss, next_sentence_log_probs = (
-        get_next_sentence_output(bert_config, model.get_pooled_output(),
-                                 features["next_sentence_labels"]))
-    total_loss = masked_lm_loss + next_sentence_loss
-
-    scaffold_fn = model_fn_utils.init_from_checkpoint(init_checkpoint,
-                                                       use_tpu)
-    if mode == spec_lib.ModeKeys.TRAIN:
-      return model_fn_utils.train_spec(
-          total_loss, learning_rate, num_train_steps, num_warmup_steps,
-          use_tpu, scaffold_fn, options=options)
-    if mode == spec_lib.ModeKeys.EVAL:
-      eval_metrics = (_metric_fn, [
-          masked_lm_example_loss, masked_lm_log_probs,
-          features["masked_lm_ids"], features["masked_lm_weights"],
-          next_sentence_example_loss, next_sentence_log_probs,
-          features["next_sentence_labels"]
-      ])
-      return spec_lib.model_spec(
-          mode=mode, loss=total_loss, eval_metrics=eval_metrics,
-          scaffold_fn=scaffold_fn)
-    raise ValueError("run_pretraining supports TRAIN and EVAL modes, got %s" %
-                     mode)
-
-  return model_fn
-
-def _name_to_features(max_seq_length, max_predictions_per_seq):
-  """The record layout written by create_pretraining_data.py."""
-  return {
-      "input_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
-      "input_mask": tf.io.FixedLenFeature([max_seq_length], tf.int64),
-      "segment_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
-      "masked_lm_positions":
-          tf.io.FixedLenFeature([max_predictions_per_seq], tf.int64),
-      "masked_lm_ids":
-          tf.io.FixedLenFeature([max_predictions_per_seq], tf.int64),
-      "masked_lm_weights":
-          tf.io.FixedLenFeature([max_predictions_per_seq], tf.float32),
-      "next_sentence_labels": tf.io.FixedLenFeature([1], tf.int64),
-  }
-
-def input_fn_builder(input_files, max_seq_length, max_predictions_per_seq,
-                     is_training, num_cpu_threads=4, use_tpu=False):
-  """Returns an `input_fn(params)` over pre-training TFRecords.
-
-  Training reads the files in parallel, shuffled, repeated forever, in
-  batches of a fixed size. Evaluation reads them in order: on TPU repeated
-  in fixed-size batches as in the reference (a TPU evaluation runs a fixed
-  number of steps); on CPU/GPU once, keeping the last partial batch, so each
-  example counts once (up to --max_eval_steps batches). int64 features become
-  int32.
-
-  Args:
-    input_files: list of str, TFRecord paths.
-    max_seq_length: int, length of `input_ids`, `input_mask`, `segment_ids`.
-    max_predictions_per_seq: int, length of the `masked_lm_*` features.
-    is_training: bool.
-    num_cpu_threads: int, parallel readers and parsers when training.
-    use_tpu: bool, whether the model runs on TPU (an addition to the
-      reference's signature; only evaluation depends on it).
-  """
-  fixed_batches = is_training or use_tpu
-  base_input_fn = input_utils.tfrecord_input_fn_builder(
-      input_files, _name_to_features(max_seq_length, max_predictions_per_seq),
-      is_training=is_training, drop_remainder=fixed_batches,
-      num_cpu_threads=num_cpu_threads)
-
-  def input_fn(params, config=None, input_context=None):
-    dataset = base_input_fn(params, config, input_context)
-    if not is_training and use_tpu:
-      dataset = dataset.repeat()
-    return dataset
-
-  return input_fn
-
-# ----------------------------------------------------------------------------
-# Command line
-# ----------------------------------------------------------------------------
-
-def check_record_lengths(input_files, max_seq_length, max_predictions_per_seq):
-  """Checks the first record of every file against the expected lengths.
-
-  Cheap (one record per file) and catches data made with another
-  --max_seq_length or --max_predictions_per_seq before training starts.
-
-  Raises:
-    ValueError: naming the file, the feature, its length and the expected
-      length; or when a file is not a TFRecord of Examples.
-  """
-  expected = {
-      "input_ids": (max_seq_length, "max_seq_length"),
-      "input_mask": (max_seq_length, "max_seq_length"),
-      "segment_ids": (max_seq_length, "max_seq_length"),
-      "masked_lm_positions": (max_predictions_per_seq,
-                              "max_predictions_per_seq"),
-      "masked_lm_ids": (max_predictions_per_seq, "max_predictions_per_seq"),
-      "masked_lm_weights": (max_predictions_per_seq,
-                            "max_predictions_per_seq"),
-      "next_sentence_labels": (1, None),
-  }
-  empty = []
-  for path in input_files:
-    example = _first_example(path)
-    if example is None:
-      logging.warning("Input file %s holds no records", path)
-      empty.append(path)
-      continue
-    for name, (length, flag_name) in expected.items():
-      if name not in example.features.feature:
-        raise ValueError("%s: record 0 has no feature %r; expected the output "
-                         "of create_pretraining_data.py" % (path, name))
-      feature = example.features.feature[name]
-      values = feature.float_list.value or feature.int64_list.value
-      if len(values) != length:
-        where = ("--%s=%d" % (flag_name, length) if flag_name
-                 else "%d" % length)
-        raise ValueError(
-            "%s: record 0 has %s of length %d, but %s; create the data with "
-            "the same value or change the flag" %
-            (path, name, len(values), where))
-  if len(empty) == len(input_files):
-    # Training would loop forever over an empty dataset.
-    raise ValueError("--input_file: %s hold%s no records; expected the "
-                     "output of create_pretraining_data.py" %
-                     (", ".join(empty), "s" if len(empty) == 1 else ""))
-
-def _first_example(path):
-  """The first `tf.train.Example` of a TFRecord file, or None when empty."""
-  try:
-    for record in tf.io.tf_record_iterator(path):
-      return tf.train.Example.FromString(record)
-  except (tf.errors.DataLossError, ValueError) as e:
-    raise ValueError("%s is not a TFRecord file of tf.train.Examples (%s)" %
-                     (path, " ".join(str(e).split()))) from None
-  return None
 
 def check_inputs(bert_config_file, input_file, output_dir, init_checkpoint,
                  max_seq_length, max_predictions_per_seq, do_train, do_eval,
@@ -337,19 +124,16 @@ def check_inputs(bert_config_file, input_file, output_dir, init_checkpoint,
       output_dir=output_dir, problems=problems, run=run)
   return model.bert_config, input_files, model.init_checkpoint
 
+
 def main(_):
-  logging.set_verbosity(logging.INFO)
   # 1. The run's options; config, checkpoint and input records: all checked
   # before any work, then the devices (before TensorFlow makes any).
-  problems = Problems()
-  run = training_options.from_flags(FLAGS, problems)
-  bert_config, input_files, init_checkpoint = check_inputs(
-      FLAGS.bert_config_file, FLAGS.input_file, FLAGS.output_dir,
-      FLAGS.init_checkpoint, FLAGS.max_seq_length,
-      FLAGS.max_predictions_per_seq, FLAGS.do_train, FLAGS.do_eval,
-      FLAGS.num_train_steps, problems=problems, run=run)
-  problems.raise_if_any()
-  loop.setup_devices(run)
+  run, (bert_config, input_files, init_checkpoint) = startup.start(
+      FLAGS, prepare=lambda problems, run: check_inputs(
+          FLAGS.bert_config_file, FLAGS.input_file, FLAGS.output_dir,
+          FLAGS.init_checkpoint, FLAGS.max_seq_length,
+          FLAGS.max_predictions_per_seq, FLAGS.do_train, FLAGS.do_eval,
+          FLAGS.num_train_steps, problems=problems, run=run))
   use_tpu = run.tpu.use_tpu
   logging.info("*** Input files (%d) ***", len(input_files))
   for path in input_files:

@@ -55,14 +55,15 @@ from bert_tf.tasks.squad.data import SquadExample
 from bert_tf.tasks.squad.model import create_model
 from bert_tf.tasks.squad.model import input_fn_builder
 from bert_tf.tasks.squad.model import model_fn_builder
+from bert_tf.tasks.squad.model import SpanHead
 from bert_tf.tasks.squad.model import span_loss as _span_loss
 from bert_tf.tasks.squad.predictions import FeatureMetadata
 from bert_tf.tasks.squad.predictions import get_final_text
 from bert_tf.tasks.squad.predictions import RawResult
 from bert_tf.tasks.squad.predictions import score_predictions
 from bert_tf.tasks.squad.predictions import write_predictions
+from bert_tf.runner import fine_tuning
 from bert_tf.runner import loop
-from bert_tf.train import model_fn as model_fn_utils
 from bert_tf.train import options as training_options
 # `run_squad.modeling` and `.tokenization`, as in the reference.
 import modeling  # pylint: disable=unused-import
@@ -212,19 +213,17 @@ def _training(flag_values, run, tokenizer, spans):
                      "(none, or all skipped)" % flag_values.train_file)
   # Shuffled once, with the reference's seed.
   random.Random(12345).shuffle(train_examples)
-  num_train_steps, num_warmup_steps = model_fn_utils.fine_tuning_steps(
-      len(train_examples), run.examples_per_update,
-      flag_values.num_train_epochs, flag_values.warmup_proportion)
   train_file = os.path.join(flag_values.output_dir, "train.tf_record")
   num_features, _ = _write_features(train_file, train_examples, tokenizer,
                                     is_training=True, **spans)
   logging.info("Training on %d examples, %d features", len(train_examples),
                num_features)
-  return loop.Training(
-      input_fn=input_fn_builder(train_file, flag_values.max_seq_length,
-                                is_training=True, drop_remainder=True),
-      num_train_steps=num_train_steps, num_warmup_steps=num_warmup_steps,
-      learning_rate=flag_values.learning_rate, records=[train_file])
+  return fine_tuning.training(
+      input_fn_builder(train_file, flag_values.max_seq_length,
+                       is_training=True, drop_remainder=True),
+      [train_file], len(train_examples), run.examples_per_update,
+      flag_values.num_train_epochs, flag_values.warmup_proportion,
+      flag_values.learning_rate)
 
 
 def _predict(flag_values, tokenizer, spans, steps, checkpoint):
@@ -259,42 +258,23 @@ def _predict(flag_values, tokenizer, spans, steps, checkpoint):
                     flag_values.version_2_with_negative, out)
 
 
-def _export(flag_values, bert_config, init_checkpoint, checkpoint=None):
-  """Exports the fine-tuned model (`checkpoint`, else the latest) under
-  --export_dir (see export_utils)."""
-  model_fn = model_fn_builder(
-      bert_config=bert_config, init_checkpoint=None, learning_rate=0.0,
-      num_train_steps=None, num_warmup_steps=None, use_tpu=False,
-      use_one_hot_embeddings=False)
-  export_utils.export_saved_model(
-      model_fn, checkpoint or export_utils.checkpoint_to_export(
-          flag_values.output_dir, init_checkpoint),
-      flag_values.export_dir, flag_values.max_seq_length,
+def _serving(flag_values):
+  """What the export serves: each token's start and end logits."""
+  return fine_tuning.Serving(
       kind=export_utils.SQUAD, output_keys=["start_logits", "end_logits"],
-      vocab_file=flag_values.vocab_file,
-      bert_config_file=flag_values.bert_config_file,
-      do_lower_case=flag_values.do_lower_case,
-      extra_features=export_utils.SQUAD_FEATURES,
-      extra_config={"doc_stride": flag_values.doc_stride,
-                    "max_query_length": flag_values.max_query_length,
-                    "version_2_with_negative":
-                        flag_values.version_2_with_negative})
+      features=export_utils.SQUAD_FEATURES,
+      config={"doc_stride": flag_values.doc_stride,
+              "max_query_length": flag_values.max_query_length,
+              "version_2_with_negative":
+                  flag_values.version_2_with_negative})
 
 
 def main(_):
-  logging.set_verbosity(logging.INFO)
   # 1. Flags, options, config, checkpoint, vocabulary: every problem
   # reported together, before any work; then the devices.
-  problems = Problems(_flag_problems(FLAGS))
-  run = training_options.from_flags(FLAGS, problems)
-  model = startup.prepare_model(
-      FLAGS.bert_config_file, FLAGS.max_seq_length, FLAGS.init_checkpoint,
-      FLAGS.do_lower_case, FLAGS.vocab_file, FLAGS.output_dir,
-      problems=problems, run=run,
+  run, model = startup.start(
+      FLAGS, _flag_problems(FLAGS),
       export_now=bool(FLAGS.export_dir) and not FLAGS.do_train)
-  problems.raise_if_any()
-  loop.setup_devices(run)
-  use_tpu = run.tpu.use_tpu
   spans = dict(max_seq_length=FLAGS.max_seq_length,
                doc_stride=FLAGS.doc_stride,
                max_query_length=FLAGS.max_query_length)
@@ -303,21 +283,18 @@ def main(_):
     # 2. The training questions, and the model.
     training = (_training(FLAGS, run, model.tokenizer, spans)
                 if run.do_train else None)
-    model_fn = model_fn_builder(
-        bert_config=model.bert_config, init_checkpoint=model.init_checkpoint,
-        learning_rate=FLAGS.learning_rate,
-        num_train_steps=training and training.num_train_steps,
-        num_warmup_steps=training and training.num_warmup_steps,
-        use_tpu=use_tpu, use_one_hot_embeddings=use_tpu,
-        options=run.training.optimizer_options,
-        compute_dtype=run.training.compute_dtype)
+    model_fn = fine_tuning.model_fn(SpanHead(), model, run,
+                                    FLAGS.learning_rate, training)
     # 3. Train, predict and score, export.
     loop.run(
         model_fn, run, FLAGS.output_dir, training=training,
         predict=functools.partial(_predict, FLAGS, model.tokenizer, spans),
-        export=(functools.partial(_export, FLAGS, model.bert_config,
-                                  model.init_checkpoint)
-                if FLAGS.export_dir else None),
+        export=(fine_tuning.exporter(
+            SpanHead(), model.bert_config, _serving(FLAGS),
+            fine_tuning.ModelFiles(
+                FLAGS.vocab_file, FLAGS.bert_config_file, FLAGS.do_lower_case,
+                FLAGS.max_seq_length, FLAGS.output_dir, FLAGS.export_dir),
+            model.init_checkpoint) if FLAGS.export_dir else None),
         predict_batch_size=FLAGS.predict_batch_size)
 
 

@@ -212,3 +212,56 @@ def test_every_scripts_main_is_short():
         if node.end_lineno - start + 1 > 80:
           long.append("%s (%d lines)" % (path, node.end_lineno - start + 1))
   assert not long, long
+
+
+# The tasks' code reads no flags: a script reads its flags into values and
+# passes them (`NerOptions`, `fine_tuning.ModelFiles`, ...).
+_FLAG_NAMES = ("FLAGS", "flag_values", "flags")
+
+
+def test_no_task_module_defines_or_reads_flags():
+  found = []
+  for module, path in _package_modules():
+    if not module.startswith(PACKAGE + ".tasks"):
+      continue
+    tree = _tree(path)
+    for line, name, _ in _imported_modules(tree):
+      if name in ("absl.flags", "bert_tf.cli.flags"):
+        found.append("%s:%d imports %s" % (path, line, name))
+    for node in ast.walk(tree):
+      if isinstance(node, ast.Name) and node.id in _FLAG_NAMES:
+        found.append("%s:%d names %s" % (path, node.lineno, node.id))
+      elif isinstance(node, ast.arg) and node.arg in _FLAG_NAMES:
+        found.append("%s:%d takes %s" % (path, node.lineno, node.arg))
+  assert not found, found
+
+
+# Every model_fn of these scripts and tasks is `model_fn.build_model_fn`
+# over a `Head`; they define none of their own, and their `main` starts
+# with the one start-up call.
+_ONE_SKELETON = ("run_ner", "run_squad", "run_pretraining", "extract_features",
+                 "predict_masked_lm", PACKAGE + ".tasks.ner",
+                 PACKAGE + ".tasks.squad", PACKAGE + ".tasks.pretraining",
+                 PACKAGE + ".runner.fine_tuning")
+
+
+def test_these_scripts_and_tasks_build_model_fns_on_the_one_skeleton():
+  own, not_started = [], []
+  for module, path in _all_modules():
+    if not any(module == m or module.startswith(m + ".")
+               for m in _ONE_SKELETON):
+      continue
+    for node in ast.walk(_tree(path)):
+      if not isinstance(node, ast.FunctionDef):
+        continue
+      if [a.arg for a in node.args.args] == ["features", "labels", "mode",
+                                              "params"]:
+        own.append("%s:%d" % (path, node.lineno))
+      if node.name == "main" and "." not in module:
+        calls = [n for n in ast.walk(node) if isinstance(n, ast.Call) and
+                 isinstance(n.func, ast.Attribute) and
+                 n.func.attr == "start"]
+        if not calls:
+          not_started.append(path)
+  assert not own, "a model_fn of its own: %s" % own
+  assert not not_started, "main without startup.start: %s" % not_started

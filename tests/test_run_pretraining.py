@@ -10,6 +10,8 @@ import tensorflow.compat.v1 as tf
 from helpers import data_path
 from helpers import run_script
 from bert_tf import io as io_utils
+from bert_tf.tasks.pretraining import heads
+from bert_tf.train import model_fn as model_fn_utils
 import modeling
 import run_pretraining
 from bert_tf.checks.problems import Problems
@@ -316,3 +318,33 @@ def test_check_inputs_refuses_training_for_zero_steps(tmp_path):
                      "least 1"):
     _check(tmp_path, num_train_steps=0)
   _check(tmp_path, num_train_steps=0, do_train=False, do_eval=True)
+
+
+@pytest.mark.parametrize("next_sentence", [True, False])
+def test_pretraining_heads_combine_losses_and_metrics(next_sentence):
+  # The heads as values: pre-training is their sum; without the
+  # next-sentence head, its variables and metrics are gone.
+  config = modeling.BertConfig.from_json_file(_conformance("bert_config.json"))
+  inputs = np.load(_conformance("inputs.npz"))
+  features = {"input_ids": inputs["input_ids"],
+              "input_mask": inputs["input_mask"],
+              "segment_ids": inputs["token_type_ids"],
+              "masked_lm_positions": inputs["masked_lm_positions"],
+              "masked_lm_ids": inputs["masked_lm_ids"],
+              "masked_lm_weights": inputs["masked_lm_weights"],
+              "next_sentence_labels": inputs["next_sentence_labels"]}
+  with tf.Graph().as_default():
+    model_fn = model_fn_utils.build_model_fn(
+        heads.pretraining_head(config, next_sentence), config, None,
+        use_tpu=False, use_one_hot_embeddings=False)
+    spec = model_fn({k: tf.constant(v) for k, v in features.items()}, None,
+                    "eval", {})
+    metric_fn, tensors = spec.eval_metrics
+    keys = set(metric_fn(*tensors))
+    names = {v.op.name for v in tf.global_variables()}
+  expected = {"masked_lm_accuracy", "masked_lm_loss"}
+  if next_sentence:
+    expected |= {"next_sentence_accuracy", "next_sentence_loss"}
+  assert keys == expected
+  assert ("cls/seq_relationship/output_weights" in names) == next_sentence
+  assert "cls/predictions/output_bias" in names

@@ -6,7 +6,8 @@ vocabulary, output folder) and reports every problem together;
 `load_tokenizer` and `check_vocab_size` are the single checks, and
 `positive_flag_problems` / `fine_tuning_flag_problems` the flag checks the
 scripts add to it. Every problem goes to the script's one
-`checks.problems.Problems`, reported together.
+`checks.problems.Problems`, reported together. `start` is the one call a
+script's `main` begins with: all of it, then the devices.
 """
 
 import collections
@@ -17,8 +18,11 @@ import tensorflow.compat.v1 as tf
 
 from bert_tf.checks import checkpoint as checkpoint_checks
 from bert_tf.checks import config as config_checks
+from bert_tf.checks.problems import Problems
 from bert_tf.export import saved_model
+from bert_tf.runner import loop
 from bert_tf.train import lengths as lengths_lib
+from bert_tf.train import options as training_options
 import modeling
 import tokenization
 
@@ -26,7 +30,8 @@ __all__ = ["positive_flag_problems", "fine_tuning_flag_problems",
            "load_bert_config", "check_training_memory",
            "check_max_seq_length", "check_vocab_size",
            "resolve_init_checkpoint", "Model", "prepare_model",
-           "load_tokenizer", "check_special_tokens", "SPECIAL_TOKENS"]
+           "load_tokenizer", "check_special_tokens", "SPECIAL_TOKENS", "Start",
+           "start"]
 
 
 # ----------------------------------------------------------------------------
@@ -319,3 +324,51 @@ def load_tokenizer(vocab_file, do_lower_case):
                      "vocab.txt)" % vocab_file)
   return tokenization.FullTokenizer(vocab_file=vocab_file,
                                     do_lower_case=do_lower_case)
+
+
+Start = collections.namedtuple("Start", ["run", "model"])
+
+
+def start(flag_values, script_problems=(), *, prepare=None,
+          setup_devices=True, **prepare_args):
+  """A script's start-up: every check, one error line, then the devices.
+
+  Logs at INFO; collects `script_problems`, the run options'
+  (`options.from_flags`) and the model's (`prepare`, default
+  `prepare_model` over the flags `bert_config_file`, `max_seq_length`,
+  `init_checkpoint`, `do_lower_case`, `vocab_file` and `output_dir`, with
+  `prepare_args`), in that order; raises them together; then prepares the
+  devices (`loop.setup_devices`).
+
+  Args:
+    flag_values: the parsed flags.
+    script_problems: list of str, the script's own flag problems.
+    prepare: (optional) function(problems, run) -> the model, in place of
+      `prepare_model` (a script with other inputs to check); `run` (the
+      `RunOptions`, or None where its flags were refused) sizes the memory
+      check of a training run.
+    setup_devices: bool, False for a script that makes its devices itself.
+    **prepare_args: more keyword arguments of `prepare_model`.
+
+  Returns:
+    `Start(run, model)`: the checked `options.RunOptions` and what
+    `prepare` returned (by default a `Model`).
+
+  Raises:
+    ValueError: one line naming every problem found.
+  """
+  logging.set_verbosity(logging.INFO)
+  problems = Problems(script_problems)
+  run = training_options.from_flags(flag_values, problems)
+  if prepare is None:
+    f = flag_values
+    model = prepare_model(f.bert_config_file, f.max_seq_length,
+                          f.init_checkpoint, f.do_lower_case, f.vocab_file,
+                          getattr(f, "output_dir", None),
+                          problems=problems, run=run, **prepare_args)
+  else:
+    model = prepare(problems, run)
+  problems.raise_if_any()
+  if setup_devices:
+    loop.setup_devices(run)
+  return Start(run, model)

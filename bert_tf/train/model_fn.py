@@ -55,6 +55,17 @@ class Head(abc.ABC):
   modes = (spec_lib.ModeKeys.TRAIN, spec_lib.ModeKeys.EVAL,
            spec_lib.ModeKeys.PREDICT)
 
+  def prepare(self, features, mode):
+    """(Optional) the features `build` reads, made before the encoder.
+
+    A head whose inputs need ops of their own (e.g. label weights) makes
+    them here, ahead of the encoder's: under a graph seed each random op's
+    seed depends on the ops made before it, so this keeps the order (and
+    the dropout) of a model that made them first. Default: `features`.
+    """
+    del mode
+    return features
+
   @abc.abstractmethod
   def build(self, model, features, mode, update_share=None):
     """Builds the head's variables and outputs on `model` for `mode`.
@@ -130,6 +141,7 @@ def build_model_fn(head, bert_config, init_checkpoint, use_tpu,
       logging.info("*** Features ***")
       for name in sorted(features):
         logging.info("  name = %s, shape = %s", name, features[name].shape)
+    features = head.prepare(features, mode)
     if encoder is not None:
       model = encoder(features, mode)
     else:

@@ -1,1 +1,2 @@
-"""Named-entity recognition: CoNLL readers, tag schemes, features, metrics."""
+"""Named-entity recognition: CoNLL readers, tag schemes, features, metrics,
+the token head (`model`) and the task (`task`: files in, predictions out)."""

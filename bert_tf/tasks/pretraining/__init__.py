@@ -1,6 +1,7 @@
-"""Pre-training pieces: the masked-LM head (`heads`, shared by
-`run_pretraining.py` and `predict_masked_lm.py`), and speed and scale for
-`create_pretraining_data.py`, which keeps the
+"""Pre-training pieces: the masked-LM and next-sentence heads as values
+(`heads`; the masked LM shared by `run_pretraining.py` and
+`predict_masked_lm.py`), the records' input_fn and length check (`inputs`),
+and speed and scale for `create_pretraining_data.py`, which keeps the
 reference's algorithm: its record encoder (`records`), its copy of
 `random.shuffle` (`shuffle`), and its multi-process runner and progress
 lines (`processes`). They change how fast and in how many processes it

@@ -3,9 +3,10 @@
 The reference release's `run_squad.py` head (Devlin et al. 2018, section
 4.2): one dense layer `cls/squad/output_weights` [2, hidden_size],
 `cls/squad/output_bias` [2] over the sequence output giving start and end
-logits, trained on the mean of the start and end cross-entropies; its
-`model_fn` for `TPUEstimator` (TRAIN and PREDICT) and the `input_fn` over a
-`FeatureWriter` file. `run_squad.py` imports every public name from here.
+logits, trained on the mean of the start and end cross-entropies, as a
+`model_fn.Head` (`SpanHead`); its `model_fn` for `TPUEstimator` (TRAIN and
+PREDICT) and the `input_fn` over a `FeatureWriter` file. `run_squad.py`
+imports every public name from here.
 """
 
 import tensorflow.compat.v1 as tf
@@ -15,8 +16,31 @@ from bert_tf.train import spec as spec_lib
 from bert_tf.train import input_fn as input_utils
 import modeling
 
-__all__ = ["create_model", "span_loss", "model_fn_builder",
+__all__ = ["SpanHead", "create_model", "span_loss", "model_fn_builder",
            "input_fn_builder"]
+
+
+def _span_logits(model):
+  """(start_logits, end_logits), float32 [batch_size, seq_length]."""
+  final_hidden = model.get_sequence_output()
+  batch_size, seq_length, hidden_size = modeling.get_shape_list(
+      final_hidden, expected_rank=3)
+  # Kept for parity: a fixed stddev of 0.02, not config.initializer_range.
+  output_weights = tf.get_variable(
+      "cls/squad/output_weights", [2, hidden_size],
+      initializer=tf.truncated_normal_initializer(stddev=0.02))
+  output_bias = tf.get_variable("cls/squad/output_bias", [2],
+                                initializer=tf.zeros_initializer())
+  # [B, S, H] -> [B * S, H]
+  hidden_matrix = tf.reshape(final_hidden,
+                             [batch_size * seq_length, hidden_size])
+  logits = tf.matmul(hidden_matrix, output_weights, transpose_b=True)
+  logits = tf.nn.bias_add(logits, output_bias)
+  # [B * S, 2] -> [B, S, 2] -> [2, B, S]
+  logits = tf.reshape(logits, [batch_size, seq_length, 2])
+  logits = tf.transpose(logits, [2, 0, 1])
+  start_logits, end_logits = tf.unstack(logits, axis=0)
+  return start_logits, end_logits
 
 
 def create_model(bert_config, is_training, input_ids, input_mask, segment_ids,
@@ -40,30 +64,11 @@ def create_model(bert_config, is_training, input_ids, input_mask, segment_ids,
     (start_logits, end_logits): float32 Tensors of shape
     [batch_size, seq_length].
   """
-  model = modeling.BertModel(
+  return _span_logits(modeling.BertModel(
       config=bert_config, is_training=is_training, input_ids=input_ids,
       input_mask=input_mask, token_type_ids=segment_ids,
       use_one_hot_embeddings=use_one_hot_embeddings,
-      compute_dtype=compute_dtype, cast_weights_once=cast_weights_once)
-  final_hidden = model.get_sequence_output()
-  batch_size, seq_length, hidden_size = modeling.get_shape_list(
-      final_hidden, expected_rank=3)
-  # Kept for parity: a fixed stddev of 0.02, not config.initializer_range.
-  output_weights = tf.get_variable(
-      "cls/squad/output_weights", [2, hidden_size],
-      initializer=tf.truncated_normal_initializer(stddev=0.02))
-  output_bias = tf.get_variable("cls/squad/output_bias", [2],
-                                initializer=tf.zeros_initializer())
-  # [B, S, H] -> [B * S, H]
-  hidden_matrix = tf.reshape(final_hidden,
-                             [batch_size * seq_length, hidden_size])
-  logits = tf.matmul(hidden_matrix, output_weights, transpose_b=True)
-  logits = tf.nn.bias_add(logits, output_bias)
-  # [B * S, 2] -> [B, S, 2] -> [2, B, S]
-  logits = tf.reshape(logits, [batch_size, seq_length, 2])
-  logits = tf.transpose(logits, [2, 0, 1])
-  start_logits, end_logits = tf.unstack(logits, axis=0)
-  return start_logits, end_logits
+      compute_dtype=compute_dtype, cast_weights_once=cast_weights_once))
 
 
 def span_loss(start_logits, end_logits, start_positions, end_positions):
@@ -89,48 +94,46 @@ def span_loss(start_logits, end_logits, start_positions, end_positions):
           cross_entropy(end_logits, end_positions)) / 2.0
 
 
+class SpanHead(model_fn_utils.Head):
+  """An answer span: start and end logits of every token (`cls/squad`).
+
+  TRAIN: `span_loss` (built in TRAIN only: prediction features have no
+  positions). PREDICT: `unique_ids` [batch_size], `start_logits` and
+  `end_logits` [batch_size, seq_length] (float32). No EVAL mode: SQuAD is
+  scored from the predictions (`predictions.score_predictions`).
+  """
+
+  modes = (spec_lib.ModeKeys.TRAIN, spec_lib.ModeKeys.PREDICT)
+
+  def build(self, model, features, mode, update_share=None):
+    del update_share  # A per-example mean, as the reference.
+    start_logits, end_logits = _span_logits(model)
+    if mode == spec_lib.ModeKeys.TRAIN:
+      return model_fn_utils.HeadOutput(loss=span_loss(
+          start_logits, end_logits, features["start_positions"],
+          features["end_positions"]))
+    return model_fn_utils.HeadOutput(predictions={
+        "unique_ids": features["unique_ids"], "start_logits": start_logits,
+        "end_logits": end_logits})
+
+
 def model_fn_builder(bert_config, init_checkpoint, learning_rate,
                      num_train_steps, num_warmup_steps, use_tpu,
                      use_one_hot_embeddings, options=None,
                      compute_dtype=tf.float32):
-  """Returns the `model_fn` for `TPUEstimator` (TRAIN and PREDICT modes).
+  """Returns the `model_fn` for `TPUEstimator`: `SpanHead` on BERT.
 
-  PREDICT yields `unique_ids`, `start_logits` and `end_logits` per feature.
-  `options` (optional `optimization.OptimizerOptions`) sets the optimizer,
+  TRAIN and PREDICT modes (another raises `ValueError`); PREDICT yields
+  `unique_ids`, `start_logits` and `end_logits` per feature. `options`
+  (optional `optimization.OptimizerOptions`) sets the optimizer,
   `compute_dtype` the encoder's compute dtype; default the reference's.
   """
-
-  def model_fn(features, labels, mode, params):
-    """Builds the graph for one mode."""
-    del labels, params
-    is_training = mode == spec_lib.ModeKeys.TRAIN
-    start_logits, end_logits = create_model(
-        bert_config=bert_config, is_training=is_training,
-        input_ids=features["input_ids"], input_mask=features["input_mask"],
-        segment_ids=features["segment_ids"],
-        use_one_hot_embeddings=use_one_hot_embeddings,
-        compute_dtype=compute_dtype,
-        cast_weights_once=model_fn_utils.cast_weights_once(
-            mode, use_tpu))
-    scaffold_fn = model_fn_utils.init_from_checkpoint(init_checkpoint,
-                                                       use_tpu)
-    if mode == spec_lib.ModeKeys.TRAIN:
-      total_loss = span_loss(start_logits, end_logits,
-                              features["start_positions"],
-                              features["end_positions"])
-      return model_fn_utils.train_spec(
-          total_loss, learning_rate, num_train_steps, num_warmup_steps,
-          use_tpu, scaffold_fn, options=options)
-    if mode == spec_lib.ModeKeys.PREDICT:
-      predictions = {"unique_ids": features["unique_ids"],
-                     "start_logits": start_logits,
-                     "end_logits": end_logits}
-      return spec_lib.model_spec(
-          mode=mode, predictions=predictions, scaffold_fn=scaffold_fn)
-    raise ValueError("run_squad supports only the TRAIN and PREDICT modes, "
-                     "got %s" % mode)
-
-  return model_fn
+  return model_fn_utils.build_model_fn(
+      SpanHead(), bert_config, init_checkpoint, use_tpu,
+      use_one_hot_embeddings,
+      schedule=model_fn_utils.TrainingSchedule(
+          learning_rate, num_train_steps, num_warmup_steps, options),
+      compute_dtype=compute_dtype, log_features=False)
 
 
 def input_fn_builder(input_file, seq_length, is_training, drop_remainder):
