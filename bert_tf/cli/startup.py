@@ -124,7 +124,8 @@ def check_training_memory(bert_config, training, path):
   """
   problem = config_checks.memory_problem(
       bert_config.to_dict(), copies=config_checks.training_copies(
-          training.optimizer, training.gradient_accumulation_steps))
+          training.optimizer_options.optimizer,
+          training.gradient_accumulation_steps))
   if problem:
     raise ValueError("--bert_config_file: %s: %s" % (path, problem))
 
