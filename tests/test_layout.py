@@ -212,3 +212,54 @@ def test_every_scripts_main_is_short():
         if node.end_lineno - start + 1 > 80:
           long.append("%s (%d lines)" % (path, node.end_lineno - start + 1))
   assert not long, long
+
+
+# Where flags may be read: the scripts (and bert_tf/cli/, bert_tf/train/
+# options.py, which turn them into values). Tasks and exports take values.
+_FLAG_FREE = (os.path.join(PACKAGE, "tasks"), os.path.join(PACKAGE, "export"))
+_FLAG_NAMES = ("FLAGS", "flag_values")
+
+
+def test_tasks_and_exports_define_and_read_no_flags():
+  found = []
+  for module, path in _package_modules():
+    if not os.path.relpath(path, REPO_ROOT).startswith(_FLAG_FREE):
+      continue
+    tree = _tree(path)
+    for line, name, _ in _imported_modules(tree):
+      if name == "absl.flags":
+        found.append("%s:%d imports absl.flags" % (path, line))
+    for node in ast.walk(tree):
+      if isinstance(node, ast.Name) and node.id in _FLAG_NAMES:
+        found.append("%s:%d names %s" % (path, node.lineno, node.id))
+      elif isinstance(node, ast.arg) and node.arg in _FLAG_NAMES:
+        found.append("%s:%d takes %s" % (path, node.lineno, node.arg))
+  assert not found, found
+
+
+# A classifier head is a value (bert_tf/tasks/classifier/model.py): no
+# public function of the classifier task, the exports or the serving client
+# takes its kind as a boolean. The reference's `create_model` and
+# `model_fn_builder` keep their keyword arguments for their callers (they
+# turn them into a head at once).
+_HEAD_KIND_FLAGS = ("is_regression", "multi_label")
+_HEAD_KIND_FREE = (os.path.join(PACKAGE, "tasks", "classifier"),
+                   os.path.join(PACKAGE, "export"), "predict_saved_model.py",
+                   "run_classifier.py")
+_REFERENCE_WRAPPERS = ("create_model", "model_fn_builder")
+
+
+def test_no_public_function_takes_a_head_kind_as_a_boolean():
+  found = []
+  for module, path in _all_modules():
+    if not os.path.relpath(path, REPO_ROOT).startswith(_HEAD_KIND_FREE):
+      continue
+    for node in ast.walk(_tree(path)):
+      if (not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or
+          node.name.startswith("_") and node.name != "__init__" or
+          node.name in _REFERENCE_WRAPPERS):
+        continue
+      arguments = node.args.args + node.args.kwonlyargs
+      found += ["%s:%d %s(%s=...)" % (path, node.lineno, node.name, a.arg)
+                for a in arguments if a.arg in _HEAD_KIND_FLAGS]
+  assert not found, found

@@ -55,6 +55,19 @@ class Head(abc.ABC):
   modes = (spec_lib.ModeKeys.TRAIN, spec_lib.ModeKeys.EVAL,
            spec_lib.ModeKeys.PREDICT)
 
+  def prepare_features(self, features, mode):
+    """Ops the head needs before the encoder is built (default: none).
+
+    Under a graph seed each random op's seed counts the ops made before it,
+    so a head whose task made ops before the encoder (e.g. casting a
+    feature) makes them here to keep its dropout and initializers.
+
+    Returns:
+      The feature dict that the encoder and `build` read.
+    """
+    del mode  # Unused by default.
+    return features
+
   @abc.abstractmethod
   def build(self, model, features, mode, update_share=None):
     """Builds the head's variables and outputs on `model` for `mode`.
@@ -130,6 +143,7 @@ def build_model_fn(head, bert_config, init_checkpoint, use_tpu,
       logging.info("*** Features ***")
       for name in sorted(features):
         logging.info("  name = %s, shape = %s", name, features[name].shape)
+    features = head.prepare_features(features, mode)
     if encoder is not None:
       model = encoder(features, mode)
     else:
