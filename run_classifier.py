@@ -65,7 +65,6 @@ from bert_tf.tasks.classifier.model import create_model
 from bert_tf.tasks.classifier.model import head_for
 from bert_tf.tasks.classifier.model import MultiLabelHead
 from bert_tf.tasks.classifier.model import model_fn_builder
-from bert_tf.tasks.classifier.model import Windows
 from bert_tf.tasks.classifier.model import write_test_results
 from bert_tf.tasks.classifier.task import ClassifierTask
 from bert_tf.runner import loop
@@ -172,8 +171,8 @@ def _task(flag_values, tokenizer, use_tpu):
     label_list = processor.get_labels()
     head = head_for(processor, label_list)
   if flag_values.doc_stride is not None:
-    head = Windows(head, flag_values.doc_stride,
-                   flag_values.window_aggregation)
+    head = head.windowed(flag_values.doc_stride,
+                         flag_values.window_aggregation)
   return ClassifierTask(flag_values.task_name.lower(), processor, label_list,
                         head, tokenizer,
                         flag_values.max_seq_length, flag_values.output_dir,

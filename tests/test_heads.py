@@ -135,7 +135,7 @@ def test_a_head_defined_here_trains_evaluates_and_exports(tmp_path):
     (heads.RegressionHead(), export_utils.REGRESSION, "predictions", None),
     (heads.MultiLabelHead(["x", "y", "z"], 0.3), export_utils.CLASSIFIER,
      "probabilities", multi_label_lib.PROBLEM_TYPE),
-    (heads.Windows(heads.SingleLabelHead(["x", "y"]), 4, "max"),
+    (heads.SingleLabelHead(["x", "y"]).windowed(4, "max"),
      export_utils.CLASSIFIER, "probabilities", None),
 ])
 def test_each_head_declares_its_export(head, kind, output, problem_type):
@@ -154,10 +154,11 @@ def test_head_for_follows_the_processor():
                               "eval_accuracy", "eval_mcc"}
 
 
-def test_windows_keep_the_inner_heads_values():
+def test_a_windowed_head_keeps_the_heads_values():
   inner = heads.MultiLabelHead(["x", "y"], 0.4)
-  head = heads.Windows(inner, 3, "mean")
+  head = inner.windowed(3, "mean")
   assert head.doc_stride == 3 and not head.reference_records
+  assert inner.doc_stride is None and not inner.reference_records
   assert head.eval_keys() == inner.eval_keys()
   assert head.export_spec() == inner.export_spec()
   example = classifier_data.InputExample("g", "a b", label=("y",))

@@ -4,15 +4,15 @@ The reference release's `run_classifier.py` head (`output_weights`
 [num_labels, hidden_size], `output_bias`, dropout 0.1 when training, softmax
 cross-entropy; Devlin et al. 2018, section 4.1) and, beyond it, a
 one-output regression head (STS-B) and a multi-label head (one sigmoid per
-label, binary cross-entropy). Each is a `model_fn.Head` value holding all
-that differs between them: loss and outputs, eval metrics and their keys,
-the records' label feature, and what an export serves (`export_spec`).
-`Windows` wraps any of them for texts longer than one input. A script
-chooses the head once (`head_for`, `MultiLabelHead`, `Windows`); the
-reference's `create_model` and `model_fn_builder` are thin wrappers over
-the heads, and `write_test_results` writes `test_results.tsv`.
+label, binary cross-entropy), any of them over windows of long texts
+(`windowed`). Each is a `model_fn.Head` value holding all that differs
+between them: loss and outputs, eval metrics and their keys, the records'
+label, how predictions become lines, and what an export serves
+(`export_spec`). A script chooses the head once; the reference's
+`create_model` and `model_fn_builder` are thin wrappers over the heads.
 """
 
+import copy
 import functools
 import types
 
@@ -28,7 +28,7 @@ from bert_tf.train import spec as spec_lib
 import modeling
 
 __all__ = ["CLASSIFIER_FEATURES", "REGRESSION_FEATURES", "SingleLabelHead", "RegressionHead",
-           "MultiLabelHead", "Windows", "head_for", "create_model",
+           "MultiLabelHead", "head_for", "create_model",
            "model_fn_builder", "write_test_results"]
 
 
@@ -55,8 +55,10 @@ class SingleLabelHead(model_fn_utils.Head):
   output_key = "probabilities"
   # Records: `label_ids` as the reference writes it.
   label_feature = tf.io.FixedLenFeature([], tf.int64)
-  # Tokens between two windows' starts (`Windows`); None: one input a text.
+  # Tokens between two windows' starts, and how a text's windows make its
+  # prediction (`windowed`); None: one input a text.
   doc_stride = None
+  aggregation = "mean"
   # The reference's records (`features.file_based_convert_examples_to_
   # features`); False: `windows.write_features`, with `label_ids(example)`
   # and `padding_label`, the label of a padding record.
@@ -152,10 +154,20 @@ class SingleLabelHead(model_fn_utils.Head):
     """Writes what the head keeps beside the checkpoints (nothing here)."""
     del output_dir  # Unused.
 
+  def windowed(self, doc_stride, aggregation="mean"):
+    """This head over texts longer than one input: a copy whose records
+    are windows `doc_stride` tokens apart, each with its text's label
+    (`windows.write_features`), and whose prediction of a text is the
+    `aggregation` ("mean" or "max") of its windows' (`aggregate`)."""
+    head = copy.copy(self)
+    head.doc_stride, head.aggregation = doc_stride, aggregation
+    head.reference_records = False
+    return head
+
   def aggregate(self, predictions, owners, num_examples):
-    """One prediction per example from the records' (one record each)."""
+    """One prediction per example from the predictions of its records."""
     return ({"probabilities": value} for value in windows_lib.aggregate(
-        predictions, owners, num_examples, "mean"))
+        predictions, owners, num_examples, self.aggregation))
 
   def export_spec(self):
     """What an export serves: `saved_model.export_saved_model`'s `kind`
@@ -266,52 +278,9 @@ class MultiLabelHead(SingleLabelHead):
     return spec
 
 
-class Windows(model_fn_utils.Head):
-  """A head over texts longer than one input: `head` on each window.
-
-  Training sees every window (with its text's label); prediction combines
-  a text's windows into one line (`aggregation` of their outputs, see
-  `windows.aggregate`). Everything else is `head`'s.
-
-  Args:
-    head: a `SingleLabelHead` (or subclass).
-    doc_stride: int >= 1, tokens between the starts of two windows.
-    aggregation: one of `windows.AGGREGATIONS`.
-  """
-
-  reference_records = False
-
-  def __init__(self, head, doc_stride, aggregation="mean"):
-    self.head = head
-    self.doc_stride = doc_stride
-    self.aggregation = aggregation
-
-  def __getattr__(self, name):
-    return getattr(self.__dict__["head"], name)
-
-  def prepare_features(self, features, mode):
-    return self.head.prepare_features(features, mode)
-
-  def build(self, model, features, mode, update_share=None):
-    return self.head.build(model, features, mode, update_share)
-
-  def aggregate(self, predictions, owners, num_examples):
-    return ({"probabilities": value} for value in windows_lib.aggregate(
-        predictions, owners, num_examples, self.aggregation))
-
-
 def head_for(processor, label_list):
-  """The head a task's processor implies: `RegressionHead` where it is a
-  regression (`processor.is_regression`), else `SingleLabelHead` with its
-  extra metrics (`processor.metric_names`).
-
-  A script chooses once from its flags: this head, or `MultiLabelHead`
-  (`--multi_label`), wrapped in `Windows` with `--doc_stride`.
-
-  Args:
-    processor: the task's `DataProcessor`.
-    label_list: list of str, or None (regression).
-  """
+  """The head of a task's `DataProcessor`: `RegressionHead` where it is a
+  regression, else `SingleLabelHead` with the task's extra metrics."""
   if processor.is_regression:
     return RegressionHead()
   return SingleLabelHead(label_list, processor.metric_names)
@@ -334,26 +303,12 @@ def create_model(bert_config, is_training, input_ids, input_mask, segment_ids,
                  multi_label=False, cast_weights_once=False):
   """Creates a classification model: a dense layer on the pooled output.
 
-  The reference's function; the head is `SingleLabelHead` (or
-  `RegressionHead` with `is_regression`, `MultiLabelHead` with
-  `multi_label`).
-
-  Args:
-    bert_config: `modeling.BertConfig`.
-    is_training: bool; dropout (probability 0.1) on the pooled output only
-      when training, as in the reference.
-    input_ids, input_mask, segment_ids: int32 Tensors [batch_size,
-      seq_length].
-    labels: int32 Tensor [batch_size] (float32 for regression;
-      [batch_size, num_labels] of 0/1 for multi-label).
-    num_labels: int, the number of classes (1 for regression).
-    use_one_hot_embeddings: bool, one-hot matmul embeddings (faster on TPU).
-    is_regression: bool; one output trained with the squared error.
-    compute_dtype: the encoder's compute dtype (see `modeling.BertModel`);
-      the head and the loss are float32.
-    multi_label: bool; one sigmoid per label, binary cross-entropy.
-    cast_weights_once: bool, see `modeling.BertModel`: for prediction and
-      evaluation graphs off TPU.
+  The reference's function over the heads: `SingleLabelHead` (labels
+  int32 [batch_size]), `RegressionHead` with `is_regression` (float32
+  labels), `MultiLabelHead` with `multi_label` (0/1 labels [batch_size,
+  num_labels]). Dropout (0.1) on the pooled output only when training;
+  `compute_dtype` and `cast_weights_once` as `modeling.BertModel`'s (the
+  head and the loss are float32). Inputs: int32 [batch_size, seq_length].
 
   Returns:
     `(loss, per_example_loss, logits, probabilities)`: scalar, [batch_size],
@@ -377,22 +332,12 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate,
                      label_names=None, threshold=0.5, head=None):
   """Returns a `model_fn` for `TPUEstimator` (`model_fn.build_model_fn`).
 
-  Args:
-    bert_config: `modeling.BertConfig`.
-    num_labels: int, the number of classes (1 for regression).
-    init_checkpoint: (Optional) checkpoint to initialize from; the classifier
-      head is new, every `bert/...` variable found in it is loaded.
-    learning_rate: float, the peak learning rate.
-    num_train_steps: int, steps of the linear decay.
-    num_warmup_steps: int, steps of linear warmup.
-    use_tpu: bool.
-    use_one_hot_embeddings: bool.
-    is_regression, metric_names, multi_label, label_names, threshold: the
-      head, when `head` is None (see `create_model` and the heads).
-    options: (optional) `optimization.OptimizerOptions`: the optimizer;
-      default the reference's.
-    compute_dtype: the encoder's compute dtype (see `modeling.BertModel`).
-    head: (optional) the head value (see `head_for`).
+  The reference's function: `init_checkpoint` (or None) initializes every
+  `bert/...` variable it holds, the head is new; the learning rate decays
+  linearly over `num_train_steps` after `num_warmup_steps` of warmup;
+  `options` (`OptimizerOptions`, or None: the reference's optimizer).
+  The head is `head`, or the one `is_regression`, `metric_names`,
+  `multi_label`, `label_names` and `threshold` describe (see the heads).
 
   Returns:
     `model_fn(features, labels, mode, params)`. Predictions are

@@ -4,9 +4,8 @@
 (`DataProcessor`), writes their records (the reference's
 `file_based_convert_examples_to_features`, or `windows.write_features`
 where the head needs it), builds the `input_fn`s and the `model_fn` of its
-head, and writes the outputs: `test_results.tsv` and the SavedModel
-export's content. It reads no flags: the script chooses the processor and the head
-and passes values.
+head, writes `test_results.tsv` and says what its export holds. It reads
+no flags: the script chooses the processor and the head.
 """
 
 import dataclasses
@@ -34,8 +33,7 @@ class ClassifierTask:
     name: str, the task's name in lower case (`data.PROCESSORS`).
     processor: the task's `DataProcessor`.
     label_list: list of str (`processor.get_labels()`), None for regression.
-    head: the head value (`model.head_for`, `model.MultiLabelHead`,
-      `model.Windows`).
+    head: the head value (e.g. `model.head_for`'s).
     tokenizer: `tokenization.FullTokenizer`.
     max_seq_length: int.
     output_dir: str, where records and outputs are written.
@@ -55,24 +53,16 @@ class ClassifierTask:
   bucket_by_length: bool = False
 
   def read_examples(self, data_dir, splits):
-    """Reads every split that the run needs, so bad input fails up front.
-
-    Args:
-      data_dir: str, the task's folder.
-      splits: the split names to read, among "train", "dev" and "test".
-
-    Returns:
-      Dict split name -> list of `InputExample`s.
+    """Reads every split that the run needs ("train", "dev", "test"), so
+    bad input fails up front; dict split -> list of `InputExample`s.
 
     Raises:
       ValueError: when the training or dev split is empty.
     """
-    readers = {"train": self.processor.get_train_examples,
-               "dev": self.processor.get_dev_examples,
-               "test": self.processor.get_test_examples}
     examples = {}
     for split in splits:
-      examples[split] = readers[split](data_dir)
+      examples[split] = getattr(self.processor,
+                                "get_%s_examples" % split)(data_dir)
       logging.info("Read %d %s examples from %s", len(examples[split]), split,
                    data_dir)
       # An empty test set is fine (it gives an empty test_results.tsv), but
