@@ -36,6 +36,7 @@ from bert_tf.cli import entry
 from bert_tf.export import saved_model as export_utils
 from bert_tf.export import serving
 from bert_tf.tasks.classifier import data as classifier_data
+from bert_tf.tasks.classifier import model as classifier_model
 from bert_tf.tasks.squad import data as squad_data
 from bert_tf.tasks.squad import predictions as squad_predictions
 
@@ -70,6 +71,11 @@ def define_flags():
     flags.mark_flag_as_required(name)
 
 
+# How an error message names the task of a classifier export's kind.
+_TASK_WORDS = {export_utils.CLASSIFIER: "classification",
+               export_utils.REGRESSION: "regression"}
+
+
 def read_classifier_examples(task_name, input_file, config):
   """Reads `input_file` in the test layout of `task_name`.
 
@@ -81,12 +87,12 @@ def read_classifier_examples(task_name, input_file, config):
       line), an unknown task, or a task of another kind than the export.
   """
   processor = classifier_data.get_processor(task_name)
-  kind = config["kind"]
-  if processor.is_regression != (kind == export_utils.REGRESSION):
+  task_kind = classifier_model.head_for(
+      processor, config.get("label_list") or []).export_spec()["kind"]
+  if task_kind != config["kind"]:
     raise ValueError("--task_name=%s is a %s task but the export is a %s "
-                     "model" % (task_name, "regression" if
-                                processor.is_regression else "classification",
-                                kind))
+                     "model" % (task_name, _TASK_WORDS[task_kind],
+                                config["kind"]))
   if isinstance(processor, classifier_data.TsvProcessor):
     columns = config.get("tsv_columns") or {}
     text_a_column = columns.get("text_a_column", 0)
@@ -112,7 +118,7 @@ def read_classifier_examples(task_name, input_file, config):
 def predict_classifier(model, examples, output_file, batch_size):
   """Runs `examples` through the export; writes `test_results.tsv`.
 
-  The lines are those of `bert_tf.tasks.classifier.model.write_test_results`.
+  The lines are `bert_tf.tasks.classifier.model.write_test_results`'.
   Inputs longer than `max_seq_length` are truncated as in training and
   counted in one log line.
 
@@ -120,31 +126,29 @@ def predict_classifier(model, examples, output_file, batch_size):
     int, the number of lines written.
   """
   key = model.config["output_keys"][0]
-  truncated = 0
-  written = 0
+  truncated = []
   start = time.time()
-  with io_utils.atomic_write(output_file) as writer:
+
+  def predictions():
     for first in range(0, len(examples), batch_size):
-      batch = []
-      for example in examples[first:first + batch_size]:
-        encoded = serving.encode_text(model.tokenizer, example.text_a,
-                                      example.text_b, model.max_seq_length)
-        truncated += encoded[3]
-        batch.append(encoded[:3])
-      ids, mask, segments = (np.array(x) for x in zip(*batch))
-      outputs = model.run(ids, mask, segments)[key]
-      for row in outputs:
-        writer.write("\t".join(io_utils.number_str(v)
-                                for v in np.reshape(row, [-1])) + "\n")
-      written += len(batch)
+      encoded = [serving.encode_text(model.tokenizer, example.text_a,
+                                     example.text_b, model.max_seq_length)
+                 for example in examples[first:first + batch_size]]
+      truncated.extend(e[3] for e in encoded if e[3])
+      inputs = (np.array(x) for x in zip(*(e[:3] for e in encoded)))
+      for row in model.run(*inputs)[key]:
+        yield {key: row}
       if (first // batch_size + 1) % 100 == 0:
         logging.info("Predicted %d of %d examples (%.1f examples/sec)",
-                     written, len(examples),
-                     written / max(time.time() - start, 1e-9))
+                     first + len(encoded), len(examples),
+                     (first + len(encoded)) / max(time.time() - start, 1e-9))
+
+  written = classifier_model.write_test_results(output_file, predictions(),
+                                                len(examples))
   if truncated:
     logging.warning("%d of %d inputs were longer than max_seq_length=%d "
-                    "tokens and were truncated (as in training)", truncated,
-                    len(examples), model.max_seq_length)
+                    "tokens and were truncated (as in training)",
+                    len(truncated), len(examples), model.max_seq_length)
   logging.info("Wrote %d lines to %s", written, output_file)
   return written
 
@@ -167,36 +171,49 @@ def main(_):
   config, _, _ = serving.read_assets(version_dir)
   kind = config["kind"]
 
-  # 2. The input, read (and checked) before the model is loaded.
-  if kind in (export_utils.CLASSIFIER, export_utils.REGRESSION):
-    task_name = FLAGS.task_name or config.get("task_name")
-    if not task_name:
-      raise ValueError("--task_name is required: the export names no task")
-    examples = read_classifier_examples(task_name, FLAGS.input_file, config)
-  elif kind == export_utils.SQUAD:
-    examples = squad_data.read_squad_examples(
-        FLAGS.input_file, is_training=False,
-        version_2_with_negative=config.get("version_2_with_negative", False))
-  else:
+  # 2. The input, read (and checked) before the model is loaded; the model
+  # and the outputs.
+  if kind not in _KINDS:
     raise ValueError("--model_dir: %s is a %s export; this script predicts "
                      "classifier and SQuAD exports (use "
                      "serving.BertServingModel.run)" % (version_dir, kind))
-  logging.info("Read %d examples from %s", len(examples), FLAGS.input_file)
+  _KINDS[kind](version_dir, config, FLAGS)
 
-  # 3. The model, and the outputs.
-  model = serving.BertServingModel(version_dir)
-  if kind == export_utils.SQUAD:
-    written = serving.predict_squad(
-        model, examples, FLAGS.output_dir, FLAGS.n_best_size,
-        FLAGS.max_answer_length, FLAGS.null_score_diff_threshold,
-        FLAGS.batch_size)
-    squad_predictions.score_predictions(
-        FLAGS.input_file, written,
-        config.get("version_2_with_negative", False), FLAGS.output_dir)
-  else:
-    predict_classifier(model, examples,
-                       os.path.join(FLAGS.output_dir, "test_results.tsv"),
-                       FLAGS.batch_size)
+
+def _classifier(version_dir, config, flag_values):
+  task_name = flag_values.task_name or config.get("task_name")
+  if not task_name:
+    raise ValueError("--task_name is required: the export names no task")
+  examples = read_classifier_examples(task_name, flag_values.input_file,
+                                      config)
+  logging.info("Read %d examples from %s", len(examples),
+               flag_values.input_file)
+  predict_classifier(serving.BertServingModel(version_dir), examples,
+                     os.path.join(flag_values.output_dir, "test_results.tsv"),
+                     flag_values.batch_size)
+
+
+def _squad(version_dir, config, flag_values):
+  version_2 = config.get("version_2_with_negative", False)
+  examples = squad_data.read_squad_examples(
+      flag_values.input_file, is_training=False,
+      version_2_with_negative=version_2)
+  logging.info("Read %d examples from %s", len(examples),
+               flag_values.input_file)
+  written = serving.predict_squad(
+      serving.BertServingModel(version_dir), examples,
+      flag_values.output_dir, flag_values.n_best_size,
+      flag_values.max_answer_length, flag_values.null_score_diff_threshold,
+      flag_values.batch_size)
+  squad_predictions.score_predictions(flag_values.input_file, written,
+                                      version_2, flag_values.output_dir)
+
+
+# What this script does with each kind of export: read the input (checked
+# before the model is loaded), predict it, write the outputs.
+_KINDS = {export_utils.CLASSIFIER: _classifier,
+          export_utils.REGRESSION: _classifier,
+          export_utils.SQUAD: _squad}
 
 
 def cli():

@@ -32,11 +32,9 @@ from bert_tf.cli import quiet  # First: TensorFlow's start-up lines off.
 quiet.when_run_as_command(__name__)
 
 import functools
-import os
 
 from absl import flags
 from absl import logging
-import tensorflow.compat.v1 as tf
 
 from bert_tf.checks.problems import Problems
 from bert_tf.cli import flags as cli_flags
@@ -54,8 +52,8 @@ from bert_tf.tasks.classifier.data import MrpcProcessor
 from bert_tf.tasks.classifier.data import PaddingInputExample
 from bert_tf.tasks.classifier.data import PROCESSORS
 from bert_tf.tasks.classifier.data import XnliProcessor
-from bert_tf.tasks.classifier import multi_label as multi_label_lib
 from bert_tf.tasks.classifier import windows as windows_lib
+from bert_tf.tasks.classifier.multi_label import MultiLabelTsvProcessor
 from bert_tf.tasks.classifier.features import convert_examples_to_features
 from bert_tf.tasks.classifier.features import convert_single_example
 from bert_tf.tasks.classifier.features import file_based_convert_examples_to_features
@@ -64,9 +62,11 @@ from bert_tf.tasks.classifier.features import input_fn_builder
 from bert_tf.tasks.classifier.features import InputFeatures
 from bert_tf.tasks.classifier.features import pad_to_batch_multiple
 from bert_tf.tasks.classifier.model import create_model
-from bert_tf.tasks.classifier.model import eval_keys
+from bert_tf.tasks.classifier.model import head_for
+from bert_tf.tasks.classifier.model import MultiLabelHead
 from bert_tf.tasks.classifier.model import model_fn_builder
 from bert_tf.tasks.classifier.model import write_test_results
+from bert_tf.tasks.classifier.task import ClassifierTask
 from bert_tf.runner import loop
 from bert_tf.train import best as best_lib
 from bert_tf.train import model_fn as model_fn_utils
@@ -157,217 +157,40 @@ def _flag_problems(flag_values):
   return problems
 
 
-def _read_examples(processor, data_dir, splits):
-  """Reads every split that the run needs, so bad input fails up front.
-
-  Args:
-    processor: a `DataProcessor`.
-    data_dir: str, the `--data_dir` flag.
-    splits: the split names to read, among "train", "dev" and "test".
-
-  Returns:
-    Dict split name -> list of `InputExample`s.
-
-  Raises:
-    ValueError: when the training or dev split is empty.
-  """
-  readers = {"train": processor.get_train_examples,
-             "dev": processor.get_dev_examples,
-             "test": processor.get_test_examples}
-  examples = {}
-  for split in splits:
-    examples[split] = readers[split](data_dir)
-    logging.info("Read %d %s examples from %s", len(examples[split]), split,
-                 data_dir)
-    # An empty test set is fine (it gives an empty test_results.tsv), but
-    # training on nothing would loop forever and evaluating nothing means
-    # nothing.
-    if not examples[split] and split != "test":
-      raise ValueError("--data_dir=%s: no %s examples were read; --do_%s "
-                       "needs at least one" %
-                       (data_dir, split,
-                        "train" if split == "train" else "eval"))
-  return examples
+def _task(flag_values, tokenizer, use_tpu):
+  """The task the flags name: its processor, labels and head."""
+  columns = {name: flag_values[name].value for name in (
+      "data_dir", "text_a_column", "text_b_column", "label_column",
+      "skip_header")}
+  if flag_values.multi_label:  # A set of labels per line (task tsv).
+    processor = MultiLabelTsvProcessor(
+        separator=flag_values.label_separator, **columns)
+    label_list = processor.get_labels()
+    head = MultiLabelHead(label_list, flag_values.multi_label_threshold)
+  else:
+    processor = get_processor(flag_values.task_name, **columns)
+    label_list = processor.get_labels()
+    head = head_for(processor, label_list)
+  if flag_values.doc_stride is not None:
+    head = head.windowed(flag_values.doc_stride,
+                         flag_values.window_aggregation)
+  return ClassifierTask(flag_values.task_name.lower(), processor, label_list,
+                        head, tokenizer,
+                        flag_values.max_seq_length, flag_values.output_dir,
+                        use_tpu=use_tpu,
+                        bucket_by_length=flag_values.bucket_by_length)
 
 
-def _features_file(path, examples, label_list, max_seq_length, tokenizer,
-                   batch_size, use_tpu):
-  """Writes `examples` to `path` for evaluation or prediction.
-
-  On TPU the examples are padded to whole batches with
-  `PaddingInputExample`s.
-
-  Returns:
-    (num_written, num_actual).
-  """
-  num_actual = len(examples)
-  if use_tpu:
-    examples = pad_to_batch_multiple(examples, batch_size)
-  file_based_convert_examples_to_features(examples, label_list,
-                                          max_seq_length, tokenizer, path)
-  logging.info("  Num examples = %d (%d actual, %d padding)", len(examples),
-               num_actual, len(examples) - num_actual)
-  logging.info("  Batch size = %d", batch_size)
-  return len(examples), num_actual
-
-
-def _export(flag_values, bert_config, label_list, is_regression,
-            init_checkpoint, checkpoint=None):
-  """Exports the fine-tuned model under --export_dir (see export_utils).
-
-  `checkpoint` (the kept best) replaces the latest one when given.
-  """
-  multi_label = flag_values.multi_label
-  model_fn = model_fn_builder(
-      bert_config=bert_config,
-      num_labels=1 if is_regression else len(label_list),
-      init_checkpoint=None, learning_rate=0.0, num_train_steps=None,
-      num_warmup_steps=None, use_tpu=False, use_one_hot_embeddings=False,
-      is_regression=is_regression, multi_label=multi_label)
-  tsv_columns = None
-  if flag_values.task_name.lower() == "tsv":
-    tsv_columns = {"text_a_column": flag_values.text_a_column,
-                   "text_b_column": flag_values.text_b_column,
-                   "skip_header": flag_values.skip_header}
-  features = (export_utils.REGRESSION_FEATURES if is_regression else
-              export_utils.CLASSIFIER_FEATURES)
-  extra_config = {"task_name": flag_values.task_name.lower(),
-                  "tsv_columns": tsv_columns}
-  if multi_label:  # label_ids: a 0/1 vector; outputs: one sigmoid each.
-    features = dict(features, label_ids=(tf.int32, (len(label_list),), 0))
-    extra_config.update(problem_type=multi_label_lib.PROBLEM_TYPE,
-                        multi_label_threshold=(
-                            flag_values.multi_label_threshold))
-  export_utils.export_saved_model(
-      model_fn, checkpoint or export_utils.checkpoint_to_export(
+def _export(flag_values, task, bert_config, init_checkpoint, checkpoint=None):
+  """Exports the task's model under --export_dir (`export_utils`):
+  `checkpoint` (the kept best), else the latest."""
+  return export_utils.export_saved_model(
+      checkpoint_path=checkpoint or export_utils.checkpoint_to_export(
           flag_values.output_dir, init_checkpoint),
-      flag_values.export_dir, flag_values.max_seq_length,
-      kind=(export_utils.REGRESSION if is_regression else
-            export_utils.CLASSIFIER),
-      output_keys=["predictions" if is_regression else "probabilities"],
-      vocab_file=flag_values.vocab_file,
+      export_dir=flag_values.export_dir, vocab_file=flag_values.vocab_file,
       bert_config_file=flag_values.bert_config_file,
-      do_lower_case=flag_values.do_lower_case, label_list=label_list,
-      extra_features=features, extra_config=extra_config,
-      bucket_by_length=flag_values.bucket_by_length)
-
-
-class _Records(object):
-  """Writes a split's records: the reference's, or (multi-label, windows)
-  `windows_lib.write_features`'; remembers each record's example."""
-
-  def __init__(self, flag_values, label_list, tokenizer, use_tpu):
-    self.extended = (flag_values.multi_label or
-                     flag_values.doc_stride is not None)
-    self.flag_values = flag_values
-    self.label_list = label_list
-    self.tokenizer = tokenizer
-    self.use_tpu = use_tpu
-
-  def write(self, path, examples, batch_size=None):
-    """Writes `examples` to `path`; padded to `batch_size` on TPU (not for
-    training: `batch_size` None). Returns the number of records."""
-    seq_length = self.flag_values.max_seq_length
-    if not self.extended:
-      if batch_size is None:
-        file_based_convert_examples_to_features(
-            examples, self.label_list, seq_length, self.tokenizer, path)
-        return len(examples)
-      return _features_file(path, examples, self.label_list, seq_length,
-                            self.tokenizer, batch_size, self.use_tpu)[0]
-    self.owners = windows_lib.write_features(
-        examples, self.label_list, seq_length, self.tokenizer, path,
-        multi_label=self.flag_values.multi_label,
-        doc_stride=self.flag_values.doc_stride,
-        batch_multiple=batch_size if self.use_tpu else None)
-    return len(self.owners)
-
-  def per_example(self, predictions, num_examples):
-    """The predictions of the examples just written, one per example."""
-    if not self.extended:
-      return predictions
-    return ({"probabilities": value} for value in windows_lib.aggregate(
-        predictions, self.owners, num_examples,
-        self.flag_values.window_aggregation))
-
-
-def _processor(flag_values):
-  """The task's `DataProcessor` (a multi-label tsv task's with
-  `--multi_label`)."""
-  tsv_columns = dict(
-      data_dir=flag_values.data_dir, text_a_column=flag_values.text_a_column,
-      text_b_column=flag_values.text_b_column,
-      label_column=flag_values.label_column,
-      skip_header=flag_values.skip_header)
-  if flag_values.multi_label:
-    return multi_label_lib.MultiLabelTsvProcessor(
-        separator=flag_values.label_separator, **tsv_columns)
-  return get_processor(flag_values.task_name, **tsv_columns)
-
-
-def _input_fn(flag_values, path, is_training, is_regression, label_list,
-              use_tpu):
-  """The `input_fn` over a records file `_Records` wrote."""
-  return file_based_input_fn_builder(
-      path, flag_values.max_seq_length, is_training=is_training,
-      drop_remainder=is_training or use_tpu, is_regression=is_regression,
-      num_labels=len(label_list) if flag_values.multi_label else None,
-      bucket_by_length=flag_values.bucket_by_length)
-
-
-def _training(flag_values, run, records, examples, label_list, is_regression):
-  """Writes the training records; their `loop.Training` (steps count
-  updates, of --train_batch_size times --gradient_accumulation_steps)."""
-  output_dir = flag_values.output_dir
-  if flag_values.multi_label:
-    multi_label_lib.write_labels_file(output_dir, label_list)
-  train_file = os.path.join(output_dir, "train.tf_record")
-  # With windows, every window is a training example.
-  num_records = records.write(train_file, examples)
-  num_train_steps, num_warmup_steps = model_fn_utils.fine_tuning_steps(
-      num_records, run.examples_per_update, flag_values.num_train_epochs,
-      flag_values.warmup_proportion)
-  logging.info("  Num examples = %d (%d records)", len(examples),
-               num_records)
-  return loop.Training(
-      input_fn=_input_fn(flag_values, train_file, True, is_regression,
-                         label_list, run.tpu.use_tpu),
-      num_train_steps=num_train_steps, num_warmup_steps=num_warmup_steps,
-      learning_rate=flag_values.learning_rate, records=[train_file],
-      # Progress about ten times a run, at most every 100 steps.
-      progress_every=min(100, max(1, num_train_steps // 10)))
-
-
-def _evaluate(flag_values, records, examples, eval_input_fn, use_tpu):
-  """Writes the dev records; the `loop.run` evaluation over them."""
-  eval_file = os.path.join(flag_values.output_dir, "eval.tf_record")
-  batch_size = flag_values.eval_batch_size
-  num_written = records.write(eval_file, examples, batch_size)
-
-  def evaluate(steps):
-    # On TPU every batch is whole; elsewhere the last partial batch is kept
-    # and evaluation runs until the data is exhausted.
-    return steps.evaluate(eval_input_fn(eval_file), records=[eval_file],
-                          steps=num_written // batch_size if use_tpu else None)
-
-  return evaluate
-
-
-def _predict(flag_values, records, examples, predict_input_fn, steps,
-             checkpoint):
-  """Writes test_results.tsv: a line of probabilities per test example."""
-  predict_file = os.path.join(flag_values.output_dir, "predict.tf_record")
-  batch_size = flag_values.predict_batch_size
-  num_written = records.write(predict_file, examples, batch_size)
-  predictions = steps.predict(
-      predict_input_fn(predict_file), records=[predict_file],
-      num_batches=-(-num_written // batch_size), checkpoint_path=checkpoint,
-      batch_size=batch_size)
-  output_file = os.path.join(flag_values.output_dir, "test_results.tsv")
-  write_test_results(output_file,
-                     records.per_example(predictions, len(examples)),
-                     len(examples))
-  logging.info("Wrote %d lines to %s", len(examples), output_file)
+      do_lower_case=flag_values.do_lower_case,
+      **task.export_spec(bert_config))
 
 
 def main(_):
@@ -383,49 +206,36 @@ def main(_):
       export_now=bool(FLAGS.export_dir) and not FLAGS.do_train)
   problems.raise_if_any()
   loop.setup_devices(run)
-  use_tpu = run.tpu.use_tpu
 
   # 2. The task and every split the run needs, read (and checked) up front.
-  processor = _processor(FLAGS)
-  label_list, is_regression = processor.get_labels(), processor.is_regression
+  task = _task(FLAGS, model.tokenizer, run.tpu.use_tpu)
   if run.evaluation.keep_best_by:
-    best_lib.check_key(run.evaluation.keep_best_by,
-                       eval_keys(processor, label_list, FLAGS.multi_label))
-  examples = _read_examples(processor, FLAGS.data_dir, [
+    best_lib.check_key(run.evaluation.keep_best_by, task.head.eval_keys())
+  examples = task.read_examples(FLAGS.data_dir, [
       split for split, wanted in (("train", run.do_train),
                                   ("dev", run.do_eval),
                                   ("test", run.do_predict)) if wanted])
-  records = _Records(FLAGS, label_list, model.tokenizer, use_tpu)
-  input_fn = functools.partial(_input_fn, FLAGS, is_training=False,
-                               is_regression=is_regression,
-                               label_list=label_list, use_tpu=use_tpu)
 
   with loop.output_dir(FLAGS.output_dir, run):
     # 3. The training records and the model.
-    training = (_training(FLAGS, run, records, examples["train"], label_list,
-                          is_regression) if run.do_train else None)
-    model_fn = model_fn_builder(
-        bert_config=model.bert_config,
-        num_labels=1 if is_regression else len(label_list),
-        init_checkpoint=model.init_checkpoint,
-        learning_rate=FLAGS.learning_rate,
-        num_train_steps=training and training.num_train_steps,
-        num_warmup_steps=training and training.num_warmup_steps,
-        use_tpu=use_tpu, use_one_hot_embeddings=use_tpu,
-        is_regression=is_regression, metric_names=processor.metric_names,
-        options=run.training.optimizer_options,
-        compute_dtype=run.training.compute_dtype,
-        multi_label=FLAGS.multi_label, label_names=label_list,
-        threshold=FLAGS.multi_label_threshold)
+    training = (task.training(examples["train"], run.examples_per_update,
+                              FLAGS.num_train_epochs, FLAGS.warmup_proportion,
+                              FLAGS.learning_rate) if run.do_train else None)
+    model_fn = task.model_fn(
+        model.bert_config, model.init_checkpoint,
+        model_fn_utils.TrainingSchedule(
+            FLAGS.learning_rate, training and training.num_train_steps,
+            training and training.num_warmup_steps,
+            run.training.optimizer_options),
+        compute_dtype=run.training.compute_dtype)
     # 4. Train (evaluating on the way), evaluate, predict, export.
     loop.run(
         model_fn, run, FLAGS.output_dir, training=training,
-        evaluate=(_evaluate(FLAGS, records, examples["dev"], input_fn,
-                            use_tpu) if run.do_eval else None),
-        predict=functools.partial(_predict, FLAGS, records,
-                                  examples.get("test"), input_fn),
-        export=(functools.partial(_export, FLAGS, model.bert_config,
-                                  label_list, is_regression,
+        evaluate=(task.evaluate(examples["dev"], FLAGS.eval_batch_size)
+                  if run.do_eval else None),
+        predict=functools.partial(task.predict, examples.get("test"),
+                                  FLAGS.predict_batch_size),
+        export=(functools.partial(_export, FLAGS, task, model.bert_config,
                                   model.init_checkpoint)
                 if FLAGS.export_dir else None),
         eval_batch_size=FLAGS.eval_batch_size,

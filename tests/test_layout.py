@@ -214,15 +214,17 @@ def test_every_scripts_main_is_short():
   assert not long, long
 
 
-# The tasks' code reads no flags: a script reads its flags into values and
-# passes them (`NerOptions`, `fine_tuning.ModelFiles`, ...).
+# The tasks' and exports' code reads no flags: a script reads its flags
+# into values and passes them (`NerOptions`, `fine_tuning.ModelFiles`, ...);
+# only the scripts, bert_tf/cli/ and bert_tf/train/options.py read flags.
+_FLAG_FREE = (os.path.join(PACKAGE, "tasks"), os.path.join(PACKAGE, "export"))
 _FLAG_NAMES = ("FLAGS", "flag_values", "flags")
 
 
-def test_no_task_module_defines_or_reads_flags():
+def test_tasks_and_exports_define_and_read_no_flags():
   found = []
   for module, path in _package_modules():
-    if not module.startswith(PACKAGE + ".tasks"):
+    if not os.path.relpath(path, REPO_ROOT).startswith(_FLAG_FREE):
       continue
     tree = _tree(path)
     for line, name, _ in _imported_modules(tree):
@@ -265,3 +267,31 @@ def test_these_scripts_and_tasks_build_model_fns_on_the_one_skeleton():
           not_started.append(path)
   assert not own, "a model_fn of its own: %s" % own
   assert not not_started, "main without startup.start: %s" % not_started
+
+
+# A classifier head is a value (bert_tf/tasks/classifier/model.py): no
+# public function of the classifier task, the exports or the serving client
+# takes its kind as a boolean. The reference's `create_model` and
+# `model_fn_builder` keep their keyword arguments for their callers (they
+# turn them into a head at once).
+_HEAD_KIND_FLAGS = ("is_regression", "multi_label")
+_HEAD_KIND_FREE = (os.path.join(PACKAGE, "tasks", "classifier"),
+                   os.path.join(PACKAGE, "export"), "predict_saved_model.py",
+                   "run_classifier.py")
+_REFERENCE_WRAPPERS = ("create_model", "model_fn_builder")
+
+
+def test_no_public_function_takes_a_head_kind_as_a_boolean():
+  found = []
+  for module, path in _all_modules():
+    if not os.path.relpath(path, REPO_ROOT).startswith(_HEAD_KIND_FREE):
+      continue
+    for node in ast.walk(_tree(path)):
+      if (not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or
+          node.name.startswith("_") and node.name != "__init__" or
+          node.name in _REFERENCE_WRAPPERS):
+        continue
+      arguments = node.args.args + node.args.kwonlyargs
+      found += ["%s:%d %s(%s=...)" % (path, node.lineno, node.name, a.arg)
+                for a in arguments if a.arg in _HEAD_KIND_FLAGS]
+  assert not found, found

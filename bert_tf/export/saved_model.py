@@ -41,6 +41,7 @@ from absl import logging
 import tensorflow.compat.v1 as tf
 
 from bert_tf import io as io_utils
+from bert_tf.tasks.classifier import model as classifier_model
 from bert_tf.train import lengths as lengths_lib
 from bert_tf.train import spec as spec_lib
 
@@ -70,11 +71,10 @@ ASSET_NAMES = (VOCAB_ASSET, CONFIG_ASSET, SERVING_ASSET)
 # Features the scripts' model_fns read besides the three inputs, filled in
 # by the serving graph: name -> (dtype, shape after the batch dimension,
 # value). Classification reads a label and a real-example flag (unused in
-# PREDICT mode); SQuAD echoes a unique id. Read-only.
-CLASSIFIER_FEATURES = types.MappingProxyType(
-    {"label_ids": (tf.int32, (), 0), "is_real_example": (tf.int32, (), 1)})
-REGRESSION_FEATURES = types.MappingProxyType(
-    {"label_ids": (tf.float32, (), 0.0), "is_real_example": (tf.int32, (), 1)})
+# PREDICT mode; the heads' own, `classifier_model`); SQuAD echoes a unique
+# id. Read-only.
+CLASSIFIER_FEATURES = classifier_model.CLASSIFIER_FEATURES
+REGRESSION_FEATURES = classifier_model.REGRESSION_FEATURES
 SQUAD_FEATURES = types.MappingProxyType({"unique_ids": (tf.int32, (), 0)})
 
 

@@ -283,6 +283,16 @@ def _no_fingerprint_note(record):
   return not record.getMessage().startswith(_FINGERPRINT_NOTES)
 
 
+# What `classify` returns for each kind of export, from the config and the
+# outputs of a batch of one: kind -> function(config, outputs).
+_CLASSIFY = {
+    export_utils.CLASSIFIER: lambda config, outputs: dict(zip(
+        config["label_list"], (float(p) for p in outputs["probabilities"][0]))),
+    export_utils.REGRESSION:
+        lambda config, outputs: float(outputs["predictions"][0]),
+}
+
+
 class BertServingModel(object):
   """A loaded export: its `serving_default` signature plus its tokenizer.
 
@@ -363,16 +373,13 @@ class BertServingModel(object):
       dict label -> probability (classification), or the predicted float
       (regression).
     """
-    if self.kind not in (export_utils.CLASSIFIER, export_utils.REGRESSION):
+    if self.kind not in _CLASSIFY:
       raise ValueError("classify: %s is a %s export" %
                        (self.version_dir, self.kind))
     ids, mask, segments, _ = encode_text(self.tokenizer, text_a, text_b,
                                          self.max_seq_length)
-    outputs = self.run([ids], [mask], [segments])
-    if self.kind == export_utils.REGRESSION:
-      return float(outputs["predictions"][0])
-    return dict(zip(self.config["label_list"],
-                    (float(p) for p in outputs["probabilities"][0])))
+    return _CLASSIFY[self.kind](self.config,
+                                self.run([ids], [mask], [segments]))
 
   def answer(self, question, context, n_best_size=20, max_answer_length=30,
              null_score_diff_threshold=0.0, batch_size=8):

@@ -56,14 +56,19 @@ class Head(abc.ABC):
            spec_lib.ModeKeys.PREDICT)
 
   def prepare(self, features, mode):
-    """(Optional) the features `build` reads, made before the encoder.
+    """(Optional) ops the head needs before the encoder is built.
 
-    A head whose inputs need ops of their own (e.g. label weights) makes
-    them here, ahead of the encoder's: under a graph seed each random op's
-    seed depends on the ops made before it, so this keeps the order (and
-    the dropout) of a model that made them first. Default: `features`.
+    A head whose inputs need ops of their own (label weights, a cast of a
+    feature) makes them here, ahead of the encoder's: under a graph seed
+    each random op's seed counts the ops made before it, so this keeps the
+    order (and the dropout and initializers) of a model that made them
+    first.
+
+    Returns:
+      The feature dict that the encoder and `build` read (default:
+      `features`).
     """
-    del mode
+    del mode  # Unused by default.
     return features
 
   @abc.abstractmethod

@@ -189,8 +189,8 @@ def file_based_convert_examples_to_features(examples, label_list,
 
 
 def file_based_input_fn_builder(input_file, seq_length, is_training,
-                                drop_remainder, is_regression=False,
-                                num_labels=None, bucket_by_length=False):
+                                drop_remainder, label_feature=None,
+                                bucket_by_length=False):
   """Creates an `input_fn` over a file written by
   `file_based_convert_examples_to_features`.
 
@@ -199,9 +199,9 @@ def file_based_input_fn_builder(input_file, seq_length, is_training,
     seq_length: int, the `max_seq_length` it was written with.
     is_training: bool; training repeats and shuffles.
     drop_remainder: bool, whether to drop the last partial batch (TPU only).
-    is_regression: bool, whether `label_ids` is a float (regression task).
-    num_labels: int or None: multi-label, `label_ids` holds this many 0/1
-      ints.
+    label_feature: `tf.io.FixedLenFeature` of `label_ids` (a head's
+      `label_feature`: a float for regression, a 0/1 vector for
+      multi-label), or None: the reference's int64 label id.
     bucket_by_length: bool; True cuts each batch to its longest input
       rounded up to `lengths.bucket_lengths(seq_length)` (training groups
       inputs by length); False pads to `seq_length`, as the reference.
@@ -214,9 +214,7 @@ def file_based_input_fn_builder(input_file, seq_length, is_training,
       "input_ids": tf.io.FixedLenFeature([seq_length], tf.int64),
       "input_mask": tf.io.FixedLenFeature([seq_length], tf.int64),
       "segment_ids": tf.io.FixedLenFeature([seq_length], tf.int64),
-      "label_ids": tf.io.FixedLenFeature(
-          [] if num_labels is None else [num_labels],
-          tf.float32 if is_regression else tf.int64),
+      "label_ids": label_feature or tf.io.FixedLenFeature([], tf.int64),
       "is_real_example": tf.io.FixedLenFeature([], tf.int64),
   }
   return input_utils.tfrecord_input_fn_builder(

@@ -1,27 +1,300 @@
-"""The classifier model: BERT's pooled output and one dense layer.
+"""The classifier's heads: BERT's pooled output and one dense layer.
 
 The reference release's `run_classifier.py` head (`output_weights`
 [num_labels, hidden_size], `output_bias`, dropout 0.1 when training, softmax
-cross-entropy; Devlin et al. 2018, section 4.1), its `model_fn` for
-`TPUEstimator`, and the `test_results.tsv` writer. Beyond it: a one-output
-regression head (STS-B) and each GLUE task's extra eval metrics.
-`run_classifier.py` imports every public name from here.
+cross-entropy; Devlin et al. 2018, section 4.1) and, beyond it, a
+one-output regression head (STS-B) and a multi-label head (one sigmoid per
+label, binary cross-entropy), any of them over windows of long texts
+(`windowed`). Each is a `model_fn.Head` value holding all that differs
+between them: loss and outputs, eval metrics and their keys, the records'
+label, how predictions become lines, and what an export serves
+(`export_spec`). A script chooses the head once; the reference's
+`create_model` and `model_fn_builder` are thin wrappers over the heads.
 """
 
+import copy
 import functools
+import types
 
-from absl import logging
 import numpy as np
 import tensorflow.compat.v1 as tf
 
 from bert_tf import io as io_utils
 from bert_tf.tasks.classifier import metrics as glue_metrics
+from bert_tf.tasks.classifier import multi_label as multi_label_lib
+from bert_tf.tasks.classifier import windows as windows_lib
 from bert_tf.train import model_fn as model_fn_utils
 from bert_tf.train import spec as spec_lib
 import modeling
 
-__all__ = ["create_model", "model_fn_builder", "eval_keys",
-           "write_test_results"]
+__all__ = ["CLASSIFIER_FEATURES", "REGRESSION_FEATURES", "SingleLabelHead", "RegressionHead",
+           "MultiLabelHead", "head_for", "create_model",
+           "model_fn_builder", "write_test_results"]
+
+
+# What the heads read besides the three inputs, for a serving graph to fill
+# in (`bert_tf/export/saved_model.py`): name -> (dtype, shape after the
+# batch dimension, value); unused in PREDICT mode. Read-only.
+CLASSIFIER_FEATURES = types.MappingProxyType(
+    {"label_ids": (tf.int32, (), 0), "is_real_example": (tf.int32, (), 1)})
+REGRESSION_FEATURES = types.MappingProxyType(
+    {"label_ids": (tf.float32, (), 0.0), "is_real_example": (tf.int32, (), 1)})
+
+
+class SingleLabelHead(model_fn_utils.Head):
+  """One label per example: softmax cross-entropy (the reference's head).
+
+  Args:
+    label_list: list of str, the labels in id order.
+    metric_names: the task's extra eval metrics ("f1", "mcc"; see
+      `metrics.classification_metric_fn`).
+
+  Predictions: `{"probabilities": float32 [batch_size, num_labels]}`.
+  """
+
+  output_key = "probabilities"
+  # Records: `label_ids` as the reference writes it.
+  label_feature = tf.io.FixedLenFeature([], tf.int64)
+  # Tokens between two windows' starts, and how a text's windows make its
+  # prediction (`windowed`); None: one input a text.
+  doc_stride = None
+  aggregation = "mean"
+  # The reference's records (`features.file_based_convert_examples_to_
+  # features`); False: `windows.write_features`, with `label_ids(example)`
+  # and `padding_label`, the label of a padding record.
+  reference_records = True
+  padding_label = (0,)
+
+  def __init__(self, label_list, metric_names=()):
+    self.label_list = list(label_list)
+    self.metric_names = tuple(metric_names)
+
+  @property
+  def num_outputs(self):
+    return len(self.label_list)
+
+  def prepare(self, features, mode):
+    """`is_real_example` as float32 (ones where the records lack it)."""
+    del mode  # The same in every mode.
+    if "is_real_example" in features:
+      is_real = tf.cast(features["is_real_example"], tf.float32)
+    else:  # Inputs written for the reference may lack it.
+      is_real = tf.ones(tf.shape(features["label_ids"])[:1], dtype=tf.float32)
+    return dict(features, is_real_example=is_real)
+
+  def layer(self, output_layer, labels, is_training):
+    """The dense layer on the pooled output [batch_size, hidden]; `loss`'s
+    values for `labels` (the `label_ids` feature)."""
+    hidden_size = modeling.get_shape_list(output_layer, expected_rank=2)[1]
+    output_weights = tf.get_variable(
+        "output_weights", [self.num_outputs, hidden_size],
+        initializer=tf.truncated_normal_initializer(stddev=0.02))
+    output_bias = tf.get_variable(
+        "output_bias", [self.num_outputs], initializer=tf.zeros_initializer())
+    # Holds no variables. Not named "loss" as in the reference: that name
+    # would push the runner's TensorBoard `loss` summary to `loss_1`.
+    with tf.variable_scope("classifier"):
+      if is_training:
+        output_layer = modeling.dropout(output_layer, 0.1)
+      logits = tf.matmul(output_layer, output_weights, transpose_b=True)
+      logits = tf.nn.bias_add(logits, output_bias)  # [B, num_outputs]
+      return self.loss(logits, labels)
+
+  def loss(self, logits, labels):
+    """(loss, per_example_loss, logits, predictions) of the logits
+    [batch_size, num_outputs]: scalar, [batch_size], the logits and the
+    predictions (here softmax probabilities), float32."""
+    probabilities = tf.nn.softmax(logits, axis=-1)
+    log_probs = tf.nn.log_softmax(logits, axis=-1)
+    one_hot_labels = tf.one_hot(labels, depth=self.num_outputs,
+                                dtype=tf.float32)
+    per_example_loss = -tf.reduce_sum(one_hot_labels * log_probs, axis=-1)
+    # The mean includes TPU padding examples (kept for parity).
+    return (tf.reduce_mean(per_example_loss), per_example_loss, logits,
+            probabilities)
+
+  def build(self, model, features, mode, update_share=None):
+    del update_share  # The reference's mean over the batch.
+    label_ids = features["label_ids"]
+    loss, per_example_loss, logits, outputs = self.layer(
+        model.get_pooled_output(), label_ids,
+        mode == spec_lib.ModeKeys.TRAIN)
+    eval_metrics = None
+    if mode == spec_lib.ModeKeys.EVAL:
+      # The runner matches the tensors to the metric_fn's arguments.
+      eval_metrics = self.metrics(per_example_loss, label_ids, logits,
+                                  outputs, features["is_real_example"])
+    return model_fn_utils.HeadOutput(
+        loss=loss, eval_metrics=eval_metrics,
+        predictions={self.output_key: outputs})
+
+  def metrics(self, per_example_loss, label_ids, logits, outputs, is_real):
+    del outputs  # Accuracy and F1 come from the logits.
+    return (functools.partial(glue_metrics.classification_metric_fn,
+                              metric_names=self.metric_names),
+            [per_example_loss, label_ids, logits, is_real])
+
+  def eval_keys(self):
+    """The keys of `eval_results.txt` (what `--keep_best_by` may name)."""
+    return ({"eval_loss", "loss", "global_step", "eval_accuracy"} |
+            {"eval_%s" % name for name in self.metric_names})
+
+  def label_ids(self, example):
+    """An example's `label_ids` feature (`windows.write_features`).
+
+    Raises:
+      ValueError: a label not in the label list, naming the example.
+    """
+    if example.label not in self.label_list:
+      raise ValueError("example %s: label %r is not one of %s" %
+                       (example.guid, example.label, self.label_list))
+    return [self.label_list.index(example.label)]
+
+  def write_training_files(self, output_dir):
+    """Writes what the head keeps beside the checkpoints (nothing here)."""
+    del output_dir  # Unused.
+
+  def windowed(self, doc_stride, aggregation="mean"):
+    """This head over texts longer than one input: a copy whose records
+    are windows `doc_stride` tokens apart, each with its text's label
+    (`windows.write_features`), and whose prediction of a text is the
+    `aggregation` ("mean" or "max") of its windows' (`aggregate`)."""
+    head = copy.copy(self)
+    head.doc_stride, head.aggregation = doc_stride, aggregation
+    head.reference_records = False
+    return head
+
+  def aggregate(self, predictions, owners, num_examples):
+    """One prediction per example from the predictions of its records."""
+    return ({"probabilities": value} for value in windows_lib.aggregate(
+        predictions, owners, num_examples, self.aggregation))
+
+  def export_spec(self):
+    """What an export serves: `saved_model.export_saved_model`'s `kind`
+    (`serving_config.json`'s), `output_keys`, `extra_features` and the
+    head's `extra_config`."""
+    return {"kind": "classifier", "output_keys": [self.output_key],
+            "extra_features": dict(CLASSIFIER_FEATURES),
+            "extra_config": {}}
+
+
+class RegressionHead(SingleLabelHead):
+  """One output trained with the squared error (STS-B).
+
+  Predictions: `{"predictions": float32 [batch_size]}`.
+  """
+
+  output_key = "predictions"
+  label_feature = tf.io.FixedLenFeature([], tf.float32)
+  padding_label = (0.0,)
+  num_outputs = 1
+
+  def __init__(self):
+    super().__init__([])
+
+  def loss(self, logits, labels):
+    predictions = tf.squeeze(logits, axis=-1)  # [B]
+    per_example_loss = tf.square(predictions - tf.cast(labels, tf.float32))
+    return (tf.reduce_mean(per_example_loss), per_example_loss, logits,
+            predictions)
+
+  def metrics(self, per_example_loss, label_ids, logits, outputs, is_real):
+    del logits  # The correlations come from the predictions.
+    return (glue_metrics.regression_metric_fn,
+            [per_example_loss, label_ids, outputs, is_real])
+
+  def eval_keys(self):
+    return {"eval_loss", "loss", "global_step", "eval_pearson",
+            "eval_spearman"}
+
+  def label_ids(self, example):
+    return [float(example.label)]
+
+  def export_spec(self):
+    return {"kind": "regression", "output_keys": [self.output_key],
+            "extra_features": dict(REGRESSION_FEATURES),
+            "extra_config": {}}
+
+
+class MultiLabelHead(SingleLabelHead):
+  """A set of labels per example: one sigmoid per label and the binary
+  cross-entropy averaged over the labels (the mean over the batch is then
+  Hugging Face's `BCEWithLogitsLoss` of `problem_type=
+  "multi_label_classification"`).
+
+  Args:
+    label_list: list of str, the labels in output order (the per-label F1
+      keys).
+    threshold: float in (0, 1): a label is predicted when its probability
+      is at least this (evaluation; written to the export's config).
+
+  Records: `label_ids` is a 0/1 vector [num_labels]. Predictions:
+  `{"probabilities": float32 [batch_size, num_labels]}`.
+  """
+
+  def __init__(self, label_list, threshold=0.5):
+    super().__init__(label_list)
+    self.threshold = threshold
+    self.label_feature = tf.io.FixedLenFeature([len(self.label_list)],
+                                               tf.int64)
+    self.reference_records = False
+    self.padding_label = (0,) * len(self.label_list)
+
+  def loss(self, logits, labels):
+    per_example_loss = tf.reduce_mean(
+        tf.nn.sigmoid_cross_entropy_with_logits(
+            labels=tf.cast(labels, tf.float32), logits=logits), axis=-1)
+    return (tf.reduce_mean(per_example_loss), per_example_loss, logits,
+            tf.sigmoid(logits))
+
+  def metrics(self, per_example_loss, label_ids, logits, outputs, is_real):
+    del logits  # The scores come from the thresholded probabilities.
+    return (functools.partial(glue_metrics.multi_label_metric_fn,
+                              label_names=self.label_list,
+                              threshold=self.threshold),
+            [per_example_loss, label_ids, outputs, is_real])
+
+  def eval_keys(self):
+    return ({"eval_loss", "loss", "global_step", "eval_exact_match",
+             "eval_micro_f1", "eval_macro_f1"} |
+            {"eval_f1_%s" % label for label in self.label_list})
+
+  def label_ids(self, example):
+    try:
+      return multi_label_lib.multi_hot(example.label, self.label_list)
+    except ValueError as e:
+      raise ValueError("example %s: %s" % (example.guid, e))
+
+  def write_training_files(self, output_dir):
+    """The labels file that `convert_checkpoint.py` reads (its problem
+    type and label names)."""
+    multi_label_lib.write_labels_file(output_dir, self.label_list)
+
+  def export_spec(self):
+    spec = super().export_spec()  # label_ids: a 0/1 vector.
+    spec["extra_features"]["label_ids"] = (tf.int32, (self.num_outputs,), 0)
+    spec["extra_config"] = {"problem_type": multi_label_lib.PROBLEM_TYPE,
+                            "multi_label_threshold": self.threshold}
+    return spec
+
+
+def head_for(processor, label_list):
+  """The head of a task's `DataProcessor`: `RegressionHead` where it is a
+  regression, else `SingleLabelHead` with the task's extra metrics."""
+  if processor.is_regression:
+    return RegressionHead()
+  return SingleLabelHead(label_list, processor.metric_names)
+
+
+def _head(num_labels, is_regression, multi_label, metric_names=(),
+          label_names=None, threshold=0.5):
+  """The head the reference-style boolean arguments describe."""
+  if is_regression:
+    return RegressionHead()
+  labels = label_names or [str(i) for i in range(num_labels)]
+  if multi_label:
+    return MultiLabelHead(labels, threshold)
+  return SingleLabelHead(labels, metric_names)
 
 
 def create_model(bert_config, is_training, input_ids, input_mask, segment_ids,
@@ -30,26 +303,12 @@ def create_model(bert_config, is_training, input_ids, input_mask, segment_ids,
                  multi_label=False, cast_weights_once=False):
   """Creates a classification model: a dense layer on the pooled output.
 
-  Args:
-    bert_config: `modeling.BertConfig`.
-    is_training: bool; dropout (probability 0.1) on the pooled output only
-      when training, as in the reference.
-    input_ids: int32 Tensor of shape [batch_size, seq_length].
-    input_mask: int32 Tensor of shape [batch_size, seq_length].
-    segment_ids: int32 Tensor of shape [batch_size, seq_length].
-    labels: int32 Tensor of shape [batch_size] (float32 for regression;
-      [batch_size, num_labels] of 0/1 for multi-label).
-    num_labels: int, the number of classes (1 for regression).
-    use_one_hot_embeddings: bool, one-hot matmul embeddings (faster on TPU).
-    is_regression: bool; one output trained with the squared error.
-    compute_dtype: the encoder's compute dtype (see `modeling.BertModel`);
-      the head and the loss are float32.
-    multi_label: bool; one sigmoid per label and the binary cross-entropy,
-      averaged over the labels (the mean over the batch is then Hugging
-      Face's `BCEWithLogitsLoss` of `problem_type=
-      "multi_label_classification"`).
-    cast_weights_once: bool, see `modeling.BertModel`: for prediction and
-      evaluation graphs off TPU.
+  The reference's function over the heads: `SingleLabelHead` (labels
+  int32 [batch_size]), `RegressionHead` with `is_regression` (float32
+  labels), `MultiLabelHead` with `multi_label` (0/1 labels [batch_size,
+  num_labels]). Dropout (0.1) on the pooled output only when training;
+  `compute_dtype` and `cast_weights_once` as `modeling.BertModel`'s (the
+  head and the loss are float32). Inputs: int32 [batch_size, seq_length].
 
   Returns:
     `(loss, per_example_loss, logits, probabilities)`: scalar, [batch_size],
@@ -61,40 +320,8 @@ def create_model(bert_config, is_training, input_ids, input_mask, segment_ids,
       input_mask=input_mask, token_type_ids=segment_ids,
       use_one_hot_embeddings=use_one_hot_embeddings,
       compute_dtype=compute_dtype, cast_weights_once=cast_weights_once)
-  output_layer = model.get_pooled_output()  # [B, H]
-  hidden_size = modeling.get_shape_list(output_layer, expected_rank=2)[1]
-
-  output_weights = tf.get_variable(
-      "output_weights", [num_labels, hidden_size],
-      initializer=tf.truncated_normal_initializer(stddev=0.02))
-  output_bias = tf.get_variable(
-      "output_bias", [num_labels], initializer=tf.zeros_initializer())
-
-  # Holds no variables. Not named "loss" as in the reference: that name would
-  # push the runner's TensorBoard `loss` summary to `loss_1`.
-  with tf.variable_scope("classifier"):
-    if is_training:
-      output_layer = modeling.dropout(output_layer, 0.1)
-    logits = tf.matmul(output_layer, output_weights, transpose_b=True)
-    logits = tf.nn.bias_add(logits, output_bias)  # [B, num_labels]
-    if is_regression:
-      predictions = tf.squeeze(logits, axis=-1)  # [B]
-      per_example_loss = tf.square(predictions - tf.cast(labels, tf.float32))
-      return (tf.reduce_mean(per_example_loss), per_example_loss, logits,
-              predictions)
-    if multi_label:
-      per_example_loss = tf.reduce_mean(
-          tf.nn.sigmoid_cross_entropy_with_logits(
-              labels=tf.cast(labels, tf.float32), logits=logits), axis=-1)
-      return (tf.reduce_mean(per_example_loss), per_example_loss, logits,
-              tf.sigmoid(logits))
-    probabilities = tf.nn.softmax(logits, axis=-1)
-    log_probs = tf.nn.log_softmax(logits, axis=-1)
-    one_hot_labels = tf.one_hot(labels, depth=num_labels, dtype=tf.float32)
-    per_example_loss = -tf.reduce_sum(one_hot_labels * log_probs, axis=-1)
-    # The mean includes TPU padding examples (kept for parity).
-    loss = tf.reduce_mean(per_example_loss)
-    return loss, per_example_loss, logits, probabilities
+  return _head(num_labels, is_regression, multi_label).layer(
+      model.get_pooled_output(), labels, is_training)
 
 
 def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate,
@@ -102,113 +329,28 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate,
                      use_one_hot_embeddings, is_regression=False,
                      metric_names=(), options=None,
                      compute_dtype=tf.float32, multi_label=False,
-                     label_names=None, threshold=0.5):
-  """Returns a `model_fn` for `TPUEstimator`.
+                     label_names=None, threshold=0.5, head=None):
+  """Returns a `model_fn` for `TPUEstimator` (`model_fn.build_model_fn`).
 
-  Args:
-    bert_config: `modeling.BertConfig`.
-    num_labels: int, the number of classes (1 for regression).
-    init_checkpoint: (Optional) checkpoint to initialize from; the classifier
-      head is new, every `bert/...` variable found in it is loaded.
-    learning_rate: float, the peak learning rate.
-    num_train_steps: int, steps of the linear decay.
-    num_warmup_steps: int, steps of linear warmup.
-    use_tpu: bool.
-    use_one_hot_embeddings: bool.
-    is_regression: bool, a one-output regression task (STS-B).
-    metric_names: extra eval metrics ("f1", "mcc") of a classification task.
-    options: (optional) `optimization.OptimizerOptions`: the optimizer;
-      default the reference's.
-    compute_dtype: the encoder's compute dtype (see `modeling.BertModel`).
-    multi_label: bool, a set of labels per example (`label_ids`
-      [batch_size, num_labels] of 0/1; sigmoid outputs).
-    label_names: list of str, the labels' names (multi-label: the per-label
-      F1 keys).
-    threshold: float in (0, 1), a label is predicted when its probability
-      is at least this (multi-label evaluation).
+  The reference's function: `init_checkpoint` (or None) initializes every
+  `bert/...` variable it holds, the head is new; the learning rate decays
+  linearly over `num_train_steps` after `num_warmup_steps` of warmup;
+  `options` (`OptimizerOptions`, or None: the reference's optimizer).
+  The head is `head`, or the one `is_regression`, `metric_names`,
+  `multi_label`, `label_names` and `threshold` describe (see the heads).
 
   Returns:
     `model_fn(features, labels, mode, params)`. Predictions are
     `{"probabilities": [batch_size, num_labels]}`, or for regression
     `{"predictions": [batch_size]}`.
   """
-
-  def model_fn(features, labels, mode, params):
-    del labels, params  # Unused.
-    logging.info("*** Features ***")
-    for name in sorted(features):
-      logging.info("  name = %s, shape = %s", name, features[name].shape)
-    label_ids = features["label_ids"]
-    if "is_real_example" in features:
-      is_real_example = tf.cast(features["is_real_example"], tf.float32)
-    else:  # Inputs written for the reference may lack it.
-      is_real_example = tf.ones(tf.shape(label_ids)[:1], dtype=tf.float32)
-    is_training = mode == spec_lib.ModeKeys.TRAIN
-
-    total_loss, per_example_loss, logits, outputs = create_model(
-        bert_config, is_training, features["input_ids"],
-        features["input_mask"], features["segment_ids"], label_ids,
-        num_labels, use_one_hot_embeddings, is_regression=is_regression,
-        compute_dtype=compute_dtype, multi_label=multi_label,
-        cast_weights_once=model_fn_utils.cast_weights_once(
-            mode, use_tpu))
-    scaffold_fn = model_fn_utils.init_from_checkpoint(init_checkpoint,
-                                                       use_tpu)
-
-    if mode == spec_lib.ModeKeys.TRAIN:
-      return model_fn_utils.train_spec(
-          total_loss, learning_rate, num_train_steps, num_warmup_steps,
-          use_tpu, scaffold_fn, options=options)
-    if mode == spec_lib.ModeKeys.EVAL:
-      if multi_label:
-        eval_metrics = (functools.partial(
-            glue_metrics.multi_label_metric_fn, label_names=label_names,
-            threshold=threshold),
-                        [per_example_loss, label_ids, outputs,
-                         is_real_example])
-      elif is_regression:
-        eval_metrics = (glue_metrics.regression_metric_fn,
-                        [per_example_loss, label_ids, outputs,
-                         is_real_example])
-      else:
-        # The runner matches the tensors to the metric_fn's arguments.
-        eval_metrics = (functools.partial(glue_metrics.classification_metric_fn,
-                                          metric_names=metric_names),
-                        [per_example_loss, label_ids, logits,
-                         is_real_example])
-      return spec_lib.model_spec(
-          mode=mode, loss=total_loss, eval_metrics=eval_metrics,
-          scaffold_fn=scaffold_fn)
-    key = "predictions" if is_regression else "probabilities"
-    return spec_lib.model_spec(
-        mode=mode, predictions={key: outputs}, scaffold_fn=scaffold_fn)
-
-  return model_fn
-
-
-def eval_keys(processor, label_list, multi_label=False):
-  """The keys of the task's `eval_results.txt` (what `--keep_best_by`
-  may name).
-
-  Args:
-    processor: the task's `DataProcessor` (its `is_regression` and
-      `metric_names`).
-    label_list: list of str, the labels (multi-label: per-label F1 keys).
-    multi_label: bool.
-
-  Returns:
-    Set of str.
-  """
-  keys = {"eval_loss", "loss", "global_step"}
-  if multi_label:
-    keys |= {"eval_exact_match", "eval_micro_f1", "eval_macro_f1"}
-    keys |= {"eval_f1_%s" % label for label in label_list}
-  elif processor.is_regression:
-    keys |= {"eval_pearson", "eval_spearman"}
-  else:
-    keys.add("eval_accuracy")
-    keys |= {"eval_%s" % name for name in processor.metric_names}
-  return keys
+  head = head or _head(num_labels, is_regression, multi_label, metric_names,
+                       label_names, threshold)
+  return model_fn_utils.build_model_fn(
+      head, bert_config, init_checkpoint, use_tpu, use_one_hot_embeddings,
+      model_fn_utils.TrainingSchedule(learning_rate, num_train_steps,
+                                      num_warmup_steps, options),
+      compute_dtype=compute_dtype)
 
 
 def write_test_results(output_file, predictions, num_examples):
@@ -233,10 +375,8 @@ def write_test_results(output_file, predictions, num_examples):
     for prediction in predictions:
       if written >= num_examples:
         break  # The rest are PaddingInputExamples.
-      if "probabilities" in prediction:
-        values = np.reshape(prediction["probabilities"], [-1])
-      else:
-        values = np.reshape(prediction["predictions"], [-1])
+      values = np.reshape(prediction.get("probabilities",
+                                         prediction.get("predictions")), [-1])
       writer.write("\t".join(io_utils.number_str(value) for value in values) +
                    "\n")
       written += 1

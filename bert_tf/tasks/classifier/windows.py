@@ -18,12 +18,10 @@ import tensorflow.compat.v1 as tf
 
 from bert_tf import io as io_utils
 from bert_tf.tasks import features as feature_utils
-from bert_tf.tasks.classifier import multi_label as multi_label_lib
 from bert_tf.tasks.classifier.data import PaddingInputExample
 from bert_tf.tasks.squad import data as squad_data
 
-__all__ = ["AGGREGATIONS", "encode_windows", "label_vector",
-           "write_features", "aggregate"]
+__all__ = ["AGGREGATIONS", "encode_windows", "write_features", "aggregate"]
 
 AGGREGATIONS = ("mean", "max")
 
@@ -75,28 +73,6 @@ def encode_windows(example, tokenizer, max_seq_length, doc_stride=None):
           for tokens, segment_ids in packed]
 
 
-def label_vector(example, label_list, multi_label):
-  """The `label_ids` feature of an example: a list of ints (a float list
-  for regression, `label_list` None).
-
-  Multi-label: the multi-hot vector over `label_list`; else `[index]`.
-
-  Raises:
-    ValueError: a label not in `label_list`, naming the example.
-  """
-  if label_list is None:
-    return [float(example.label)]
-  if multi_label:
-    try:
-      return multi_label_lib.multi_hot(example.label, label_list)
-    except ValueError as e:
-      raise ValueError("example %s: %s" % (example.guid, e))
-  if example.label not in label_list:
-    raise ValueError("example %s: label %r is not one of %s" %
-                     (example.guid, example.label, label_list))
-  return [list(label_list).index(example.label)]
-
-
 def _record(input_ids, input_mask, segment_ids, labels, is_real):
   record = collections.OrderedDict()
   record["input_ids"] = io_utils.int64_feature(input_ids)
@@ -110,23 +86,22 @@ def _record(input_ids, input_mask, segment_ids, labels, is_real):
       features=tf.train.Features(feature=record)).SerializeToString()
 
 
-def write_features(examples, label_list, max_seq_length, tokenizer,
-                   output_file, multi_label=False, doc_stride=None,
-                   batch_multiple=None):
+def write_features(examples, head, max_seq_length, tokenizer, output_file,
+                   doc_stride=None, batch_multiple=None):
   """Writes the examples' inputs (all windows) to a TFRecord file.
 
-  Keys as the reference's records; `label_ids` holds `len(label_list)`
-  ints for multi-label. The file appears under its name only when
-  complete.
+  Keys as the reference's records; `label_ids` is the head's (a float for
+  regression, a 0/1 vector for multi-label). The file appears under its
+  name only when complete.
 
   Args:
     examples: list of `InputExample` (a `PaddingInputExample` is skipped:
       padding is added here, see `batch_multiple`).
-    label_list: list of str, or None for regression.
+    head: the classifier head (`model.SingleLabelHead` or a subclass): its
+      `label_ids(example)` and `padding_label`.
     max_seq_length: int.
     tokenizer: `tokenization.FullTokenizer`.
     output_file: str, the TFRecord path.
-    multi_label: bool, the labels are sets.
     doc_stride: int or None, see `encode_windows`.
     batch_multiple: int or None: pad with all-zero records
       (`is_real_example` 0) to a multiple of it (TPU).
@@ -135,15 +110,13 @@ def write_features(examples, label_list, max_seq_length, tokenizer,
     List of int, for each record the index of its example in `examples`
     (-1 for padding), in file order.
   """
-  width = len(label_list) if multi_label else 1
-  zero_label = [0.0] if label_list is None else [0] * width
   owners = []
   with io_utils.atomic_path(output_file) as temp, \
       tf.io.TFRecordWriter(temp) as writer:
     for index, example in enumerate(examples):
       if isinstance(example, PaddingInputExample):
         continue
-      labels = label_vector(example, label_list, multi_label)
+      labels = head.label_ids(example)
       windows = encode_windows(example, tokenizer, max_seq_length, doc_stride)
       for input_ids, input_mask, segment_ids in windows:
         writer.write(_record(input_ids, input_mask, segment_ids, labels,
@@ -151,7 +124,8 @@ def write_features(examples, label_list, max_seq_length, tokenizer,
         owners.append(index)
     while batch_multiple and len(owners) % batch_multiple:
       zeros = [0] * max_seq_length
-      writer.write(_record(zeros, zeros, zeros, zero_label, False))
+      writer.write(_record(zeros, zeros, zeros,
+                           list(head.padding_label), False))
       owners.append(-1)
   logging.info("Wrote %d records (%d examples) to %s",
                sum(1 for o in owners if o >= 0), len(examples), output_file)
