@@ -69,6 +69,7 @@ from bert_tf.tasks.classifier.model import model_fn_builder
 from bert_tf.tasks.classifier.model import write_test_results
 from bert_tf.runner import loop
 from bert_tf.train import best as best_lib
+from bert_tf.train import checkpoints
 from bert_tf.train import model_fn as model_fn_utils
 from bert_tf.train import options as training_options
 # `run_classifier.modeling` and `.tokenization`, as in the reference.
@@ -238,7 +239,7 @@ def _export(flag_values, bert_config, label_list, is_regression,
                         multi_label_threshold=(
                             flag_values.multi_label_threshold))
   export_utils.export_saved_model(
-      model_fn, checkpoint or export_utils.checkpoint_to_export(
+      model_fn, checkpoint or checkpoints.checkpoint_to_export(
           flag_values.output_dir, init_checkpoint),
       flag_values.export_dir, flag_values.max_seq_length,
       kind=(export_utils.REGRESSION if is_regression else

@@ -45,6 +45,7 @@ from bert_tf.tasks.ner import reader as ner_reader
 from bert_tf.tasks.ner import tags as ner_tags
 from bert_tf.train import accumulation
 from bert_tf.train import best as best_lib
+from bert_tf.train import checkpoints
 from bert_tf.train import hooks as train_hooks
 from bert_tf.train import input_fn as input_utils
 from bert_tf.train import lengths as lengths_lib
@@ -419,7 +420,7 @@ def _export(flag_values, bert_config, label_list, init_checkpoint,
       init_checkpoint=None, learning_rate=0.0, num_train_steps=None,
       num_warmup_steps=None, use_tpu=False, use_one_hot_embeddings=False)
   export_utils.export_saved_model(
-      model_fn, checkpoint or export_utils.checkpoint_to_export(
+      model_fn, checkpoint or checkpoints.checkpoint_to_export(
           flag_values.output_dir, init_checkpoint),
       flag_values.export_dir, flag_values.max_seq_length,
       kind=export_utils.NER, output_keys=["probabilities"],

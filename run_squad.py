@@ -62,6 +62,7 @@ from bert_tf.tasks.squad.predictions import RawResult
 from bert_tf.tasks.squad.predictions import score_predictions
 from bert_tf.tasks.squad.predictions import write_predictions
 from bert_tf.runner import loop
+from bert_tf.train import checkpoints
 from bert_tf.train import model_fn as model_fn_utils
 from bert_tf.train import options as training_options
 # `run_squad.modeling` and `.tokenization`, as in the reference.
@@ -267,7 +268,7 @@ def _export(flag_values, bert_config, init_checkpoint, checkpoint=None):
       num_train_steps=None, num_warmup_steps=None, use_tpu=False,
       use_one_hot_embeddings=False)
   export_utils.export_saved_model(
-      model_fn, checkpoint or export_utils.checkpoint_to_export(
+      model_fn, checkpoint or checkpoints.checkpoint_to_export(
           flag_values.output_dir, init_checkpoint),
       flag_values.export_dir, flag_values.max_seq_length,
       kind=export_utils.SQUAD, output_keys=["start_logits", "end_logits"],

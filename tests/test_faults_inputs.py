@@ -33,7 +33,7 @@ from bert_tf.checks.problems import Problems
 from bert_tf.cli import startup
 from bert_tf.export import saved_model
 from bert_tf.export import serving
-from bert_tf.train import hooks as train_hooks
+from bert_tf.train import checkpoints
 from bert_tf.train import options as training_options
 import convert_checkpoint
 import tokenization
@@ -204,7 +204,7 @@ def test_saves_cut_by_a_kill_are_removed_when_training_starts(tmp_path):
         b"\0" * 100)
   (output_dir / "my_temp").mkdir()  # Not a save's: kept.
   (output_dir / "model.ckpt-5_temp.txt").write_text("a file: kept")
-  held = train_hooks.start_training(str(output_dir))
+  held = checkpoints.start_training(str(output_dir))
   try:
     assert sorted(os.listdir(output_dir)) == sorted(
         ["my_temp", "model.ckpt-5_temp.txt"] +
