@@ -19,6 +19,7 @@ from helpers import RUNNERS
 from helpers import tiny_model_flags
 from helpers import write_tsv
 from bert_tf.checks import checkpoint as checkpoint_checks
+from bert_tf.cli import entry
 from bert_tf.train import best as best_lib
 from bert_tf.train import checkpoints
 
@@ -340,3 +341,53 @@ def test_sane_weights_of_the_tiny_model_are_below_the_bound():
   largest = max(float(np.max(np.abs(reader.get_tensor(name))))
                 for name in reader.get_variable_to_shape_map())
   assert largest < checkpoints.SANE_WEIGHT
+
+
+# ---------------------------------------------------------------------------
+# A save on a full disk.
+# ---------------------------------------------------------------------------
+
+_SAVE_FAILED = ("%s: saving checkpoint model.ckpt-0 failed: the disk is full "
+                "or the file-size limit was reached (%s); free space and "
+                "rerun")
+
+
+@pytest.mark.parametrize("error, cause", [
+    (tf.errors.OutOfRangeError(None, None, (
+        "Graph execution error:\n\nDetected at node 'save/SaveV2' defined at "
+        "(most recent call last):\n  File \"run_pretraining.py\", line 1\n"
+        "Node: 'save/SaveV2'\n{0}/model.ckpt-0_temp/part-00000-of-00001."
+        "data-00000-of-00001.tempstate1950643412232864868; File too large\n"
+        "\t [[{{{{node save/SaveV2}}}}]]")), "file too large"),
+    (tf.errors.ResourceExhaustedError(None, None, (
+        "{0}/model.ckpt-0_temp/part-00000-of-00001.data-00000-of-00001."
+        "tempstate77; No space left on device\n\t [[{{{{node save/SaveV2}}}}]]"
+        "\nHint: If you want to see a list of allocated tensors when OOM "
+        "happens, add report_tensor_allocations_upon_oom to RunOptions for "
+        "current allocation info.")), "no space left on device"),
+])
+@pytest.mark.parametrize("folder", ["/runs/out", "/runs/pre[2]"])
+def test_a_save_on_a_full_disk_names_the_folder_and_the_cause(error, cause,
+                                                              folder):
+  error = type(error)(None, None, error.message.format(folder))
+  assert entry.one_line(error) == _SAVE_FAILED % (folder, cause)
+
+
+@pytest.mark.slow
+def test_a_save_on_a_full_disk_is_one_line_from_a_script(tmp_path):
+  # A vocabulary of 40,000: the weights outgrow the limit, the graph not.
+  with open(fh.tiny("bert_config.json")) as f:
+    config = json.load(f)
+  config["vocab_size"] = 40000
+  config_file = str(tmp_path / "bert_config.json")
+  with open(config_file, "w") as f:
+    json.dump(config, f)
+  records = fh.write_records(str(tmp_path / "data.tfrecord"), 8)
+  out = str(tmp_path / "out")
+  result = fh.run("run_pretraining.py", fh.pretraining_flags(
+      records, out, num_train_steps=2, init_checkpoint="",
+      bert_config_file=config_file), file_size_limit=4000000)
+  assert result.returncode == 1
+  assert fh.last_line(result.stderr) == "error: " + _SAVE_FAILED % (
+      out, "file too large")
+  assert "Traceback" not in result.stderr
