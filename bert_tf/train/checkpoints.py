@@ -54,10 +54,6 @@ SANE_WEIGHT = 1e4
 _STEP_NAME = re.compile(r"^model\.ckpt-(\d+)$")
 
 
-def _step(prefix):
-  return int(_STEP_NAME.match(os.path.basename(prefix)).group(1))
-
-
 # ----------------------------------------------------------------------------
 # Saving and keeping
 # ----------------------------------------------------------------------------
