@@ -310,7 +310,7 @@ def test_exit_if_preempted_reads_its_own_hooks(tmp_path):
   assert info.value.code == train_hooks.PREEMPTED_EXIT_STATUS
   # Each run's hooks start unstopped.
   fresh = [h for h in loop.training_hooks(_RUN, str(tmp_path), _TRAINING,
-                                   checkpoints.Saving())
+                                          checkpoints.Saving())
            if isinstance(h, train_hooks.PreemptionHook)]
   assert len(fresh) == 1 and fresh[0].stopped_at_step is None
 
@@ -321,7 +321,7 @@ def test_only_the_chief_gets_the_summary_writer(monkeypatch, tmp_path):
     monkeypatch.setenv("TF_CONFIG", json.dumps(
         {"cluster": cluster, "task": {"type": "worker", "index": index}}))
     hooks = loop.training_hooks(_RUN, str(tmp_path), _TRAINING,
-                                   checkpoints.Saving())
+                                checkpoints.Saving())
     assert any(isinstance(h, train_hooks.SummaryFlushHook)
                for h in hooks) == writes, index
   # A non-chief's eval scores are not written either.
