@@ -96,27 +96,35 @@ class Saver(tf.train.Saver):
         continue
     self.set_last_checkpoints_with_time(found)
 
-  def save(self, sess, save_path, global_step=None, *args, **kwargs):
+  def save(self, sess, save_path, global_step=None, latest_filename=None,
+           meta_graph_suffix="meta", write_meta_graph=True, write_state=True,
+           strip_default_attrs=False, save_debug_info=False):
     """`tf.train.Saver.save`, removing the checkpoint that falls out of the
     newest `max_to_keep` by its exact file names, after the new one is
     saved (the saver's own removal is never reached)."""
-    if self.saver_def is None:  # Not built: TensorFlow says so.
-      return super().save(sess, save_path, global_step, *args, **kwargs)
-    keep = self.saver_def.max_to_keep
-    before = list(self.last_checkpoints)
     step = global_step
     if step is not None and not isinstance(step, (int, np.integer)):
       step = tf.train.global_step(sess, step)
+    before = list(self.last_checkpoints)
+    keep = self.saver_def.max_to_keep if self.saver_def else 0
     target = save_path if step is None else "%s-%d" % (save_path, step)
     kept = [p for p in before if p != target]
-    dropped = kept[:max(0, len(kept) + 1 - keep)] if keep else []
+    dropped = (kept[:max(0, len(kept) + 1 - keep)] if keep and write_state
+               else [])
     now = time.time()
-    self.set_last_checkpoints_with_time(
-        [(p, now) for p in kept[len(dropped):]])
+    if dropped:
+      self.set_last_checkpoints_with_time(
+          [(p, now) for p in kept[len(dropped):]])
     try:
-      path = super().save(sess, save_path, global_step=step, *args, **kwargs)
+      path = super().save(
+          sess, save_path, global_step=step, latest_filename=latest_filename,
+          meta_graph_suffix=meta_graph_suffix,
+          write_meta_graph=write_meta_graph, write_state=write_state,
+          strip_default_attrs=strip_default_attrs,
+          save_debug_info=save_debug_info)
     except BaseException:
-      self.set_last_checkpoints_with_time([(p, now) for p in before])
+      if dropped:
+        self.set_last_checkpoints_with_time([(p, now) for p in before])
       raise
     for old in dropped:
       remove_checkpoint(old)
