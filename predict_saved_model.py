@@ -30,7 +30,6 @@ from absl import flags
 from absl import logging
 import numpy as np
 
-from bert_tf import io as io_utils
 from bert_tf.checks import numbers as number_checks
 from bert_tf.cli import entry
 from bert_tf.export import saved_model as export_utils

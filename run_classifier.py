@@ -69,6 +69,7 @@ from bert_tf.tasks.classifier.model import write_test_results
 from bert_tf.tasks.classifier.task import ClassifierTask
 from bert_tf.runner import loop
 from bert_tf.train import best as best_lib
+from bert_tf.train import checkpoints
 from bert_tf.train import model_fn as model_fn_utils
 from bert_tf.train import options as training_options
 # `run_classifier.modeling` and `.tokenization`, as in the reference.
@@ -185,7 +186,7 @@ def _export(flag_values, task, bert_config, init_checkpoint, checkpoint=None):
   """Exports the task's model under --export_dir (`export_utils`):
   `checkpoint` (the kept best), else the latest."""
   return export_utils.export_saved_model(
-      checkpoint_path=checkpoint or export_utils.checkpoint_to_export(
+      checkpoint_path=checkpoint or checkpoints.checkpoint_to_export(
           flag_values.output_dir, init_checkpoint),
       export_dir=flag_values.export_dir, vocab_file=flag_values.vocab_file,
       bert_config_file=flag_values.bert_config_file,

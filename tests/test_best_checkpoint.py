@@ -112,7 +112,9 @@ def test_resume_after_a_kill_keeps_the_record_and_evaluates_the_gap(
 
 def test_another_key_on_resume_is_refused(tmp_path):
   keeper = best_lib.BestKeeper(str(tmp_path), "eval_accuracy")
-  keeper.update({"global_step": 1, "eval_accuracy": 0.5}, "x/model.ckpt-1")
+  _FakeRunner(str(tmp_path), {}).write_checkpoint(1)
+  keeper.update({"global_step": 1, "eval_accuracy": 0.5},
+                str(tmp_path / "model.ckpt-1"))
   with pytest.raises(ValueError, match="ranks by 'eval_accuracy'"):
     best_lib.BestKeeper(str(tmp_path), "eval_loss")
 

@@ -23,6 +23,7 @@ from bert_tf.train import model_fn as model_fn_utils
 from bert_tf.runner import select as runner_lib
 from bert_tf.train import options as training_options
 from bert_tf.export import saved_model as export_utils
+from bert_tf.train import checkpoints
 import modeling
 import predict_saved_model
 import run_classifier
@@ -272,12 +273,12 @@ def test_serving_input_fills_the_features_a_client_does_not_send():
 
 def test_checkpoint_to_export_prefers_output_dir(classifier, tmp_path):
   model_dir, checkpoint, _, _ = classifier
-  assert export_utils.checkpoint_to_export(model_dir, None) == checkpoint
-  assert export_utils.checkpoint_to_export(str(tmp_path), checkpoint) == (
+  assert checkpoints.checkpoint_to_export(model_dir, None) == checkpoint
+  assert checkpoints.checkpoint_to_export(str(tmp_path), checkpoint) == (
       checkpoint)
-  assert export_utils.checkpoint_to_export(None, model_dir) == checkpoint
+  assert checkpoints.checkpoint_to_export(None, model_dir) == checkpoint
   with pytest.raises(ValueError, match="no checkpoint to export"):
-    export_utils.checkpoint_to_export(str(tmp_path), str(tmp_path / "none"))
+    checkpoints.checkpoint_to_export(str(tmp_path), str(tmp_path / "none"))
 
 
 # ----------------------------------------------------------------------------

@@ -23,6 +23,7 @@ from bert_tf.checks import checkpoint as checkpoint_checks
 from bert_tf.checks import records as record_checks
 from bert_tf.tasks.squad import data as squad_data
 from bert_tf.cli import startup
+from bert_tf.train import checkpoints
 import tokenization
 
 
@@ -136,11 +137,11 @@ def test_truncated_latest_checkpoint_is_refused_on_resume(tmp_path):
   for suffix in (".index", ".data-00000-of-00001"):
     os.rename(prefix + suffix, step_3 + suffix)
   tf.train.update_checkpoint_state(output_dir, step_3)
-  checkpoint_checks.check_resume_checkpoint(output_dir)  # Whole: accepted.
+  checkpoints.check_resume(output_dir)  # Whole: accepted.
   _truncate(step_3 + ".data-00000-of-00001")
   with pytest.raises(ValueError, match=r"model\.ckpt-3\.data-00000-of-00001 "
                      "is truncated.*training would resume from it"):
-    checkpoint_checks.check_resume_checkpoint(output_dir)
+    checkpoints.check_resume(output_dir)
 
 
 def test_checkpoint_shapes_that_do_not_fit_the_config(tmp_path):

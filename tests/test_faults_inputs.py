@@ -33,7 +33,7 @@ from bert_tf.checks.problems import Problems
 from bert_tf.cli import startup
 from bert_tf.export import saved_model
 from bert_tf.export import serving
-from bert_tf.train import hooks as train_hooks
+from bert_tf.train import checkpoints
 from bert_tf.train import options as training_options
 import convert_checkpoint
 import tokenization
@@ -204,7 +204,7 @@ def test_saves_cut_by_a_kill_are_removed_when_training_starts(tmp_path):
         b"\0" * 100)
   (output_dir / "my_temp").mkdir()  # Not a save's: kept.
   (output_dir / "model.ckpt-5_temp.txt").write_text("a file: kept")
-  held = train_hooks.start_training(str(output_dir))
+  held = checkpoints.start_training(str(output_dir))
   try:
     assert sorted(os.listdir(output_dir)) == sorted(
         ["my_temp", "model.ckpt-5_temp.txt"] +
@@ -271,22 +271,23 @@ def test_two_exports_in_one_second_take_the_next_free_versions(
 # A full disk names the final file.
 
 
-@pytest.mark.parametrize("text,name", [
+@pytest.mark.parametrize("text,start", [
     ("/out/model.ckpt-4_temp/part-00000-of-00001.data-00000-of-00001"
-     ".tempstate1234; File too large", "/out/model.ckpt-4"),
+     ".tempstate1234; File too large",
+     "/out: saving checkpoint model.ckpt-4 failed"),
     ("Failed to flush 12 bytes to file /out/model.ckpt-4_temp_0a9f3c/"
      "part-00000-of-00001.index (No space left on device)",
-     "/out/model.ckpt-4"),
-    ("/out/graph.pbtxt.tmp6a1f0e2c3b; File too large", "/out/graph.pbtxt"),
+     "/out: saving checkpoint model.ckpt-4 failed"),
+    ("/out/graph.pbtxt.tmp6a1f0e2c3b; File too large",
+     "/out/graph.pbtxt: write failed"),
     ("/out/.train.tf_record.tmp-host.12.0a1b2c3d; Disk quota exceeded",
-     "/out/train.tf_record"),
+     "/out/train.tf_record: write failed"),
     ("gs://b/out/events.out.tfevents.1.h; No space left on device",
-     "gs://b/out/events.out.tfevents.1.h"),
+     "gs://b/out/events.out.tfevents.1.h: write failed"),
 ])
-def test_full_disk_message_names_the_final_file(text, name):
+def test_full_disk_message_names_the_final_file(text, start):
   message = disk.disk_full_message(text)
-  assert message.startswith(name + ": write failed: the disk is full"), (
-      message)
+  assert message.startswith(start + ": the disk is full"), message
 
 
 # ---------------------------------------------------------------------------

@@ -18,7 +18,7 @@ import pytest
 from bert_tf.checks import lock as lock_checks
 from bert_tf.cli import leftovers
 from bert_tf.tasks.pretraining import processes
-from bert_tf.train import hooks as train_hooks
+from bert_tf.train import checkpoints
 import fault_helpers as fh
 from helpers import import_or_skip
 from helpers import REPO_ROOT
@@ -178,7 +178,7 @@ def test_checkpoint_writes_cut_by_a_full_disk_are_removed_at_start(tmp_path):
   kept = ["model.ckpt-5.meta", "notes.tmp0a0a0a0a", "model.ckpt-5.txt"]
   for name in cut + kept:
     (output_dir / name).write_bytes(b"x")
-  held = train_hooks.start_training(str(output_dir))
+  held = checkpoints.start_training(str(output_dir))
   try:
     assert sorted(n for n in os.listdir(str(output_dir))
                   if not n.startswith(".")) == sorted(kept)

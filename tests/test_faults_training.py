@@ -27,6 +27,7 @@ from bert_tf.runner import loop
 from bert_tf.runner import select as runner_lib
 from bert_tf.tasks.classifier import features as classifier_features
 from bert_tf.tasks.squad import model as squad_model
+from bert_tf.train import checkpoints
 from bert_tf.train import hooks as train_hooks
 from bert_tf.train import input_fn as input_utils
 from bert_tf.train import options as training_options
@@ -308,7 +309,8 @@ def test_exit_if_preempted_reads_its_own_hooks(tmp_path):
     train_hooks.exit_if_preempted(str(tmp_path), [running, stopped])
   assert info.value.code == train_hooks.PREEMPTED_EXIT_STATUS
   # Each run's hooks start unstopped.
-  fresh = [h for h in loop.training_hooks(_RUN, str(tmp_path), _TRAINING)
+  fresh = [h for h in loop.training_hooks(_RUN, str(tmp_path), _TRAINING,
+                                          checkpoints.Saving())
            if isinstance(h, train_hooks.PreemptionHook)]
   assert len(fresh) == 1 and fresh[0].stopped_at_step is None
 
@@ -318,7 +320,8 @@ def test_only_the_chief_gets_the_summary_writer(monkeypatch, tmp_path):
   for index, writes in ((0, True), (1, False)):
     monkeypatch.setenv("TF_CONFIG", json.dumps(
         {"cluster": cluster, "task": {"type": "worker", "index": index}}))
-    hooks = loop.training_hooks(_RUN, str(tmp_path), _TRAINING)
+    hooks = loop.training_hooks(_RUN, str(tmp_path), _TRAINING,
+                                checkpoints.Saving())
     assert any(isinstance(h, train_hooks.SummaryFlushHook)
                for h in hooks) == writes, index
   # A non-chief's eval scores are not written either.
@@ -347,6 +350,7 @@ import tensorflow.compat.v1 as tf
 sys.path.insert(0, os.path.join(os.getcwd(), "tests"))
 import fault_helpers as fh
 from bert_tf.cli import entry
+from bert_tf.train import checkpoints
 from bert_tf.train import hooks as train_hooks
 import run_pretraining as script
 

@@ -96,9 +96,11 @@ def test_a_diverged_run_is_one_line_and_keeps_only_finite_checkpoints(
       loop.run(_model_fn, run, out, training=training)
   message = str(info.value)
   # Step 3 ran with the rate of step 2: 0.01 * (1 - 2 / 6).
-  assert message.startswith("the loss became NaN at step 3 (learning rate "
-                            "0.00667); the last finite checkpoint is %s" %
-                            os.path.join(out, "model.ckpt-2")), message
+  assert message.startswith(
+      "the loss became NaN at step 3 (learning rate 0.00667); removed "
+      "model.ckpt-3 (w is not finite); the last checkpoint with sane weights "
+      "is %s" % os.path.join(out, "model.ckpt-2")), message
+  assert message.endswith("rerun the same command to resume from it")
   assert "\n" not in message and "lower --learning_rate" in message
   assert tf.train.latest_checkpoint(out).endswith("model.ckpt-2")
   assert not tf.io.gfile.glob(os.path.join(out, "model.ckpt-3*"))

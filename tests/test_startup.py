@@ -18,6 +18,7 @@ from helpers import script_env
 from bert_tf.cli import flags as cli_flags
 from bert_tf.cli import entry
 from bert_tf.cli import startup
+from bert_tf.train import checkpoints
 import modeling
 
 # The scripts at the repository root that run through `entry.run_main`.
@@ -49,13 +50,13 @@ def test_resolve_checkpoint_accepts_prefix_or_directory(tmp_path):
     with tf.Session() as sess:
       sess.run(tf.global_variables_initializer())
       prefix = saver.save(sess, str(tmp_path / "model.ckpt"), global_step=3)
-  assert startup.resolve_init_checkpoint(prefix) == prefix
-  assert startup.resolve_init_checkpoint(str(tmp_path)) == prefix
+  assert checkpoints.resolve(prefix) == prefix
+  assert checkpoints.resolve(str(tmp_path)) == prefix
   with pytest.raises(ValueError, match="--init_checkpoint: no TensorFlow "
                      "checkpoint"):
-    startup.resolve_init_checkpoint(str(tmp_path / "nope.ckpt"))
+    checkpoints.resolve(str(tmp_path / "nope.ckpt"))
   with pytest.raises(ValueError, match="--init_checkpoint: no TensorFlow"):
-    startup.resolve_init_checkpoint(None)
+    checkpoints.resolve(None)
 
 
 def _run_script(tmp_path, body, args=(), env=None):
@@ -120,8 +121,8 @@ def test_resolve_init_checkpoint_takes_a_released_model_folder(tmp_path):
   released = tmp_path / "uncased_L-2_H-128_A-2"
   released.mkdir()
   prefix = _save_checkpoint(str(released / "bert_model.ckpt"))
-  assert startup.resolve_init_checkpoint(str(released)) == prefix
-  assert startup.resolve_init_checkpoint(prefix + ".index") == prefix
+  assert checkpoints.resolve(str(released)) == prefix
+  assert checkpoints.resolve(prefix + ".index") == prefix
 
 
 def test_prepare_model_reports_every_problem_together(tmp_path):

@@ -1,14 +1,39 @@
 """Checks of a TensorFlow checkpoint before training or fine-tuning from it.
 
-Cheap: only the index is read, never the weights. A checkpoint copied only
-in part, or one that does not fit the `bert_config.json`, is refused in one
-line naming the file, before any graph is built.
+A checkpoint copied only in part, one whose bytes are damaged, or one that
+does not fit the `bert_config.json`, is refused in one line naming the
+file, before any graph is built. `checkpoint_files` finds a checkpoint's
+files by their exact names (`bert_tf/train/checkpoints.py`, which owns a
+run's checkpoints, removes and copies them with it).
 """
+
+import os
+import re
+import tempfile
 
 import tensorflow.compat.v1 as tf
 
-__all__ = ["expected_bert_shapes", "check_checkpoint",
-           "check_resume_checkpoint"]
+__all__ = ["expected_bert_shapes", "checkpoint_files", "readable_prefix",
+           "check_checkpoint"]
+
+# Characters TensorFlow's file matching reads as a pattern.
+_PATTERN_CHARACTERS = re.compile(r"[*?\[\]\\{}]")
+# prefix -> a name of the same checkpoint without them (this process's).
+_READABLE = {}
+
+
+def checkpoint_files(prefix):
+  """The files of checkpoint `prefix`: its `.index`, `.data-K-of-N` shards
+  and `.meta` graph, found by listing its folder (no glob: a folder named
+  `pre[2]` is read as named). Sorted; empty when there are none."""
+  folder, base = os.path.split(prefix)
+  if not tf.io.gfile.isdir(folder or "."):
+    return []
+  own = re.compile(re.escape(base) +
+                   r"\.(index|meta|data-\d{5}-of-\d{5})$")
+  return sorted(os.path.join(folder, name)
+                for name in tf.io.gfile.listdir(folder or ".")
+                if own.match(name))
 
 
 def expected_bert_shapes(bert_config):
@@ -53,12 +78,39 @@ def expected_bert_shapes(bert_config):
 
 def _checkpoint_reader(prefix, flag_name):
   try:
-    return tf.train.load_checkpoint(prefix)
+    return tf.train.load_checkpoint(readable_prefix(prefix))
   except (tf.errors.OpError, ValueError) as e:
     raise ValueError(
         "--%s: %s.index is not a readable checkpoint index (%s): the file is "
         "truncated or damaged; copy it again" %
         (flag_name, prefix, " ".join(str(e).split()))) from None
+
+
+def readable_prefix(prefix):
+  """A name of checkpoint `prefix` that TensorFlow's readers can open.
+
+  TensorFlow's checkpoint readers (the `RestoreV2` op, `load_checkpoint`,
+  `init_from_checkpoint`) look for `<prefix>.index` by pattern, so a
+  checkpoint under a folder named `pre[2]` is "not found". For such a
+  prefix this returns one in a folder of this process's temporary
+  directory, whose files are links to the checkpoint's own (made once per
+  prefix); other prefixes, and remote ones, are returned as they are.
+
+  Args:
+    prefix: str, a checkpoint prefix.
+
+  Returns:
+    str.
+  """
+  if "://" in prefix or not _PATTERN_CHARACTERS.search(prefix):
+    return prefix
+  if prefix not in _READABLE:
+    folder = tempfile.mkdtemp(prefix="checkpoint-")
+    for path in checkpoint_files(prefix):
+      os.symlink(os.path.abspath(path), os.path.join(
+          folder, "checkpoint" + path[len(prefix):]))
+    _READABLE[prefix] = os.path.join(folder, "checkpoint")
+  return _READABLE[prefix]
 
 
 def check_checkpoint(prefix, flag_name="init_checkpoint", bert_config=None,
@@ -67,7 +119,8 @@ def check_checkpoint(prefix, flag_name="init_checkpoint", bert_config=None,
 
   The `.data` files must be at least as large as the tensors the index
   lists (a truncated copy is not); with `bert_config`, every `bert/`
-  variable the model has must have the shape the config gives it.
+  variable the model has must have the shape the config gives it; then
+  every tensor is read once, which checks its checksum (damaged bytes).
 
   Args:
     prefix: str, a checkpoint prefix (`.../bert_model.ckpt`).
@@ -86,7 +139,8 @@ def check_checkpoint(prefix, flag_name="init_checkpoint", bert_config=None,
   reader = _checkpoint_reader(prefix, flag_name)
   shapes = reader.get_variable_to_shape_map()
   dtypes = reader.get_variable_to_dtype_map()
-  data_files = tf.io.gfile.glob(prefix + ".data-*-of-*")
+  data_files = [path for path in checkpoint_files(prefix)
+                if ".data-" in path[len(prefix):]]
   if not data_files and shapes:
     raise ValueError("--%s: %s has an index but no .data-* file beside it" %
                      (flag_name, prefix))
@@ -114,24 +168,25 @@ def check_checkpoint(prefix, flag_name="init_checkpoint", bert_config=None,
             "the bert_config.json that came with the checkpoint" %
             (flag_name, name, list(shapes[name]), prefix, config_flag,
              list(shape)))
+  _check_bytes(reader, sorted(shapes), data_files, flag_name)
   return missing
 
 
-def check_resume_checkpoint(output_dir):
-  """Refuses to resume from a latest checkpoint that is truncated.
-
-  Args:
-    output_dir: str, the training folder (its `checkpoint` state file names
-      the latest checkpoint; none there is accepted).
+def _check_bytes(reader, names, data_files, flag_name):
+  """Reads every tensor of `reader` once (TensorFlow checks each one's
+  checksum as it reads it), one at a time.
 
   Raises:
-    ValueError: naming the checkpoint files, when `output_dir`'s latest
-      checkpoint cannot be read whole.
+    ValueError: naming the `.data` files and the first tensor that does
+      not read back.
   """
-  latest = tf.train.latest_checkpoint(output_dir)
-  if latest:
+  for name in names:
     try:
-      check_checkpoint(latest, flag_name="output_dir")
-    except ValueError as e:
-      raise ValueError("%s (training would resume from it; remove its "
-                       "files to resume from the one before)" % e) from None
+      reader.get_tensor(name)
+    except (tf.errors.OpError, ValueError) as e:
+      text = " ".join(str(getattr(e, "message", None) or e).split())
+      # TensorFlow's text names the bundle and both checksums.
+      why = ("fails its checksum" if "Checksum does not match" in text
+             else "does not read back (%s)" % text)
+      raise ValueError("--%s: %s is damaged: tensor %s %s; copy it again" %
+                       (flag_name, ", ".join(data_files), name, why)) from None

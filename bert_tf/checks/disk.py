@@ -1,6 +1,7 @@
 """Writes that hit a full disk or a file-size limit, told in one line."""
 
 import errno
+import os
 import re
 
 __all__ = ["is_disk_full", "disk_full_message", "final_name",
@@ -8,9 +9,11 @@ __all__ = ["is_disk_full", "disk_full_message", "final_name",
 
 # A path in an error's text (TensorFlow names the file it was writing): it
 # starts the text or follows a space, quote, bracket or `=`, so an op's
-# name (`save/SaveV2`) is not taken for one.
+# name (`save/SaveV2`) is not taken for one. A single bracket belongs to
+# it (a folder named `pre[2]`); `[[` starts TensorFlow's node note.
 _PATH = re.compile(r"(?:(?<=[\s'\"(=\[])|^)"
-                   r"(?:[a-z][a-z0-9+.-]*://[^\s/]*)?/[^\s;,'\"()\[\]]+")
+                   r"(?:[a-z][a-z0-9+.-]*://[^\s/]*)?"
+                   r"/(?:[^\s;,'\"()\[\]]|\[(?!\[)|\](?!\]))+")
 # Temporary names and what they become: a checkpoint shard
 # (`<prefix>_temp[_<hex>]/part-K-of-N.data-...`, merged into `<prefix>`),
 # TensorFlow's atomic writes (`<file>.tempstate<n>`, `<file>.tmp<hex>`) and
@@ -23,9 +26,16 @@ _TEMP_NAMES = (
 )
 
 # How TensorFlow's file systems word the three errors (EFBIG arrives as an
-# `OutOfRangeError`, ENOSPC as a `ResourceExhaustedError`, not as OSError).
+# `OutOfRangeError`, ENOSPC as a `ResourceExhaustedError`, not as OSError),
+# and the cause each names.
 _DISK_FULL_TEXT = ("File too large", "No space left on device",
                    "Disk quota exceeded")
+_CAUSES = {"File too large": "file too large",
+           "No space left on device": "no space left on device",
+           "Disk quota exceeded": "disk quota exceeded"}
+# A checkpoint's file (`<prefix>.index`, `.data-K-of-N`, `.meta`) or prefix.
+_CHECKPOINT_FILE = re.compile(
+    r"^(.*\.ckpt(-\d+)?)(\.index|\.meta|\.data-\d{5}-of-\d{5})?$")
 
 
 def essential_text(error):
@@ -61,7 +71,9 @@ def is_disk_full(error):
 
 
 def disk_full_message(error, path=None):
-  """One line: `<file>: write failed: ...`, the file under its final name.
+  """One line: `<file>: write failed: ...`, the file under its final name,
+  and the cause (file too large, no space left, disk quota exceeded); for
+  a checkpoint's file, `<folder>: saving checkpoint <prefix> failed: ...`.
 
   Args:
     error: the exception, or its text.
@@ -79,11 +91,19 @@ def disk_full_message(error, path=None):
   if not name:
     found = _PATH.search(text)
     name = found.group(0) if found else None
-  if name:
-    name = final_name(name)
+  # The cause alone: TensorFlow's text also names the op (`save/SaveV2`),
+  # the temporary file, and adds an out-of-memory hint.
+  cause = next((short for part, short in _CAUSES.items() if part in text),
+               text)
+  checkpoint = _CHECKPOINT_FILE.match(final_name(name)) if name else None
+  if checkpoint:
+    folder, prefix = os.path.split(checkpoint.group(1))
+    return ("%s: saving checkpoint %s failed: the disk is full or the "
+            "file-size limit was reached (%s); free space and rerun" %
+            (folder, prefix, cause))
   return ("%swrite failed: the disk is full or the file-size limit was "
           "reached (%s); free space and rerun" %
-          ("%s: " % name if name else "", text))
+          ("%s: " % final_name(name) if name else "", cause))
 
 
 def final_name(path):

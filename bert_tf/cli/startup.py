@@ -2,7 +2,7 @@
 
 `prepare_model` runs them (config, sequence length, checkpoint, casing,
 vocabulary, output folder) and reports every problem together;
-`load_bert_config`, `check_max_seq_length`, `resolve_init_checkpoint`,
+`load_bert_config`, `check_max_seq_length`,
 `load_tokenizer` and `check_vocab_size` are the single checks, and
 `positive_flag_problems` / `fine_tuning_flag_problems` the flag checks the
 scripts add to it. Every problem goes to the script's one
@@ -21,6 +21,7 @@ from bert_tf.checks import config as config_checks
 from bert_tf.checks.problems import Problems
 from bert_tf.export import saved_model
 from bert_tf.runner import loop
+from bert_tf.train import checkpoints
 from bert_tf.train import lengths as lengths_lib
 from bert_tf.train import options as training_options
 import modeling
@@ -28,10 +29,9 @@ import tokenization
 
 __all__ = ["positive_flag_problems", "fine_tuning_flag_problems",
            "load_bert_config", "check_training_memory",
-           "check_max_seq_length", "check_vocab_size",
-           "resolve_init_checkpoint", "Model", "prepare_model",
-           "load_tokenizer", "check_special_tokens", "SPECIAL_TOKENS", "Start",
-           "start"]
+           "check_max_seq_length", "check_vocab_size", "Model",
+           "prepare_model", "load_tokenizer", "check_special_tokens",
+           "SPECIAL_TOKENS", "Start", "start"]
 
 
 # ----------------------------------------------------------------------------
@@ -181,39 +181,6 @@ def check_special_tokens(tokenizer, vocab_file, flag_name="vocab_file"):
          ", ".join(SPECIAL_TOKENS)))
 
 
-def resolve_init_checkpoint(path, flag_name="init_checkpoint"):
-  """The checkpoint prefix that `path` names.
-
-  Accepted, in this order: a folder holding `bert_model.ckpt.index` (a
-  released model, or one `convert_checkpoint.py` wrote); a folder with a
-  `checkpoint` state file (a training `output_dir`: its latest checkpoint);
-  a checkpoint prefix whose `.index` file exists (`.../bert_model.ckpt`,
-  `.../model.ckpt-1000`); the `.index` file itself.
-
-  Returns:
-    str, the checkpoint prefix.
-
-  Raises:
-    ValueError: naming the flag and the path, when no checkpoint is there.
-  """
-  if path and path.endswith(".index"):
-    path = path[:-len(".index")]
-  if path and tf.io.gfile.isdir(path):
-    released = os.path.join(path, "bert_model.ckpt")
-    if tf.io.gfile.exists(released + ".index"):
-      return released
-    latest = tf.train.latest_checkpoint(path)
-    if latest:
-      return latest
-  elif path and tf.io.gfile.exists(path + ".index"):
-    return path
-  raise ValueError("--%s: no TensorFlow checkpoint at %r (expected a model "
-                   "folder with bert_model.ckpt.index, a training output_dir "
-                   "with a 'checkpoint' file, or a prefix such as "
-                   ".../bert_model.ckpt with a .index file beside it)" %
-                   (flag_name, path))
-
-
 def _check_checkpoint(checkpoint, bert_config):
   """A whole checkpoint whose `bert/` shapes fit the config (see
   `checkpoint_checks.check_checkpoint`); logs the variables it lacks."""
@@ -238,7 +205,7 @@ def prepare_model(bert_config_file, max_seq_length=None, init_checkpoint=None,
   1. the config (`--bert_config_file`; with a run that trains, its memory
   counts the optimizer's slots: `check_training_memory`); 2. the
   sequence length against the
-  model's position embeddings; 3. the checkpoint (`resolve_init_checkpoint`;
+  model's position embeddings; 3. the checkpoint (`checkpoints.resolve`;
   then that it is whole and its `bert/` shapes fit the config);
   4. the casing against a released checkpoint's name (the reference's
   `validate_case_matches_checkpoint`); 5. the vocabulary's special tokens
@@ -278,7 +245,7 @@ def prepare_model(bert_config_file, max_seq_length=None, init_checkpoint=None,
     attempt(check_max_seq_length, max_seq_length, bert_config)
   checkpoint = None
   if init_checkpoint:
-    checkpoint = attempt(resolve_init_checkpoint, init_checkpoint)
+    checkpoint = attempt(checkpoints.resolve, init_checkpoint)
     if checkpoint is not None:
       attempt(_check_checkpoint, checkpoint, bert_config)
   elif need_checkpoint:
@@ -294,7 +261,7 @@ def prepare_model(bert_config_file, max_seq_length=None, init_checkpoint=None,
     if tokenizer is not None and bert_config is not None:
       attempt(check_vocab_size, tokenizer, bert_config)
   if export_now:
-    exported = attempt(saved_model.checkpoint_to_export,
+    exported = attempt(checkpoints.checkpoint_to_export,
                        output_dir, checkpoint or init_checkpoint)
     if exported is not None:
       attempt(saved_model.check_task_head, exported)

@@ -21,8 +21,9 @@ import tensorflow.compat.v1 as tf
 
 from bert_tf import io as io_utils
 from bert_tf import json_file
-from bert_tf.cli import startup
+from bert_tf.checks import checkpoint as checkpoint_checks
 from bert_tf.convert import keras_names
+from bert_tf.train import checkpoints
 
 __all__ = ["read_json", "safetensors_files", "weight_files", "read_hf_weights",
            "hf_vocab_text", "log_lower_case", "write_tf_checkpoint",
@@ -271,13 +272,13 @@ def resolve_tf_checkpoint(path):
   """Checkpoint prefix for a folder, a prefix, or a prefix's `.index` file.
 
   The same rule as every script's `--init_checkpoint`
-  (`startup.resolve_init_checkpoint`): a folder means its `bert_model.ckpt`,
+  (`checkpoints.resolve`): a folder means its `bert_model.ckpt`,
   else its latest checkpoint (a training `output_dir`).
 
   Raises:
     ValueError: naming `--input` and the path, when no checkpoint is there.
   """
-  return startup.resolve_init_checkpoint(path, flag_name="input")
+  return checkpoints.resolve(path, flag_name="input")
 
 
 def read_tf_checkpoint(checkpoint_prefix):
@@ -286,7 +287,8 @@ def read_tf_checkpoint(checkpoint_prefix):
   Returns:
     dict variable name -> numpy array.
   """
-  reader = tf.train.load_checkpoint(checkpoint_prefix)
+  reader = tf.train.load_checkpoint(
+      checkpoint_checks.readable_prefix(checkpoint_prefix))
   tensors, skipped = {}, 0
   for name in sorted(reader.get_variable_to_shape_map()):
     if name in _TF_SKIPPED_NAMES or name.endswith(_TF_SKIPPED_SUFFIXES):

@@ -252,8 +252,11 @@ def atomic_outputs(part_outputs):
     finally:
       for paths in temps:
         for path in paths:
-          for attempt in tf.io.gfile.glob(path + ".attempt-*"):
-            tf.io.gfile.remove(attempt)
+          # Listed, not globbed: the folder's name may hold `[`, `*`, `?`.
+          folder, base = os.path.split(path)
+          for name in tf.io.gfile.listdir(folder or "."):
+            if name.startswith(base + ".attempt-"):
+              tf.io.gfile.remove(os.path.join(folder, name))
 
 
 @contextlib.contextmanager

@@ -42,6 +42,7 @@ import tensorflow.compat.v1 as tf
 
 from bert_tf import io as io_utils
 from bert_tf.tasks.classifier import model as classifier_model
+from bert_tf.train import checkpoints
 from bert_tf.train import lengths as lengths_lib
 from bert_tf.train import spec as spec_lib
 
@@ -50,7 +51,7 @@ __all__ = [
     "ASSETS_DIR", "VOCAB_ASSET", "CONFIG_ASSET", "SERVING_ASSET",
     "ASSET_NAMES", "CLASSIFIER_FEATURES", "REGRESSION_FEATURES",
     "SQUAD_FEATURES", "NER_FEATURES", "serving_input_fn_builder",
-    "checkpoint_to_export", "export_saved_model", "check_task_head",
+    "export_saved_model", "check_task_head",
     "remove_killed_exports",
 ]
 
@@ -168,7 +169,7 @@ def _serving_graph(model_fn, output_keys, checkpoint_path, inputs):
          ", ".join(missing[:3]), ", ..." if len(missing) > 3 else ""))
   if global_step.op.name in in_checkpoint:
     variables.append(global_step)
-  return outputs, tf.train.Saver(var_list=variables, sharded=True)
+  return outputs, checkpoints.Saver(var_list=variables, sharded=True)
 
 
 def _claim_version(export_dir, work_dir):
@@ -249,39 +250,6 @@ def remove_killed_exports(export_dir):
     shutil.rmtree(path, ignore_errors=True)
     removed.append(path)
   return removed
-
-
-def checkpoint_to_export(output_dir, init_checkpoint):
-  """The checkpoint an `--export_dir` run exports.
-
-  Args:
-    output_dir: str or None, the run's model directory; its latest
-      checkpoint (what `Estimator.predict` uses) wins.
-    init_checkpoint: str or None, a checkpoint prefix or directory, used
-      when `output_dir` has no checkpoint.
-
-  Returns:
-    str, a checkpoint prefix.
-
-  Raises:
-    ValueError: when neither holds a checkpoint.
-  """
-  if output_dir and tf.io.gfile.isdir(output_dir):
-    latest = tf.train.latest_checkpoint(output_dir)
-    if latest:
-      return latest
-  if init_checkpoint:
-    if tf.io.gfile.isdir(init_checkpoint):
-      latest = tf.train.latest_checkpoint(init_checkpoint)
-      if latest:
-        return latest
-    elif tf.io.gfile.exists(init_checkpoint + ".index"):
-      return init_checkpoint
-  raise ValueError(
-      "--export_dir: no checkpoint to export: --output_dir=%s holds none and "
-      "--init_checkpoint=%s is not a checkpoint (train first, or point "
-      "--init_checkpoint at a fine-tuned checkpoint)" %
-      (output_dir, init_checkpoint))
 
 
 def export_saved_model(model_fn, checkpoint_path, export_dir, max_seq_length,

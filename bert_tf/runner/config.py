@@ -10,6 +10,7 @@ session: the same numbers.
 import dataclasses
 from typing import Any, Optional
 
+from bert_tf.train import checkpoints
 from bert_tf.train import distribute as distribute_utils
 from bert_tf.train import options as training_options
 
@@ -34,7 +35,7 @@ class RunnerConfig:
 
   model_dir: Optional[str]
   save_checkpoints_steps: Optional[int] = None
-  keep_checkpoint_max: int = 5
+  keep_checkpoint_max: int = checkpoints.KEEP_CHECKPOINT_MAX
   tf_random_seed: Optional[int] = None
   session_config: Any = None
   strategy: Any = None

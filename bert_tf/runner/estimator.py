@@ -12,6 +12,7 @@ import tensorflow.compat.v1 as tf
 
 from bert_tf import tf_private
 from bert_tf.runner import config as config_lib
+from bert_tf.train import checkpoints
 from bert_tf.train import distribute as distribute_utils
 from bert_tf.train import input_fn as input_utils
 
@@ -107,19 +108,45 @@ def run_config_from_options(run, output_dir):
       save_summary_steps=100 if tpu.use_tpu else shared.save_summary_steps)
 
 
+def _with_saver(model_fn, saving):
+  """`model_fn`, its specs' scaffold carrying the run's saver
+  (`saving.saver()`): the Estimator saves and restores with it rather than
+  with a saver of its own, and `checkpoints.TimedCheckpointHook` saves
+  with the same one."""
+
+  def model_fn_with_saver(features, labels, mode, params):
+    spec = model_fn(features=features, labels=labels, mode=mode,
+                    params=params)
+    if hasattr(spec, "scaffold_fn"):  # A TPUEstimatorSpec.
+      inner = spec.scaffold_fn
+
+      def scaffold_fn():
+        return tf.train.Scaffold(saver=saving.saver(),
+                                 copy_from_scaffold=inner() if inner else None)
+      return spec._replace(scaffold_fn=scaffold_fn)
+    return spec._replace(scaffold=tf.train.Scaffold(
+        saver=saving.saver(), copy_from_scaffold=spec.scaffold))
+
+  return model_fn_with_saver
+
+
 def make_estimator(model_fn, run_config, use_tpu, train_batch_size=None,
                    eval_batch_size=None, predict_batch_size=None,
-                   worker_timeout_secs=300):
+                   worker_timeout_secs=300, saving=None):
   """Wraps `model_fn` in a `TPUEstimator` (CPU/GPU when `use_tpu` is False).
 
   When `run_config.train_distribute` holds a strategy, a
   `distribute_utils.DistributedEstimator` instead (same model_fn and
   input_fns, global batch sizes; `worker_timeout_secs` for multi-worker).
+  Either saves with `saving` (a `checkpoints.Saving`; None: one keeping
+  `run_config.keep_checkpoint_max`).
 
   Raises:
     ValueError: under a strategy, a `train_batch_size` that is not a
       multiple of the replica count.
   """
+  model_fn = _with_saver(model_fn, saving or checkpoints.Saving(
+      run_config.keep_checkpoint_max))
   if getattr(run_config, "train_distribute", None) is not None:
     return DistributedEstimator(
         model_fn, run_config, train_batch_size=train_batch_size,
@@ -136,7 +163,7 @@ def make_estimator(model_fn, run_config, use_tpu, train_batch_size=None,
 
 
 def estimator_from_options(model_fn, run, output_dir, eval_batch_size=None,
-                           predict_batch_size=None):
+                           predict_batch_size=None, saving=None):
   """`make_estimator` under `run_config_from_options(run, output_dir)`.
 
   Args:
@@ -145,12 +172,13 @@ def estimator_from_options(model_fn, run, output_dir, eval_batch_size=None,
       strategy and its worker timeout, the training options.
     output_dir: str or None, the model directory.
     eval_batch_size, predict_batch_size: int or None, global batch sizes.
+    saving: the run's `checkpoints.Saving`, or None.
   """
   return make_estimator(
       model_fn, run_config_from_options(run, output_dir), run.tpu.use_tpu,
       train_batch_size=run.train_batch_size, eval_batch_size=eval_batch_size,
       predict_batch_size=predict_batch_size,
-      worker_timeout_secs=run.distribute.worker_timeout_secs)
+      worker_timeout_secs=run.distribute.worker_timeout_secs, saving=saving)
 
 
 class DistributedEstimator(object):

@@ -13,6 +13,7 @@ from typing import Any, Callable, Optional, Sequence
 
 from bert_tf.export import saved_model as export_utils
 from bert_tf.runner import loop
+from bert_tf.train import checkpoints
 from bert_tf.train import model_fn as model_fn_utils
 
 __all__ = ["Serving", "ModelFiles", "training", "model_fn", "exporter"]
@@ -124,7 +125,7 @@ def exporter(head, bert_config, serving, files, init_checkpoint):
     serving: `Serving`.
     files: `ModelFiles` (with `export_dir`).
     init_checkpoint: str or None, exported when the output folder holds no
-      checkpoint (`saved_model.checkpoint_to_export`).
+      checkpoint (`checkpoints.checkpoint_to_export`).
 
   Returns:
     function(checkpoint=None) writing a new SavedModel version under
@@ -136,7 +137,7 @@ def exporter(head, bert_config, serving, files, init_checkpoint):
     model_fn = model_fn_utils.build_model_fn(
         head, bert_config, init_checkpoint=None, use_tpu=False,
         use_one_hot_embeddings=False, log_features=False)
-    path = checkpoint or export_utils.checkpoint_to_export(
+    path = checkpoint or checkpoints.checkpoint_to_export(
         files.output_dir, init_checkpoint)
     return export_utils.export_saved_model(
         model_fn, path, files.export_dir, files.max_seq_length,

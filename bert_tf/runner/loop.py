@@ -39,7 +39,6 @@ import os
 from typing import Any, Callable, Optional, Sequence
 
 from absl import logging
-import numpy as np
 import tensorflow.compat.v1 as tf
 
 from bert_tf import io as io_utils
@@ -48,6 +47,7 @@ from bert_tf.runner import config as config_lib
 from bert_tf.runner import select as runner_lib
 from bert_tf.train import accumulation
 from bert_tf.train import best as best_lib
+from bert_tf.train import checkpoints
 from bert_tf.train import distribute as distribute_utils
 from bert_tf.train import hooks as train_hooks
 from bert_tf.train import input_fn as input_utils
@@ -109,8 +109,9 @@ class Steps(object):
     """`runner.evaluate`: dict name -> value of the checkpoint (default the
     latest) over `input_fn` (`steps` batches, or until it ends)."""
     model_dir = self.runner.model_dir
+    checkpoint_path = checkpoint_path or checkpoints.latest(model_dir)
     logging.info("Evaluating the checkpoint %s",
-                 checkpoint_path or tf.train.latest_checkpoint(model_dir) or
+                 checkpoint_path or
                  "of none: %s holds no checkpoint, the model's initial "
                  "weights are evaluated" % model_dir)
     with record_checks.reading(list(records)):
@@ -131,7 +132,8 @@ class Steps(object):
     with record_checks.reading(list(records)):  # predict() is lazy.
       yield from self.runner.predict(
           input_fn=input_fn, yield_single_examples=True,
-          checkpoint_path=checkpoint_path,
+          checkpoint_path=(checkpoint_path or
+                           checkpoints.latest(self.runner.model_dir)),
           hooks=[train_hooks.ProgressHook(batch_size, total_steps=num_batches,
                                           training=False)])
 
@@ -155,20 +157,21 @@ def setup_devices(run):
 def output_dir(path, run):
   """Makes `path`; while the block runs, holds it for a run that trains.
 
-  With `run.do_train`: `hooks.start_training` (the folder's lock, taken by
-  the chief; the removal of a killed run's unfinished saves; a check of the
-  checkpoint training would resume from), released when the block ends.
+  With `run.do_train`: `checkpoints.start_training` (the folder's lock,
+  taken by the chief; the removal of a killed run's unfinished saves; a
+  check of the checkpoint training would resume from), released when the
+  block ends.
 
   Args:
     path: str, `--output_dir`.
     run: `options.RunOptions`.
 
   Raises:
-    ValueError: another live run trains there, or its latest checkpoint is
-      truncated.
+    ValueError: another live run trains there, its checkpoint state file is
+      damaged, or its latest checkpoint is truncated or damaged.
   """
   tf.io.gfile.makedirs(path)
-  held = train_hooks.start_training(path) if run.do_train else None
+  held = checkpoints.start_training(path) if run.do_train else None
   try:
     yield path
   finally:
@@ -176,12 +179,13 @@ def output_dir(path, run):
       held.release()
 
 
-def training_hooks(run, output_dir_path, training):
+def training_hooks(run, output_dir_path, training, saving):
   """The hooks of one `runner.train` call, fresh each time.
 
   `ProgressHook` (examples/sec, ETA), `PreemptionHook` (SIGTERM or Ctrl-C
-  saves the current step), `TimedCheckpointHook` (every
-  `--save_checkpoints_secs`), and on the chief off TPU `SummaryFlushHook`
+  saves the current step), `checkpoints.TimedCheckpointHook` (every
+  `--save_checkpoints_secs`, with the run's saver `saving`), and on the
+  chief off TPU `SummaryFlushHook`
   (summaries at the final step and at a bounded interval; per update under
   gradient accumulation, where the runner writes none:
   `config.summary_steps`).
@@ -190,6 +194,7 @@ def training_hooks(run, output_dir_path, training):
     run: `options.RunOptions`.
     output_dir_path: str, the model directory.
     training: `Training`.
+    saving: the run's `checkpoints.Saving`.
 
   Returns:
     list of `tf.train.SessionRunHook`.
@@ -203,8 +208,8 @@ def training_hooks(run, output_dir_path, training):
       train_hooks.PreemptionHook(),
   ]
   if run.save_checkpoints_secs and run.save_checkpoints_secs > 0:
-    hooks.append(train_hooks.TimedCheckpointHook(output_dir_path,
-                                                 run.save_checkpoints_secs))
+    hooks.append(checkpoints.TimedCheckpointHook(
+        output_dir_path, run.save_checkpoints_secs, saving))
   if not run.tpu.use_tpu and distribute_utils.is_chief():
     # Only the chief writes summaries (a writer makes an events file).
     hooks.append(train_hooks.SummaryFlushHook(
@@ -245,18 +250,20 @@ def run(model_fn, run_options, output_dir_path, training=None, evaluate=None,
       its checkpoint was saved.
     DivergedError: the training loss became NaN.
   """
+  saving = checkpoints.Saving()
   runner = runner_lib.make_runner(model_fn, run_options, output_dir_path,
                                   eval_batch_size=eval_batch_size,
-                                  predict_batch_size=predict_batch_size)
+                                  predict_batch_size=predict_batch_size,
+                                  saving=saving)
   steps = Steps(runner)
   best_checkpoint, results = None, None
   if run_options.do_train:
     best_checkpoint, results = _train(
         runner, run_options, output_dir_path, training,
-        (lambda: evaluate(steps)) if evaluate else None)
+        (lambda: evaluate(steps)) if evaluate else None, saving)
   if run_options.do_eval and evaluate is not None:
     logging.info("***** Running evaluation *****")
-    latest = tf.train.latest_checkpoint(output_dir_path)
+    latest = checkpoints.latest(output_dir_path)
     if not (results and latest and
             latest.endswith("-%d" % int(results["global_step"]))):
       results = evaluate(steps)
@@ -275,7 +282,7 @@ def run(model_fn, run_options, output_dir_path, training=None, evaluate=None,
   return results
 
 
-def _train(runner, run_options, output_dir_path, training, evaluate):
+def _train(runner, run_options, output_dir_path, training, evaluate, saving):
   """Trains (evaluating as `run_options.evaluation` asks).
 
   Returns:
@@ -301,7 +308,7 @@ def _train(runner, run_options, output_dir_path, training, evaluate):
         if secs else "")
 
   def train_to(max_steps):
-    hooks = training_hooks(run_options, output_dir_path, training)
+    hooks = training_hooks(run_options, output_dir_path, training, saving)
     with record_checks.reading(list(training.records)), \
         _without_stalled_step_warning(update.conditional_update):
       try:
@@ -342,60 +349,31 @@ def _without_stalled_step_warning(conditional):
     logger.removeFilter(stalled)
 
 
-def _all_finite(checkpoint):
-  """Whether every floating-point variable of `checkpoint` is finite."""
-  reader = tf.train.load_checkpoint(checkpoint)
-  for name, dtype in reader.get_variable_to_dtype_map().items():
-    if dtype.is_floating and not np.all(np.isfinite(reader.get_tensor(name))):
-      return False
-  return True
-
-
-def _drop_non_finite_checkpoints(model_dir):
-  """Removes the newest checkpoints whose weights are not finite.
-
-  The step that made the loss NaN may have been saved (the checkpoint hook
-  runs before the NaN check): a rerun would resume from NaN weights. The
-  checkpoint state then names the newest finite one.
-
-  Returns:
-    str or None, the newest checkpoint whose weights are all finite.
-  """
-  state = tf.train.get_checkpoint_state(model_dir)
-  paths = list(state.all_model_checkpoint_paths) if state else []
-  paths = [p if os.path.isabs(p) else os.path.join(model_dir, p)
-           for p in paths]
-  dropped = []
-  while paths and not _all_finite(paths[-1]):
-    dropped.append(paths.pop())
-  for path in dropped:
-    for name in tf.io.gfile.glob(path + ".*"):
-      tf.io.gfile.remove(name)
-    logging.warning("Removed %s: its weights are not finite", path)
-  if dropped:
-    # Relative names, as the runners' savers write them.
-    tf.train.update_checkpoint_state(
-        model_dir, os.path.basename(paths[-1]) if paths else "",
-        all_model_checkpoint_paths=[os.path.basename(p) for p in paths])
-  return paths[-1] if paths else None
 
 
 def _diverged(model_dir, training, power, progress):
   """The `DivergedError` of a run whose loss became NaN, with the step that
-  `progress` (the run's `ProgressHook`) saw last."""
-  finite = _drop_non_finite_checkpoints(model_dir)
+  `progress` (the run's `ProgressHook`) saw last, after
+  `checkpoints.prune_after_divergence`: the checkpoint it names is one a
+  lower learning rate can recover from."""
+  kept, removed = checkpoints.prune_after_divergence(model_dir)
   step = progress.last_step
   if step is None:  # NaN at this session's first run: after the resume point.
-    step = int(finite.rsplit("-", 1)[-1]) if finite else 0
+    step = int(kept.rsplit("-", 1)[-1]) if kept else 0
   if progress.running or progress.last_step is None:
     step += 1  # The NaN check stopped the session before the hook saw it.
   # The update to `step` ran with the rate of the step before.
   rate = schedule.learning_rate(step - 1, training.learning_rate,
                                 training.num_train_steps,
                                 training.num_warmup_steps, power)
-  where = ("the last finite checkpoint is %s" % finite if finite else
-           "no finite checkpoint was written")
+  where = ("removed %s; " % ", ".join(removed)) if removed else ""
+  if kept:
+    where += "the last checkpoint with sane weights is %s" % kept
+    then = "rerun the same command to resume from it"
+  else:
+    where += "no checkpoint with sane weights is left"
+    then = "rerun the same command to start over"
   return DivergedError(
       "the loss became NaN at step %d (learning rate %.3g); %s; lower "
-      "--learning_rate (or warm up longer), then rerun the same command%s" %
-      (step, rate, where, " to resume from it" if finite else ""))
+      "--learning_rate (or warm up longer), then %s" %
+      (step, rate, where, then))

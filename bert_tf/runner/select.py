@@ -16,7 +16,7 @@ __all__ = ["make_runner"]
 
 
 def make_runner(model_fn, run, output_dir, eval_batch_size=None,
-                predict_batch_size=None):
+                predict_batch_size=None, saving=None):
   """The Estimator runner or the session runner, for `run.tpu.runner_name`.
 
   Args:
@@ -26,6 +26,8 @@ def make_runner(model_fn, run, output_dir, eval_batch_size=None,
       options.
     output_dir: str or None (a temporary directory), the model directory.
     eval_batch_size, predict_batch_size: int or None, global batch sizes.
+    saving: the run's `checkpoints.Saving` (the saver every save of the
+      run uses), or None for one of the runner's own.
 
   Returns:
     An object with the runner interface (module docstring).
@@ -35,9 +37,9 @@ def make_runner(model_fn, run, output_dir, eval_batch_size=None,
   if name == "estimator":
     return estimator_runner.estimator_from_options(
         model_fn, run, output_dir, eval_batch_size=eval_batch_size,
-        predict_batch_size=predict_batch_size)
+        predict_batch_size=predict_batch_size, saving=saving)
   return session_runner.SessionRunner(
       model_fn, config_lib.runner_config_from_options(run, output_dir),
       train_batch_size=run.train_batch_size, eval_batch_size=eval_batch_size,
       predict_batch_size=predict_batch_size,
-      worker_timeout_secs=run.distribute.worker_timeout_secs)
+      worker_timeout_secs=run.distribute.worker_timeout_secs, saving=saving)

@@ -4,7 +4,7 @@ For TensorFlow 2.16 on, which has no `tf.estimator`, and on 2.15 with
 `--runner=session`. It runs what the scripts use and nothing more:
 
 * `train`: the TRAIN graph in a `tf.train.MonitoredTrainingSession` with a
-  `Scaffold` (a sharded saver keeping `keep_checkpoint_max` checkpoints),
+  `Scaffold` (the run's saver, `checkpoints.Saving`),
   the checkpoint, summary and step-counter hooks, a stop at `max_steps`, a
   NaN check and a `loss = ..., step = ...` line every 100 steps; under a
   strategy each replica builds its own copy of the model
@@ -27,6 +27,8 @@ from absl import logging
 import tensorflow.compat.v1 as tf
 
 from bert_tf import tf_private
+from bert_tf.checks import checkpoint as checkpoint_checks
+from bert_tf.train import checkpoints
 from bert_tf.train import distribute as distribute_utils
 from bert_tf.train import hooks as train_hooks
 from bert_tf.train import input_fn as input_utils
@@ -52,6 +54,8 @@ class SessionRunner(object):
       global batch sizes.
     worker_timeout_secs: int, multi-worker: seconds to wait for the other
       tasks.
+    saving: the run's `checkpoints.Saving` (None: one keeping
+      `config.keep_checkpoint_max`).
 
   Raises:
     ValueError: a global batch that is not a multiple of the replica count.
@@ -59,9 +63,10 @@ class SessionRunner(object):
 
   def __init__(self, model_fn, config, train_batch_size=None,
                eval_batch_size=None, predict_batch_size=None,
-               worker_timeout_secs=300):
+               worker_timeout_secs=300, saving=None):
     self._model_fn = model_fn
     self._config = config
+    self._saving = saving or checkpoints.Saving(config.keep_checkpoint_max)
     self._worker_timeout_secs = worker_timeout_secs
     self._batch_sizes = distribute_utils.batch_sizes(
         config.strategy, train_batch_size, eval_batch_size,
@@ -105,23 +110,16 @@ class SessionRunner(object):
         params={"batch_size": self._batch_sizes[mode], "use_tpu": False})
 
   def _scaffold(self, local_init):
-    """A `Scaffold` whose saver is the Estimator's and whose local init also
-    starts the input iterator."""
-    saver = tf.train.Saver(
-        sharded=True, max_to_keep=self._config.keep_checkpoint_max,
-        keep_checkpoint_every_n_hours=10000, defer_build=True,
-        save_relative_paths=True)
-    tf.add_to_collection(tf.GraphKeys.SAVERS, saver)
+    """A `Scaffold` with the run's saver (`checkpoints.Saving`) whose local
+    init also starts the input iterator."""
     return tf.train.Scaffold(
-        saver=saver,
+        saver=self._saving.saver(),
         local_init_op=tf.group(tf.train.Scaffold.default_local_init_op(),
                                local_init))
 
   def _checkpoint(self, checkpoint_path, what):
     """The checkpoint to restore, or None (the variables' initializers)."""
-    path = checkpoint_path or (
-        tf.train.latest_checkpoint(self.model_dir) if self.model_dir
-        else None)
+    path = checkpoint_path or checkpoints.latest(self.model_dir)
     if path is None:
       logging.info("No checkpoint in %s: %s from the initial variables",
                    self.model_dir, what)
@@ -132,11 +130,11 @@ class SessionRunner(object):
   # --------------------------------------------------------------------------
 
   def _latest_step(self):
-    path = (tf.train.latest_checkpoint(self.model_dir) if self.model_dir
-            else None)
+    path = checkpoints.latest(self.model_dir)
     if path is None:
       return 0
-    return int(tf.train.load_variable(path, tf.GraphKeys.GLOBAL_STEP))
+    return int(tf.train.load_variable(checkpoint_checks.readable_prefix(path),
+                                      tf.GraphKeys.GLOBAL_STEP))
 
   def _train_graph(self, input_fn, strategy):
     """(loss, train_op, the model_fn's training hooks, iterator init)."""

@@ -21,6 +21,7 @@ import tensorflow.compat.v1 as tf
 
 from bert_tf import io as io_utils
 from bert_tf import json_file
+from bert_tf.train import checkpoints
 
 __all__ = ["BEST_DIR", "RECORD_FILE", "read_record", "higher_is_better", "check_key",
            "BestKeeper", "train", "train_with_evaluation"]
@@ -55,9 +56,11 @@ def read_record(path):
   """The saved record of a `BestKeeper` (`best/best.json`), checked.
 
   Raises:
-    ValueError: not JSON, or a key of the wrong type (each evaluation an
-      object with an integer `global_step`), naming the file and key and
-      saying to delete the file to start the record anew.
+    ValueError: not JSON, a key of the wrong type (each evaluation an
+      object with an integer `global_step`), or a `best_checkpoint` that is
+      not a checkpoint of the record's folder (`checkpoints.named_in`),
+      naming the file and key and saying to delete the file to start the
+      record anew.
   """
   try:
     saved = json_file.load(path, max_bytes=2 ** 26)
@@ -68,10 +71,8 @@ def read_record(path):
       json_file.field(entry, "global_step", ("integer", "number"), path,
                       json_file.index_path("evaluations", i))
     if saved["best_checkpoint"] is not None:
-      name = saved["best_checkpoint"]
-      if os.path.basename(name) != name or name in (".", ".."):
-        raise ValueError("%s: best_checkpoint is %r, expected a file name" %
-                         (path, name))
+      checkpoints.named_in(os.path.dirname(path), saved["best_checkpoint"],
+                           path)
   except ValueError as e:
     raise ValueError("%s; delete it to start the record anew" % e) from None
   return saved
@@ -137,7 +138,7 @@ class BestKeeper(object):
     step = int(results["global_step"])
     entry = {name: float(value) for name, value in results.items()}
     self.record["evaluations"].append(entry)
-    improved = False
+    improved, old = False, None
     if self.key:
       check_key(self.key, results)
       value = float(results[self.key])
@@ -145,7 +146,10 @@ class BestKeeper(object):
       improved = best is None or (value > best if higher_is_better(self.key)
                                   else value < best)
       if improved:
-        self._keep(checkpoint_path, results)
+        old = self.best_checkpoint()
+        checkpoints.keep_copy(checkpoint_path, self.best_dir)
+        io_utils.write_eval_results(
+            os.path.join(self.best_dir, "eval_results.txt"), results)
         self.record.update(best_step=step, best_value=value,
                            best_checkpoint=os.path.basename(checkpoint_path),
                            since_best=0)
@@ -157,29 +161,10 @@ class BestKeeper(object):
                      "improvement)", self.key, value, step, best,
                      self.record["best_step"], self.record["since_best"])
     self._write_record()
+    # The previous best goes only once the record names the new one.
+    if old and os.path.basename(old) != os.path.basename(checkpoint_path):
+      checkpoints.remove_checkpoint(old)
     return improved
-
-  def _keep(self, checkpoint_path, results):
-    """Copies the checkpoint's files and its results into `best_dir`,
-    replacing the previous best."""
-    tf.io.gfile.makedirs(self.best_dir)
-    old = self.best_checkpoint()
-    name = os.path.basename(checkpoint_path)
-    for source in tf.io.gfile.glob(checkpoint_path + ".*"):
-      target = os.path.join(self.best_dir, os.path.basename(source))
-      with io_utils.atomic_path(target) as temp:
-        tf.io.gfile.copy(source, temp, overwrite=True)
-    # A `checkpoint` state file, so that the folder is a checkpoint folder
-    # (tf.train.latest_checkpoint, --init_checkpoint=<output_dir>/best).
-    with io_utils.atomic_write(os.path.join(self.best_dir,
-                                            "checkpoint")) as f:
-      f.write("model_checkpoint_path: %s\n" % json.dumps(name))
-      f.write("all_model_checkpoint_paths: %s\n" % json.dumps(name))
-    io_utils.write_eval_results(os.path.join(self.best_dir,
-                                             "eval_results.txt"), results)
-    if old and os.path.basename(old) != name:
-      for stale in tf.io.gfile.glob(old + ".*"):
-        tf.io.gfile.remove(stale)
 
   def _write_record(self):
     tf.io.gfile.makedirs(self.best_dir)
@@ -210,7 +195,7 @@ def train_with_evaluation(model_runner, train_fn, evaluate_fn, num_train_steps,
   model_dir = model_runner.model_dir
 
   def latest():
-    path = tf.train.latest_checkpoint(model_dir)
+    path = checkpoints.latest(model_dir)
     return path, (int(path.rsplit("-", 1)[-1]) if path else 0)
 
   results = None

@@ -1,20 +1,17 @@
 """The hooks of every run, whichever runner runs it, to lose little.
 
-`runner/loop.py` (how every script trains) puts them together. Before
-training: `start_training` (the output-folder lock, then a check of the
-checkpoint training would resume from). During: `ProgressHook` (the step,
-examples/sec and the time left), `PreemptionHook` (SIGTERM or Ctrl-C saves
-a checkpoint at the current step), `TimedCheckpointHook` (checkpoints by
-time as well as by steps) and `SummaryFlushHook` (summaries at the final
-step and at a bounded interval). After: `exit_if_preempted`, which ends a
+`runner/loop.py` (how every script trains) puts them together, with
+`checkpoints.TimedCheckpointHook` (checkpoints by time as well as by
+steps). During training: `ProgressHook` (the step, examples/sec and the
+time left), `PreemptionHook` (SIGTERM or Ctrl-C saves a checkpoint at the
+current step) and `SummaryFlushHook` (summaries at the final step and at a
+bounded interval). After: `exit_if_preempted`, which ends a
 run that a signal stopped with `PREEMPTED_EXIT_STATUS` (or
 `INTERRUPTED_EXIT_STATUS`). `write_eval_summaries` adds the scores computed
 after an evaluation to its TensorBoard folder.
 """
 
 import os
-import re
-import shutil
 import signal
 import time
 import uuid
@@ -23,84 +20,18 @@ from absl import logging
 import numpy as np
 import tensorflow.compat.v1 as tf
 
-from bert_tf.checks import checkpoint as checkpoint_checks
-from bert_tf.checks import lock as lock_checks
+from bert_tf.train import checkpoints
 from bert_tf.train import distribute as distribute_utils
 
 __all__ = ["PREEMPTED_EXIT_STATUS", "INTERRUPTED_EXIT_STATUS",
-           "start_training", "remove_killed_saves", "ProgressHook",
-           "PreemptionHook",
-           "TimedCheckpointHook", "SummaryFlushHook", "write_eval_summaries",
-           "exit_if_preempted"]
+           "ProgressHook", "PreemptionHook", "SummaryFlushHook",
+           "write_eval_summaries", "exit_if_preempted"]
 
 # Exit status of a run stopped by SIGTERM after saving its checkpoint: the
 # shell's 128 + 15, so a wrapper sees that the run did not finish.
 PREEMPTED_EXIT_STATUS = 143
 # The same after Ctrl-C (SIGINT): 128 + 2.
 INTERRUPTED_EXIT_STATUS = 130
-
-
-def start_training(output_dir):
-  """Before training into `output_dir`: `lock.lock_output_dir`, the removal
-  of saves a killed run left (`remove_killed_saves`), then
-  `checkpoint.check_resume_checkpoint`.
-
-  The workers of one multi-worker run share `output_dir`; only the chief
-  (`distribute_utils.is_chief`), which alone writes there, takes the lock.
-
-  Returns:
-    The `lock.OutputDirLock`, which the caller keeps while it trains (None
-    on the other workers, and for a remote folder).
-
-  Raises:
-    ValueError: another live run trains there, or its latest checkpoint is
-      truncated.
-  """
-  held = None
-  if distribute_utils.is_chief():
-    held = lock_checks.lock_output_dir(output_dir)
-  if held is not None:  # No other run writes here now.
-    remove_killed_saves(output_dir)
-  checkpoint_checks.check_resume_checkpoint(output_dir)
-  return held
-
-
-# A checkpoint save writes its shards into `<prefix>_temp/` (sharded V2
-# format; older versions add a random suffix) and merges them into place.
-_KILLED_SAVE = re.compile(r"model\.ckpt-\d+_temp(_[0-9a-f]+)?$")
-# TensorFlow's atomic file writes (the `.meta` graph, the `checkpoint`
-# state, the merged `.index`) write `<file>.tmp<hex>` or
-# `<file>.tempstate<n>` and rename it; a full disk or a kill leaves it.
-_CUT_WRITE = re.compile(r"^(model\.ckpt-\d+|checkpoint|graph\.pbtxt).*"
-                        r"\.(tmp[0-9a-f]{6,}|tempstate\d+)$")
-
-
-def remove_killed_saves(output_dir):
-  """Removes what saves that a kill or a full disk cut left: the shard
-  folders (`model.ckpt-N_temp/`) and TensorFlow's temporary files
-  (`model.ckpt-N.meta.tmp<hex>`, `checkpoint.tmp<hex>`, `.tempstate<n>`).
-
-  Call only while holding the folder's lock: a live run's save in progress
-  looks the same. Every such folder is a save that never became a
-  checkpoint (the merge removes it).
-
-  Returns:
-    list of str, the folders and files removed.
-  """
-  if "://" in output_dir or not os.path.isdir(output_dir):
-    return []
-  removed = []
-  for name in sorted(os.listdir(output_dir)):
-    path = os.path.join(output_dir, name)
-    if _KILLED_SAVE.match(name) and os.path.isdir(path):
-      shutil.rmtree(path, ignore_errors=True)
-    elif _CUT_WRITE.match(name) and os.path.isfile(path):
-      os.remove(path)
-    else:
-      continue
-    logging.info("Removing %s, the unfinished save of an earlier run", path)
-    removed.append(path)
-  return removed
 
 
 class ProgressHook(tf.train.SessionRunHook):
@@ -278,46 +209,6 @@ class PreemptionHook(tf.train.SessionRunHook):
     self._previous = {}
 
 
-class TimedCheckpointHook(tf.train.SessionRunHook):
-  """Writes a checkpoint every `save_secs` seconds, besides the step ones.
-
-  Uses the Estimator's own saver (so `keep_checkpoint_max` counts these
-  too), after the step that crosses the interval.
-  """
-
-  def __init__(self, output_dir, save_secs):
-    self._output_dir = output_dir
-    self._save_secs = save_secs
-    self._last_time = None
-    self._last_step = None
-    self._global_step = None
-
-  def begin(self):
-    self._global_step = tf.train.get_global_step()
-
-  def after_create_session(self, session, coord):
-    del coord
-    self._last_time = time.time()
-    self._last_step = int(session.run(self._global_step))
-
-  def after_run(self, run_context, run_values):
-    del run_values
-    if time.time() - self._last_time < self._save_secs:
-      return
-    step = int(run_context.session.run(self._global_step))
-    if step == self._last_step:
-      return
-    savers = tf.get_collection(tf.GraphKeys.SAVERS)
-    if not savers:
-      return
-    path = savers[0].save(run_context.session,
-                          os.path.join(self._output_dir, "model.ckpt"),
-                          global_step=step)
-    logging.info("Saved %s (%d s since the last timed checkpoint)", path,
-                 self._save_secs)
-    self._last_time, self._last_step = time.time(), step
-
-
 class SummaryFlushHook(tf.train.SessionRunHook):
   """Summaries at the final step and at least every `every_secs`, flushed.
 
@@ -473,7 +364,7 @@ def exit_if_preempted(output_dir, hooks):
   if not stopped:
     return
   hook = stopped[0]
-  latest = tf.train.latest_checkpoint(output_dir)
+  latest = checkpoints.latest(output_dir)
   interrupted = hook.stopped_by == signal.SIGINT
   logging.warning("Stopped by %s at step %d; checkpoint %s saved; rerun "
                   "the same command to resume",

@@ -16,6 +16,7 @@ from typing import Any, Callable, Optional
 from absl import logging
 import tensorflow.compat.v1 as tf
 
+from bert_tf.checks import checkpoint as checkpoint_checks
 from bert_tf.train import accumulation
 from bert_tf.train import spec as spec_lib
 from bert_tf.train import update
@@ -230,8 +231,11 @@ def init_from_checkpoint(init_checkpoint, use_tpu):
   initialized = {}
   scaffold_fn = None
   if init_checkpoint:
+    # The same files, under a name TensorFlow's readers do not take for a
+    # pattern (a folder named `pre[2]`).
+    readable = checkpoint_checks.readable_prefix(init_checkpoint)
     assignment_map, initialized = modeling.get_assignment_map_from_checkpoint(
-        tvars, init_checkpoint)
+        tvars, readable)
     if not assignment_map:
       raise ValueError(
           "--init_checkpoint: none of the model's %d variables is in %s; "
@@ -240,12 +244,12 @@ def init_from_checkpoint(init_checkpoint, use_tpu):
     if use_tpu:
 
       def tpu_scaffold():
-        tf.train.init_from_checkpoint(init_checkpoint, assignment_map)
+        tf.train.init_from_checkpoint(readable, assignment_map)
         return tf.train.Scaffold()
 
       scaffold_fn = tpu_scaffold
     else:
-      tf.train.init_from_checkpoint(init_checkpoint, assignment_map)
+      tf.train.init_from_checkpoint(readable, assignment_map)
   logging.info("**** Trainable Variables ****")
   for var in tvars:
     note = ", *INIT_FROM_CKPT*" if var.name in initialized else ""
