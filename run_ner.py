@@ -32,7 +32,7 @@ from bert_tf.cli import flags as cli_flags
 from bert_tf.cli import entry
 from bert_tf.cli import startup
 from bert_tf.export import saved_model as export_utils
-from bert_tf.runner import fine_tuning
+from bert_tf.cli import fine_tuning
 from bert_tf.runner import loop
 # The script's public names (`run_ner.create_model`, ...) live in the package.
 from bert_tf.tasks.ner.model import create_model

@@ -62,7 +62,7 @@ from bert_tf.tasks.squad.predictions import get_final_text
 from bert_tf.tasks.squad.predictions import RawResult
 from bert_tf.tasks.squad.predictions import score_predictions
 from bert_tf.tasks.squad.predictions import write_predictions
-from bert_tf.runner import fine_tuning
+from bert_tf.cli import fine_tuning
 from bert_tf.runner import loop
 from bert_tf.train import options as training_options
 # `run_squad.modeling` and `.tokenization`, as in the reference.

@@ -17,7 +17,7 @@ from helpers import data_path
 
 from bert_tf.cli import startup
 from bert_tf.export import saved_model
-from bert_tf.runner import fine_tuning
+from bert_tf.cli import fine_tuning
 from bert_tf.runner import loop
 from bert_tf.train import model_fn as model_fn_utils
 from bert_tf.train import options as training_options

@@ -244,7 +244,7 @@ def test_tasks_and_exports_define_and_read_no_flags():
 _ONE_SKELETON = ("run_ner", "run_squad", "run_pretraining", "extract_features",
                  "predict_masked_lm", PACKAGE + ".tasks.ner",
                  PACKAGE + ".tasks.squad", PACKAGE + ".tasks.pretraining",
-                 PACKAGE + ".runner.fine_tuning")
+                 PACKAGE + ".cli.fine_tuning")
 
 
 def test_these_scripts_and_tasks_build_model_fns_on_the_one_skeleton():

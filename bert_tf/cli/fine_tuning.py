@@ -4,8 +4,8 @@ A fine-tuning script writes its task's training records, then trains for
 a number of epochs (`training`) the task's `model_fn.Head` on the encoder
 (`model_fn`), and may export the fine-tuned model as a SavedModel
 (`exporter`): the same steps for every task, which gives only its records,
-its head and what its export serves (`Serving`). Beside `loop.py`, which
-runs them; nothing here reads flags: the scripts pass their values.
+its head and what its export serves (`Serving`); `runner/loop.py` runs
+them. Nothing here reads flags: the scripts pass their values.
 """
 
 import dataclasses
