@@ -297,7 +297,7 @@ def test_disk_full_message_names_the_file_not_the_op():
   text = ("Failed to write save/SaveV2: /tmp/x/model.ckpt-3_temp/part-00000-"
           "of-00001.data-00000-of-00001: No space left on device")
   assert disk.disk_full_message(text).startswith(
-      "/tmp/x/model.ckpt-3: write failed")
+      "/tmp/x: saving checkpoint model.ckpt-3 failed: the disk is full")
 
 
 def test_essential_text_drops_the_python_stack():
