@@ -11,9 +11,9 @@ runtime is installed. Each engine is then timed on the same batches
 Runtime is timed twice: with its default threading and with its worker
 threads not spinning (`session.intra_op.allow_spinning=0`, the setting
 `portable.DEFAULT_THREADS` records). The CPU model, its SIMD flags, the
-thread settings, each engine's median milliseconds per batch, its ratio to
-the SavedModel and its largest difference from the SavedModel's
-probabilities are printed as one table.
+thread settings, each engine's median milliseconds per batch (and min -
+max), its ratio to the SavedModel and its largest difference from the
+SavedModel's probabilities are printed as one table.
 
 Run from the repo root (the onnx extra for the ONNX rows: ./setup.sh --onnx):
   python bench/bench_portable_serving.py             # BERT-Base, seq 128
@@ -109,7 +109,7 @@ def _engines(version, work):
                              formats, config)
   logging.warning("Converted to %s in %.0f s", ", ".join(formats),
                   time.perf_counter() - start)
-  engines = [("TF SavedModel fp32", "TensorFlow default",
+  engines = [("TF SavedModel fp32", "TensorFlow's defaults",
               serving.BertServingModel(version))]
   for name in formats:
     model = serving.BertServingModel(folders[name])
@@ -117,10 +117,13 @@ def _engines(version, work):
       # The same model with ONNX Runtime's default threading (spinning).
       default = dict(model.config,
                      portable=dict(model.config["portable"], threads={}))
-      engines.append(("%s, default threads" % name, "spinning",
+      engines.append(("%s, default threads" % name, "spinning on",
                       _with_runner(model, portable.OnnxRunner(folders[name],
                                                               default))))
-    engines.append((name, str(model.config["portable"]["threads"]), model))
+    threads = model.config["portable"]["threads"]
+    engines.append((name, ", ".join(
+        "%s=%s" % (key, "default" if value is None else value)
+        for key, value in sorted(threads.items())), model))
   return engines
 
 
@@ -165,8 +168,9 @@ def main(_):
       base = float(np.median(times[engines[0][0]]))
       for name, threads, _ in engines:
         median = float(np.median(times[name]))
-        rows.append((batch_size, name, threads, median * 1e3, base / median,
-                     diffs[name]))
+        rows.append((batch_size, name, threads, median * 1e3,
+                     min(times[name]) * 1e3, max(times[name]) * 1e3,
+                     base / median, diffs[name]))
   finally:
     shutil.rmtree(work, ignore_errors=True)
   print("\nPortable serving: BERT L=%d H=%d A=%d I=%d, 2-label classifier, "
@@ -176,11 +180,11 @@ def main(_):
             FLAGS.seq_length, tf.__version__, FLAGS.repeats))
   print("CPU: %s; threads: every engine uses its default count (one per "
         "core)\n" % cpu_description())
-  print("| batch | engine | thread settings | ms / batch | speed-up vs TF "
-        "fp32 | max abs diff vs TF fp32 |")
-  print("|---|---|---|---|---|---|")
+  print("| batch | engine | thread settings | ms / batch (median) | min - "
+        "max | speed-up vs TF fp32 | max abs diff vs TF fp32 |")
+  print("|---|---|---|---:|---:|---:|---:|")
   for row in rows:
-    print("| %d | %s | %s | %.1f | %.2fx | %.1e |" % row)
+    print("| %d | %s | %s | %.1f | %.1f - %.1f | %.2fx | %.1e |" % row)
 
 
 if __name__ == "__main__":

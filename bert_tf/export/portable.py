@@ -145,9 +145,9 @@ class TfliteRunner(object):
   """
 
   def __init__(self, folder, config):
-    # Function-level: TensorFlow only for TensorFlow Lite folders (the ONNX
-    # path runs without it).
     try:
+      # Function-level: TensorFlow only for TensorFlow Lite folders (the
+      # ONNX path runs without it).
       import tensorflow as tf  # pylint: disable=g-import-not-at-top
     except ImportError as e:
       raise ValueError("--model_dir: %s is a TensorFlow Lite model and "
@@ -192,8 +192,8 @@ class OnnxRunner(object):
   """
 
   def __init__(self, folder, config):
-    # Function-level: onnxruntime is the optional `onnx` extra.
     try:
+      # Function-level: onnxruntime is the optional `onnx` extra.
       import onnxruntime  # pylint: disable=g-import-not-at-top
     except ImportError as e:
       raise ValueError("--model_dir: %s is an ONNX model and onnxruntime is "
