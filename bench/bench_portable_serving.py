@@ -122,7 +122,7 @@ def _engines(version, work):
                                                               default))))
     threads = model.config["portable"]["threads"]
     engines.append((name, ", ".join(
-        "%s=%s" % (key, "default" if value is None else value)
+        "%s=%s" % (key, "per core" if value is None else value)
         for key, value in sorted(threads.items())), model))
   return engines
 
@@ -178,8 +178,8 @@ def main(_):
             config.num_hidden_layers, config.hidden_size,
             config.num_attention_heads, config.intermediate_size,
             FLAGS.seq_length, tf.__version__, FLAGS.repeats))
-  print("CPU: %s; threads: every engine uses its default count (one per "
-        "core)\n" % cpu_description())
+  print("CPU: %s; threads: one per core in every engine (%d)\n" %
+        (cpu_description(), os.cpu_count()))
   print("| batch | engine | thread settings | ms / batch (median) | min - "
         "max | speed-up vs TF fp32 | max abs diff vs TF fp32 |")
   print("|---|---|---|---:|---:|---:|---:|")

@@ -62,11 +62,12 @@ FORMATS = {"tflite": ("tflite", "float32"),
            "onnx_int8": ("onnx", "int8")}
 # Runtime -> the model file a folder of that runtime holds.
 MODEL_FILES = {"tflite": "model.tflite", "onnx": "model.onnx"}
-# The threading that measured fastest on CPU (bench/bench_portable_serving.py,
-# docs/performance.md): every core (None = the runtime's default, one
-# thread per core) and, for ONNX Runtime, its worker threads not spinning
-# while they wait (spinning threads steal the cores that do the work on a
-# machine with few cores).
+# The threading recorded in each folder (bench/bench_portable_serving.py,
+# docs/performance.md): one thread per core (None), rather than TensorFlow
+# Lite's implementation-defined default, and, for ONNX Runtime, its worker
+# threads not spinning while they wait (faster on a 2-core AVX-512 VNNI
+# machine, no different on an AVX2 one: spinning threads take cores from
+# the ones that work).
 DEFAULT_THREADS = {"tflite": {"num_threads": None},
                    "onnx": {"intra_op_num_threads": None,
                             "allow_spinning": False}}
@@ -157,7 +158,8 @@ class TfliteRunner(object):
     threads = _threads(config, "tflite")
     try:
       self._interpreter = tf.lite.Interpreter(
-          model_path=path, num_threads=threads.get("num_threads"))
+          model_path=path,
+          num_threads=threads.get("num_threads") or os.cpu_count())
       self._signature = self._interpreter.get_signature_runner(
           "serving_default")
       details = self._signature.get_output_details()
