@@ -19,11 +19,15 @@ as they serve the SavedModel: same inputs (`input_ids`, `input_mask`,
 `segment_ids`, int32 [batch_size, max_seq_length]), same output names.
 
 Int8 here is dynamic-range quantization: the weights of the dense layers
-(and, in ONNX, of the embedding lookups) are stored as int8 with a scale,
-and activations are quantized on the fly per batch. What stays float32:
-layer normalization, softmax, GELU, the residual additions, the attention
-score products (query x key, probabilities x value: both operands are
-activations) and the output heads' softmax / sigmoid.
+(query, key, value, attention output, both feed-forward layers, pooler and
+head; in ONNX also the one-hot token-type product) and the word-embedding
+table are stored as int8 with a scale; the activations entering a dense
+layer are quantized on the fly per batch. What stays float32 (checked by
+counting the converted ops): layer normalization, softmax, GELU, tanh, the
+residual additions, the position and token-type embeddings (TensorFlow
+Lite), the two attention products (query x key, probabilities x value: both
+operands are activations), and TensorFlow Lite leaves weights of fewer
+than 1,024 values (a tiny head) float.
 
 The ONNX runner needs `onnxruntime` and numpy only: this module imports no
 TensorFlow at module level (the asset names of `saved_model.py` are
