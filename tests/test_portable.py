@@ -17,6 +17,7 @@ import tensorflow.compat.v1 as tf
 
 from helpers import data_path
 from helpers import REPO_ROOT
+from helpers import run_script
 
 from bert_tf.export import portable
 from bert_tf.export import saved_model as export_utils
@@ -364,3 +365,36 @@ def test_the_script_refuses_another_head_kind_from_a_portable_folder(
   assert len(lines) == 1, done.stderr[-2000:]
   assert "is a ner export; this script predicts classifier and SQuAD" in (
       lines[0])
+
+
+@pytest.mark.slow
+def test_the_script_converts_then_predicts_the_same_file(exports, tmp_path):
+  """predict_saved_model.py --convert_to writes the folders; the script then
+  writes the same test_results.tsv from the TensorFlow Lite folder as from
+  the SavedModel (and refuses to convert a converted folder)."""
+  version, _ = exports("classifier", [])
+  rows = tmp_path / "test.tsv"
+  rows.write_text("the cat sat .\tit sat\nno\tyes a b c\n")
+  out = str(tmp_path / "portable")
+  done = run_script("predict_saved_model.py", [
+      "--model_dir=" + version, "--convert_to=tflite", "--output_dir=" + out])
+  assert done.returncode == 0, done.stderr[-2000:]
+  assert os.path.isfile(os.path.join(out, "tflite", "model.tflite"))
+  results = {}
+  for name, folder in (("saved_model", version),
+                       ("tflite", os.path.join(out, "tflite"))):
+    done = run_script("predict_saved_model.py", [
+        "--model_dir=" + folder, "--input_file=" + str(rows),
+        "--task_name=tsv", "--output_dir=" + str(tmp_path / name)])
+    assert done.returncode == 0, done.stderr[-2000:]
+    results[name] = np.loadtxt(str(tmp_path / name / "test_results.tsv"),
+                               delimiter="\t")
+  assert results["tflite"].shape == (2, len(_LABELS))
+  np.testing.assert_allclose(results["tflite"], results["saved_model"],
+                             atol=1e-5)
+  done = run_script("predict_saved_model.py", [
+      "--model_dir=" + os.path.join(out, "tflite"), "--convert_to=onnx",
+      "--output_dir=" + str(tmp_path / "again")])
+  assert done.returncode != 0
+  assert "is already a tflite model; --convert_to takes the SavedModel" in (
+      done.stderr)
