@@ -14,9 +14,19 @@ converted, and writes what that script's `--do_predict` writes:
   file carries answers, `eval_results.json` too. Documents longer than one
   window are split into the export's `doc_stride` windows.
 
+`--model_dir` may also be a TensorFlow Lite or ONNX folder that
+`--convert_to` wrote: the same files come out (see `bert_tf.export.portable`).
+
+`--convert_to=tflite,tflite_int8,onnx,onnx_int8` (any of them) predicts
+nothing: it writes the export as TensorFlow Lite and/or ONNX files, float32
+or int8, one folder per format under `--output_dir`, each with the export's
+assets (ONNX needs the onnx extra: ./setup.sh --onnx).
+
 Usage:
   python predict_saved_model.py --model_dir=/tmp/mrpc_export \
     --input_file=$GLUE_DIR/MRPC/test.tsv --output_dir=/tmp/mrpc_served
+  python predict_saved_model.py --model_dir=/tmp/mrpc_export \
+    --convert_to=onnx_int8,tflite_int8 --output_dir=/tmp/mrpc_portable
 """
 
 from bert_tf.cli import quiet  # First: TensorFlow's start-up lines off.
@@ -32,6 +42,7 @@ import numpy as np
 
 from bert_tf.checks import numbers as number_checks
 from bert_tf.cli import entry
+from bert_tf.export import portable
 from bert_tf.export import saved_model as export_utils
 from bert_tf.export import serving
 from bert_tf.tasks.classifier import data as classifier_data
@@ -39,8 +50,8 @@ from bert_tf.tasks.classifier import model as classifier_model
 from bert_tf.tasks.squad import data as squad_data
 from bert_tf.tasks.squad import predictions as squad_predictions
 
-__all__ = ["read_classifier_examples", "predict_classifier", "define_flags",
-           "main", "cli"]
+__all__ = ["read_classifier_examples", "predict_classifier", "convert",
+           "define_flags", "main", "cli"]
 
 FLAGS = flags.FLAGS
 
@@ -49,7 +60,8 @@ def define_flags():
   """Defines the script's flags."""
   flags.DEFINE_string("model_dir", None,
                       "An export folder (its newest numbered version is "
-                      "used) or one version folder.")
+                      "used), one version folder, or a TensorFlow Lite or "
+                      "ONNX folder written by --convert_to.")
   flags.DEFINE_string("input_file", None,
                       "What to predict: a TSV in the task's test layout "
                       "(classifier exports) or SQuAD JSON (SQuAD exports).")
@@ -66,7 +78,11 @@ def define_flags():
   flags.DEFINE_float("null_score_diff_threshold", 0.0,
                      "SQuAD 2.0: predict no answer when the null score minus "
                      "the best non-null score exceeds this.")
-  for name in ("model_dir", "input_file", "output_dir"):
+  flags.DEFINE_list("convert_to", None,
+                    "Predict nothing: write the export as these formats "
+                    "(%s), one folder each under --output_dir." %
+                    ", ".join(sorted(portable.FORMATS)))
+  for name in ("model_dir", "output_dir"):
     flags.mark_flag_as_required(name)
 
 
@@ -152,8 +168,32 @@ def predict_classifier(model, examples, output_file, batch_size):
   return written
 
 
+def convert(model_dir, formats, output_dir):
+  """Writes the export at `model_dir` (a SavedModel) as `formats` under
+  `output_dir` (`portable.convert`); logs each folder written.
+
+  Raises:
+    ValueError: `model_dir` not a SavedModel export, or what
+      `portable.convert` refuses.
+  """
+  version_dir = serving.resolve_version(model_dir)
+  if portable.model_format(version_dir):
+    raise ValueError("--model_dir: %s is already a %s model; --convert_to "
+                     "takes the SavedModel export it was made from" %
+                     (version_dir, portable.model_format(version_dir)))
+  config, _, _ = serving.read_assets(version_dir)
+  for name, folder in portable.convert(version_dir, output_dir, formats,
+                                       config).items():
+    logging.info("Wrote %s (%s)", folder, name)
+
+
 def main(_):
   logging.set_verbosity(logging.INFO)
+  if FLAGS.convert_to is not None:
+    convert(FLAGS.model_dir, FLAGS.convert_to, FLAGS.output_dir)
+    return
+  if not FLAGS.input_file:
+    raise ValueError("--input_file is required (or --convert_to)")
   # 1. The export and its assets.
   for name in ("batch_size", "n_best_size", "max_answer_length"):
     if FLAGS[name].value < 1:

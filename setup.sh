@@ -18,13 +18,17 @@ cd "$(dirname "$0")"
 # --chinese (the jieba word segmenter for Chinese whole-word masking:
 # requirements-chinese.txt; --test adds it too), --kerashub (keras-hub, for
 # KerasHub presets in convert_checkpoint.py: requirements-kerashub.txt; the
-# TensorFlow 2.21 stack only, where --test adds it too), --print-stack (print the Python, its stack and the venv, check them, and
-# install nothing).
+# TensorFlow 2.21 stack only, where --test adds it too), --onnx (tf2onnx,
+# onnx and ONNX Runtime, for predict_saved_model.py --convert_to=onnx and
+# serving ONNX files: requirements-onnx.txt; --test does not add it, its
+# tests skip without it), --print-stack (print the Python, its stack and
+# the venv, check them, and install nothing).
 WITH_TEST=0
 WITH_GPU=0
 WITH_BEAM=0
 WITH_CHINESE=0
 WITH_KERASHUB=0
+WITH_ONNX=0
 PRINT_STACK=0
 for arg in "$@"; do
   case "$arg" in
@@ -33,8 +37,9 @@ for arg in "$@"; do
     --beam) WITH_BEAM=1 ;;
     --chinese) WITH_CHINESE=1 ;;
     --kerashub) WITH_KERASHUB=1 ;;
+    --onnx) WITH_ONNX=1 ;;
     --print-stack) PRINT_STACK=1 ;;
-    *) echo "setup.sh: unknown option $arg (expected --test, --gpu, --beam, --chinese, --kerashub and/or --print-stack)" >&2
+    *) echo "setup.sh: unknown option $arg (expected --test, --gpu, --beam, --chinese, --kerashub, --onnx and/or --print-stack)" >&2
        exit 2 ;;
   esac
 done
@@ -135,6 +140,13 @@ if [ "$WITH_KERASHUB" = 1 ] || { [ "$WITH_TEST" = 1 ] &&
    [ "$REQUIREMENTS" = requirements-tf2.21.txt ]; }; then
   $PIP install -q --disable-pip-version-check --use-pep517 \
     -r "$REQUIREMENTS" -r requirements-kerashub.txt
+fi
+# tf2onnx, onnx and ONNX Runtime, resolved together with the stack's pins
+# (alone, pip would move numpy and protobuf past what TensorFlow 2.15
+# accepts).
+if [ "$WITH_ONNX" = 1 ]; then
+  $PIP install -q --disable-pip-version-check --use-pep517 \
+    -r "$REQUIREMENTS" -r requirements-onnx.txt
 fi
 # jieba publishes only a source archive (pure Python, no dependencies).
 if [ "$WITH_CHINESE" = 1 ] || [ "$WITH_TEST" = 1 ]; then

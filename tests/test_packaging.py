@@ -161,6 +161,8 @@ def test_dependencies_are_the_requirements_files_and_artefacts_are_ignored():
       "file": ["requirements-chinese.txt"]}
   assert dynamic["optional-dependencies"]["kerashub"] == {
       "file": ["requirements-kerashub.txt"]}
+  assert dynamic["optional-dependencies"]["onnx"] == {
+      "file": ["requirements-onnx.txt"]}
   ignored = read_lines(os.path.join(REPO_ROOT, ".gitignore"))
   assert {"/build/", "*.egg-info/", "/dist/"} <= set(ignored)
   assert "slow" in project["tool"]["pytest"]["ini_options"]["markers"][0]

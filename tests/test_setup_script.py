@@ -306,3 +306,33 @@ def test_kerashub_requirements_pin_each_package_for_tensorflow_2_21():
         line)
     names.append(match.group(1))
   assert "keras-hub" in names
+
+
+def test_onnx_extra_comes_with_the_stacks_pins_and_not_with_test(tmp_path):
+  """--onnx installs requirements-onnx.txt together with the stack's pins
+  (alone, pip would move numpy and protobuf past TensorFlow 2.15's), on
+  both stacks; --test does not (the ONNX tests skip without it)."""
+  for version, stack in (("3.11", "requirements-tf2.15.txt"),
+                         ("3.12", "requirements-tf2.21.txt")):
+    calls, _ = _setup_test_pip_calls(tmp_path / ("onnx" + version), 1,
+                                     version, ("--onnx",))
+    both = "-r %s -r requirements-onnx.txt" % stack
+    assert sum(both in line for line in calls) == 1, calls
+    calls, _ = _setup_test_pip_calls(tmp_path / ("test" + version), 1,
+                                     version)
+    assert not any("requirements-onnx.txt" in line for line in calls)
+
+
+def test_onnx_requirements_pin_each_package_for_each_stack():
+  pinned = {"< \"3.12\"": set(), ">= \"3.12\"": set()}
+  for line in read_lines(os.path.join(REPO_ROOT, "requirements-onnx.txt")):
+    if not line.strip() or line.startswith("#"):
+      continue
+    match = _PIN.match(line)
+    assert match, line
+    marker = line[len(match.group(0)):]
+    assert marker in ('; python_version < "3.12"',
+                      '; python_version >= "3.12"'), line
+    pinned[marker.split("python_version ")[1]].add(match.group(1))
+  for names in pinned.values():
+    assert names == {"tf2onnx", "onnx", "onnxruntime"}, pinned

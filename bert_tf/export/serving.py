@@ -25,6 +25,7 @@ import tensorflow as tf2
 
 from bert_tf.checks import disk
 from bert_tf import json_file
+from bert_tf.export import portable
 from bert_tf.export import saved_model as export_utils
 from bert_tf.tasks import features as feature_utils
 from bert_tf.tasks.squad import data as squad_data
@@ -41,8 +42,10 @@ def resolve_version(model_dir):
   """The SavedModel folder of `model_dir`: itself, or its newest version.
 
   Args:
-    model_dir: str, a version folder (holding `saved_model.pb`) or an export
-      base holding numbered version folders.
+    model_dir: str, a version folder (holding `saved_model.pb`), an export
+      base holding numbered version folders, or a folder of
+      predict_saved_model.py --convert_to (holding `model.tflite` or
+      `model.onnx`).
 
   Returns:
     str, the version folder (the largest number when there are several).
@@ -53,12 +56,20 @@ def resolve_version(model_dir):
   if not model_dir or not tf2.io.gfile.isdir(model_dir):
     raise ValueError("--model_dir: %s is not a directory (expected an export "
                      "folder or one of its version folders)" % model_dir)
-  if tf2.io.gfile.exists(os.path.join(model_dir, "saved_model.pb")):
+  if (tf2.io.gfile.exists(os.path.join(model_dir, "saved_model.pb")) or
+      portable.model_format(model_dir)):
     return model_dir
   versions = [name.rstrip("/") for name in tf2.io.gfile.listdir(model_dir)]
   versions = sorted(
       (int(name), name) for name in versions if name.isdigit() and
       tf2.io.gfile.exists(os.path.join(model_dir, name, "saved_model.pb")))
+  formats = sorted(name for name in tf2.io.gfile.listdir(model_dir)
+                   if portable.model_format(os.path.join(model_dir, name)))
+  if not versions and formats:
+    raise ValueError("--model_dir: %s holds the --convert_to folders "
+                     "%s; expected one of them (e.g. %s)" %
+                     (model_dir, ", ".join(f.rstrip("/") for f in formats),
+                      os.path.join(model_dir, formats[0].rstrip("/"))))
   if not versions:
     raise ValueError("--model_dir: %s holds no saved_model.pb and no numbered "
                      "version folder with one" % model_dir)
@@ -297,8 +308,10 @@ class BertServingModel(object):
   """A loaded export: its `serving_default` signature plus its tokenizer.
 
   Args:
-    model_dir: str, an export folder (its newest version is loaded) or a
-      version folder.
+    model_dir: str, an export folder (its newest version is loaded), a
+      version folder, or a TensorFlow Lite or ONNX folder written by
+      predict_saved_model.py --convert_to (run by `portable.RUNNERS`' class
+      for its format).
 
   Attributes:
     version_dir: str, the loaded version folder.
@@ -318,6 +331,20 @@ class BertServingModel(object):
     self.max_seq_length = self.config["max_seq_length"]
     self.tokenizer = tokenization.FullTokenizer(
         vocab_file=vocab_file, do_lower_case=self.config["do_lower_case"])
+    runner_class = portable.RUNNERS.get(portable.model_format(
+        self.version_dir))
+    self._runner = runner_class and runner_class(self.version_dir,
+                                                 self.config)
+    if self._runner:
+      outputs = self._runner.outputs
+    else:
+      outputs = self._load_saved_model()
+    check_served_outputs(self.config, os.path.join(
+        self.version_dir, export_utils.ASSETS_DIR, export_utils.SERVING_ASSET),
+                         outputs)
+
+  def _load_saved_model(self):
+    """Loads the SavedModel; returns its outputs' names -> shapes."""
     logging.info("Loading SavedModel %s (%s)", self.version_dir, self.kind)
     loggers = [std_logging.getLogger(name) for name in ("absl", "tensorflow")]
     for logger in loggers:
@@ -336,9 +363,7 @@ class BertServingModel(object):
     finally:
       for logger in loggers:
         logger.removeFilter(_no_fingerprint_note)
-    check_served_outputs(self.config, os.path.join(
-        self.version_dir, export_utils.ASSETS_DIR, export_utils.SERVING_ASSET),
-                         outputs)
+    return outputs
 
   def run(self, input_ids, input_mask, segment_ids):
     """Runs the signature on a batch.
@@ -362,6 +387,8 @@ class BertServingModel(object):
       longest = int(arrays[1].sum(axis=1).max()) if arrays[1].size else 0
       length = lengths_lib.python_bucket_length(buckets, longest)
       arrays = [array[:, :length] for array in arrays]
+    if self._runner:
+      return self._runner.run(*arrays)
     inputs = {name: tf2.constant(array)
               for name, array in zip(export_utils.INPUT_NAMES, arrays)}
     return {k: v.numpy() for k, v in self._signature(**inputs).items()}
