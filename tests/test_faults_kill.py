@@ -204,8 +204,9 @@ def test_kill_convert_checkpoint(tmp_path):
   seconds = _reference("convert_checkpoint.py", args(ref_dir))
   expected = _files(ref_dir)
   assert sorted(expected) == sorted(
-      os.path.join("hf", n) for n in ("config.json", "model.safetensors",
-                                      "tokenizer_config.json", "vocab.txt"))
+      os.path.join("hf", n) for n in (
+          "README.md", "config.json", "model.safetensors",
+          "tokenizer_config.json", "vocab.txt"))
 
   def whole_folder(path, data):
     del data
