@@ -30,7 +30,7 @@ __all__ = ["REPO_ROOT", "DATA_DIR", "READ_FROM_SHARED", "in_ci",
            "shared_path", "write_tsv", "write_json", "read_lines",
            "script_env", "script_command", "run_script", "tiny_model_flags",
            "write_corpus", "HAS_ESTIMATOR", "RUNNERS", "needs_estimator",
-           "checked_run_options", "checked_model"]
+           "checked_run_options", "checked_model", "extract_features_twice"]
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if REPO_ROOT not in sys.path:
@@ -251,3 +251,32 @@ def checked_model(*args, problems=(), **kwargs):
   model = startup.prepare_model(*args, problems=found, **kwargs)
   found.raise_if_any()
   return model
+
+
+def extract_features_twice(tmp_path, folder, checkpoint_dir):
+  """`extract_features.py` outputs (JSON lines text) with `--init_checkpoint`
+  a folder of another layout alone, then its converted release folder with
+  explicit config and vocabulary; conversions cached in `tmp_path/cache`.
+
+  Returns:
+    (output on the folder, output on the release folder, stderr of the
+    first run).
+  """
+  text = tmp_path / "input.txt"
+  text.write_text("the cat ||| a dog\n")
+  outputs, first_stderr = [], None
+  for model_flags in (
+      ["--init_checkpoint=%s" % folder],
+      ["--init_checkpoint=%s" % checkpoint_dir,
+       "--bert_config_file=%s" % os.path.join(checkpoint_dir,
+                                              "bert_config.json"),
+       "--vocab_file=%s" % os.path.join(checkpoint_dir, "vocab.txt")]):
+    out = tmp_path / ("out%d.jsonl" % len(outputs))
+    result = run_script("extract_features.py", [
+        "--input_file=%s" % text, "--output_file=%s" % out,
+        "--max_seq_length=16", "--layers=-1"] + model_flags,
+                        env={"BERT_TF_CACHE": str(tmp_path / "cache")})
+    assert result.returncode == 0, result.stderr[-2000:]
+    outputs.append(out.read_text())
+    first_stderr = first_stderr or result.stderr
+  return outputs[0], outputs[1], first_stderr

@@ -24,6 +24,7 @@ import pytest
 import tensorflow.compat.v1 as tf
 
 from helpers import data_path
+from helpers import extract_features_twice
 from helpers import import_or_skip
 from helpers import read_lines
 from helpers import run_script
@@ -523,21 +524,8 @@ def test_extract_features_runs_on_a_preset_alone(keras_hub, tmp_path):
   _save_preset(keras_hub, preset, backbone, _vocab(tmp_path))
   converted = str(tmp_path / "tf")
   kerashub.kerashub_to_tf(str(preset), converted)
-  text = tmp_path / "input.txt"
-  text.write_text("the cat ||| a dog\n")
-  outputs = []
-  for model_flags in (
-      ["--init_checkpoint=%s" % preset],
-      ["--init_checkpoint=" + converted,
-       "--bert_config_file=" + os.path.join(converted, "bert_config.json"),
-       "--vocab_file=" + os.path.join(converted, "vocab.txt")]):
-    out = tmp_path / ("out%d.jsonl" % len(outputs))
-    result = run_script("extract_features.py", [
-        "--input_file=%s" % text, "--output_file=%s" % out,
-        "--max_seq_length=16", "--layers=-1"] + model_flags,
-                        env={"BERT_TF_CACHE": str(tmp_path / "cache")})
-    assert result.returncode == 0, result.stderr[-2000:]
-    outputs.append(out.read_text())
-  assert outputs[0] == outputs[1]
+  on_preset, on_converted, _ = extract_features_twice(tmp_path, preset,
+                                                     converted)
+  assert on_preset == on_converted
   assert os.listdir(tmp_path / "cache" / "converted")[0].startswith(
       "preset-")

@@ -19,6 +19,7 @@ from bert_tf.convert import keras_names
 from bert_tf.convert import sources
 from bert_tf.tasks.classifier import model as classifier_model
 from helpers import data_path
+from helpers import extract_features_twice
 from helpers import import_or_skip
 from helpers import run_script
 import modeling
@@ -358,24 +359,10 @@ def test_missing_weights_and_vocabulary_are_named(hf_folder, tmp_path):
 
 @pytest.mark.slow
 def test_extract_features_runs_on_a_hf_folder_alone(hf_folder, tmp_path):
-  text = tmp_path / "input.txt"
-  text.write_text("the cat ||| a dog\n")
-  outputs = []
-  for model_flags in (
-      ["--init_checkpoint=" + hf_folder],
-      ["--init_checkpoint=" + _TINY,
-       "--bert_config_file=" + os.path.join(_TINY, "bert_config.json"),
-       "--vocab_file=" + os.path.join(_TINY, "vocab.txt")]):
-    out = tmp_path / ("out%d.jsonl" % len(outputs))
-    result = run_script("extract_features.py", [
-        "--input_file=%s" % text, "--output_file=%s" % out,
-        "--max_seq_length=16", "--layers=-1"] + model_flags,
-                        env={"BERT_TF_CACHE": str(tmp_path / "cache")})
-    assert result.returncode == 0, result.stderr[-2000:]
-    outputs.append(out.read_text())
-    if len(outputs) == 1:
-      assert "is a Hugging Face folder; converted it to %s" % (
-          tmp_path / "cache" / "converted") in result.stderr
-  assert outputs[0] == outputs[1]
+  on_folder, on_checkpoint, stderr = extract_features_twice(tmp_path,
+                                                           hf_folder, _TINY)
+  assert "is a Hugging Face folder; converted it to %s" % (
+      tmp_path / "cache" / "converted") in stderr
+  assert on_folder == on_checkpoint
   assert os.listdir(tmp_path / "cache" / "converted")[0].startswith(
       "tiny_hf-")
