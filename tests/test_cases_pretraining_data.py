@@ -20,6 +20,7 @@ import pytest
 from helpers import data_path
 from helpers import run_script
 import create_pretraining_data as cpd
+from bert_tf.tasks.pretraining import instances as instances_lib
 from bert_tf.tasks.pretraining import whole_words
 import tokenization
 
@@ -158,13 +159,13 @@ class _StuckRng(object):
 def test_ten_unlucky_draws_keep_drawing_for_another_document():
   # The reference would use document 0 after ten draws of 0.
   rng = _StuckRng(stuck=0, times=10, then=1)
-  assert cpd._pick_other_document(2, 0, rng) == 1
+  assert instances_lib.pick_other_document(2, 0, rng) == 1
   assert rng.calls == 11
   rng = _StuckRng(stuck=3, times=25, then=2)
-  assert cpd._pick_other_document(5, 3, rng) == 2
+  assert instances_lib.pick_other_document(5, 3, rng) == 2
   # Within ten draws the choice and the draws are the reference's.
   rng = _StuckRng(stuck=0, times=4, then=1)
-  assert cpd._pick_other_document(2, 0, rng) == 1
+  assert instances_lib.pick_other_document(2, 0, rng) == 1
   assert rng.calls == 5
 
 

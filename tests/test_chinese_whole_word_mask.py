@@ -27,6 +27,7 @@ from helpers import script_command
 from helpers import script_env
 from helpers import shared_path
 import create_pretraining_data as cpd
+from bert_tf.tasks.pretraining import instances as instances_lib
 from bert_tf.corpus import instances as beam_instances
 from bert_tf.tasks.pretraining import processes as pretraining_processes
 from bert_tf.tasks.pretraining import records as pretraining_records
@@ -196,8 +197,8 @@ def test_masked_fraction_stays_masked_lm_prob(wiki_instances):
 def test_documents_are_the_same_tokens_as_without_the_flag(jieba, tokenizer):
   del jieba
   sources = [(data_path(*_ZH_SAMPLE), 0, None)]
-  marked = cpd._read_documents(sources, tokenizer, chinese_words_too=True)
-  assert marked == cpd._read_documents(sources, tokenizer)
+  marked = instances_lib.read_documents(sources, tokenizer, chinese_words_too=True)
+  assert marked == instances_lib.read_documents(sources, tokenizer)
   assert any(whole_words.is_continuation(t)
              for document in marked for segment in document for t in segment)
 
@@ -211,8 +212,8 @@ def test_workers_with_the_flag_write_what_one_worker_writes_per_part(
   parts, _ = pretraining_processes.split_corpus(files, 2)
   serializer = pretraining_records.ExampleSerializer(tokenizer, 64, 10)
   for k, (part, output) in enumerate(zip(parts, outputs)):
-    instances = cpd._instances_from_documents(
-        cpd._read_documents(part, tokenizer, chinese_words_too=True),
+    instances = instances_lib.instances_from_documents(
+        instances_lib.read_documents(part, tokenizer, chinese_words_too=True),
         tokenizer, 64, 2, 0.1, 0.15, 10, random.Random(7 + k), True)
     with open(output, "rb") as f:
       got = f.read()

@@ -26,6 +26,7 @@ from helpers import write_corpus
 from helpers import write_three_documents
 from helpers import skip_or_fail
 import create_pretraining_data as cpd
+from bert_tf.tasks.pretraining import instances as instances_lib
 from bert_tf.tasks.pretraining import processes as pretraining_processes
 from bert_tf.tasks.pretraining import records as pretraining_records
 import tokenization
@@ -219,7 +220,7 @@ def test_lines_are_decoded_like_the_reference(tmp_path):
   path = tmp_path / "odd.txt"
   path.write_bytes(b"caf\xff\xfeed going\r\nthe\x80 cat\xe2\x80\xa8sat\n\n"
                    b"second doc here\n")
-  documents = cpd._read_documents([(str(path), 0, None)],
+  documents = instances_lib.read_documents([(str(path), 0, None)],
                                   _tokenizer("vocab.txt"))
   assert documents == [[["cafe", "##d", "going"], ["the", "cat", "sat"]],
                        [["second", "doc", "here"]]]
@@ -243,8 +244,8 @@ def test_workers_write_parts_with_their_own_seeds(tmp_path):
   serializer = pretraining_records.ExampleSerializer(tokenizer, 16, 3)
   count = 0
   for k, (part, output) in enumerate(zip(parts, outputs)):
-    instances = cpd._instances_from_documents(
-        cpd._read_documents(part, tokenizer), tokenizer, 16, 3, 0.1, 0.15, 3,
+    instances = instances_lib.instances_from_documents(
+        instances_lib.read_documents(part, tokenizer), tokenizer, 16, 3, 0.1, 0.15, 3,
         random.Random(7 + k), False)
     assert _records(output) == [serializer.serialize(i) for i in instances]
     count += len(instances)
@@ -450,9 +451,9 @@ def test_two_workers_split_three_documents_into_two_parts(tmp_path):
   outputs, total = _two_workers(files, tokenizer, tmp_path)
   parts, num_documents = pretraining_processes.split_corpus(files, 2)
   assert num_documents == [2, 1]
-  own = cpd._read_documents(parts[1], tokenizer)
-  others = cpd._read_documents(parts[0], tokenizer)
-  instances = cpd._instances_from_documents(
+  own = instances_lib.read_documents(parts[1], tokenizer)
+  others = instances_lib.read_documents(parts[0], tokenizer)
+  instances = instances_lib.instances_from_documents(
       own, tokenizer, 16, 3, 0.1, 0.15, 3, random.Random(7 + 1), False,
       random_next_only=others)
   serializer = pretraining_records.ExampleSerializer(tokenizer, 16, 3)

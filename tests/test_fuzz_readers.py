@@ -22,7 +22,7 @@ import fault_helpers as fh
 from bert_tf.convert import files as convert_files
 from bert_tf.tasks.classifier import data as classifier_data
 from bert_tf.tasks.ner import reader as ner_reader
-import create_pretraining_data
+from bert_tf.tasks.pretraining import instances as instances_lib
 from bert_tf.tasks.squad import data as squad_data
 from bert_tf.cli import startup
 import tokenization
@@ -165,7 +165,7 @@ def test_squad_json(data, is_training, version_2):
 def test_pretraining_corpus(data):
   path = _write("corpus.txt", data)
   tokenizer = tokenization.FullTokenizer(fh.tiny("vocab.txt"), True)
-  _call(create_pretraining_data._read_documents, path,  # pylint: disable=protected-access
+  _call(instances_lib.read_documents, path,
         [(path, 0, None)], tokenizer)
 
 

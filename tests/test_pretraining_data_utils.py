@@ -15,6 +15,7 @@ from helpers import data_path
 from helpers import skip_or_fail
 from helpers import write_corpus
 import create_pretraining_data as cpd
+from bert_tf.tasks.pretraining import instances as instances_lib
 from bert_tf import io as io_utils
 from bert_tf.tasks.pretraining import processes
 from bert_tf.tasks.pretraining import records
@@ -117,11 +118,11 @@ def test_inlined_shuffle_draws_like_random_shuffle():
 def test_split_corpus_cuts_at_document_boundaries(tmp_path):
   files = write_corpus(tmp_path)
   tokenizer = _tokenizer()
-  whole = cpd._read_documents([(p, 0, None) for p in files], tokenizer)
+  whole = instances_lib.read_documents([(p, 0, None) for p in files], tokenizer)
   assert len(whole) == 6
   for num_parts in (2, 3):
     parts, num_documents = processes.split_corpus(files, num_parts)
-    pieces = [cpd._read_documents(part, tokenizer) for part in parts]
+    pieces = [instances_lib.read_documents(part, tokenizer) for part in parts]
     assert [d for piece in pieces for d in piece] == whole
     assert [len(piece) for piece in pieces] == num_documents
     assert all(piece for piece in pieces)
@@ -134,7 +135,7 @@ def test_split_corpus_decodes_non_ascii_lines_to_find_blanks(tmp_path):
                   encoding="utf-8")
   _, num_documents = processes.split_corpus([str(path)], 1)
   assert num_documents == [3]
-  assert len(cpd._read_documents([(str(path), 0, None)], _tokenizer())) == 3
+  assert len(instances_lib.read_documents([(str(path), 0, None)], _tokenizer())) == 3
 
 
 def test_part_output_names():

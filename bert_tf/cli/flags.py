@@ -87,6 +87,36 @@ SHARED_FLAGS = types.MappingProxyType(collections.OrderedDict([
     ("max_predictions_per_seq", (_I, 20,
                                  "Masked positions per sequence (the length "
                                  "of the masked_lm_* features).")),
+    # Pre-training data and masking.
+    ("masked_lm_prob", (_F, 0.15,
+                        "Share of each sequence's tokens chosen for the "
+                        "masked LM task.")),
+    ("do_whole_word_mask", (_B, False,
+                            "Mask every WordPiece of a chosen word together, "
+                            "not pieces on their own.")),
+    ("do_chinese_whole_word_mask", (
+        _B, False,
+        "--do_whole_word_mask, and the characters of a Chinese word (cut by "
+        "the jieba segmenter: the chinese extra) are masked together; tokens "
+        "and ids are unchanged.")),
+    ("dynamic_masking", (
+        _B, False,
+        "Mask in run_pretraining.py's input pipeline, with new masks each "
+        "time a sequence is read (RoBERTa's dynamic masking), instead of "
+        "once in the records. create_pretraining_data.py then writes "
+        "unmasked records (input_ids, input_mask, segment_ids, and "
+        "next_sentence_labels with --next_sentence): --dupe_factor=1 is "
+        "enough, as more passes only draw other chunks and next-sentence "
+        "pairs. run_pretraining.py masks them by the reference's rule with "
+        "--masked_lm_prob, --max_predictions_per_seq and the whole-word "
+        "flags, and needs --vocab_file.")),
+    ("next_sentence", (
+        _B, True,
+        "Next-sentence prediction (the reference). False: "
+        "create_pretraining_data.py writes each instance as one span of a "
+        "document, [CLS] text [SEP], without next_sentence_labels; "
+        "run_pretraining.py trains without the next-sentence head, loss and "
+        "metrics.")),
     # Data.
     ("data_dir", (_S, None,
                   "Folder holding the task's data files.")),
