@@ -19,6 +19,11 @@ Example:
 
 A run restarted with the same `--output_dir` continues from the last
 checkpoint there (`--init_checkpoint` only initializes a fresh run).
+
+`--dynamic_masking` reads the unmasked records of
+`create_pretraining_data.py --dynamic_masking` and masks them as they are
+read, anew each epoch (`masking.Masker`); `--next_sentence=false` trains
+the masked LM alone (no next-sentence head, loss or metrics).
 """
 
 from bert_tf.cli import quiet  # First: TensorFlow's start-up lines off.
@@ -40,6 +45,7 @@ from bert_tf.tasks.pretraining.heads import get_next_sentence_output
 from bert_tf.tasks.pretraining.heads import pretraining_head
 from bert_tf.tasks.pretraining.inputs import check_record_lengths
 from bert_tf.tasks.pretraining.inputs import input_fn_builder
+from bert_tf.tasks.pretraining import masking
 from bert_tf.train import model_fn as model_fn_utils
 
 __all__ = ["define_flags", "gather_indexes", "get_masked_lm_output",
@@ -59,8 +65,10 @@ def define_flags():
       "max_predictions_per_seq", "do_train", "do_eval", "train_batch_size",
       "eval_batch_size", "learning_rate", "num_train_steps",
       "num_warmup_steps", "save_checkpoints_steps", "save_checkpoints_secs",
-      "iterations_per_loop", cli_flags.TRAINING_FLAGS, cli_flags.TPU_FLAGS,
-      cli_flags.DISTRIBUTE_FLAGS)
+      "iterations_per_loop", "dynamic_masking", "next_sentence",
+      "vocab_file", "masked_lm_prob", "do_whole_word_mask",
+      "do_chinese_whole_word_mask", cli_flags.TRAINING_FLAGS,
+      cli_flags.TPU_FLAGS, cli_flags.DISTRIBUTE_FLAGS)
   flags.DEFINE_integer("max_eval_steps", 100,
                        "Evaluate on at most this many batches.")
 
@@ -68,11 +76,12 @@ def define_flags():
 def model_fn_builder(bert_config, init_checkpoint, learning_rate,
                      num_train_steps, num_warmup_steps, use_tpu,
                      use_one_hot_embeddings, options=None,
-                     compute_dtype=tf.float32):
+                     compute_dtype=tf.float32, next_sentence=True):
   """Returns the `model_fn` for `TPUEstimator` (TRAIN and EVAL modes).
 
   The encoder and `heads.pretraining_head`: the masked LM and the next
-  sentence, trained on the sum of their losses.
+  sentence, trained on the sum of their losses (the masked LM alone when
+  `next_sentence` is False).
 
   Args:
     bert_config: `modeling.BertConfig`.
@@ -87,7 +96,7 @@ def model_fn_builder(bert_config, init_checkpoint, learning_rate,
     compute_dtype: the encoder's arithmetic (weights stay float32).
   """
   return model_fn_utils.build_model_fn(
-      pretraining_head(bert_config), bert_config, init_checkpoint, use_tpu,
+      pretraining_head(bert_config, next_sentence), bert_config, init_checkpoint, use_tpu,
       use_one_hot_embeddings,
       schedule=model_fn_utils.TrainingSchedule(
           learning_rate, num_train_steps, num_warmup_steps, options),
@@ -96,13 +105,14 @@ def model_fn_builder(bert_config, init_checkpoint, learning_rate,
 
 def check_inputs(bert_config_file, input_file, output_dir, init_checkpoint,
                  max_seq_length, max_predictions_per_seq, do_train, do_eval,
-                 num_train_steps=1, *, problems, run=None):
+                 num_train_steps=1, *, problems, run=None, **layout):
   """Checks the flags and the input records before any graph is built.
 
   Every problem found is added to `problems` (`checks.problems.Problems`),
   which the caller reports together with its other start-up checks; `run`
   (its `RunOptions`, optional) lets the memory check count training's
-  optimizer slots.
+  optimizer slots; `layout` the records' kind (`dynamic_masking`,
+  `next_sentence`, `word_marks`).
 
   Returns:
     (bert_config, input_files, init_checkpoint): the `BertConfig`, the
@@ -117,23 +127,52 @@ def check_inputs(bert_config_file, input_file, output_dir, init_checkpoint,
   input_files = problems.attempt(io_utils.expand_file_patterns, input_file,
                                  "input_file")
   if input_files is not None:
-    problems.attempt(check_record_lengths, input_files, max_seq_length,
-                     max_predictions_per_seq)
+    problems.attempt(
+        lambda: check_record_lengths(input_files, max_seq_length,
+                                     max_predictions_per_seq, **layout))
   model = startup.prepare_model(
       bert_config_file, max_seq_length, init_checkpoint, do_lower_case=None,
       output_dir=output_dir, problems=problems, run=run)
   return model.bert_config, input_files, model.init_checkpoint
 
 
+def _layout():
+  """The records' kind the flags ask for (`check_record_lengths`)."""
+  return dict(dynamic_masking=FLAGS.dynamic_masking,
+              next_sentence=FLAGS.next_sentence,
+              word_marks=FLAGS.dynamic_masking and
+              FLAGS.do_chinese_whole_word_mask)
+
+
+def _prepare(problems, run):
+  """`check_inputs` on the flags, and --dynamic_masking's vocabulary."""
+  if FLAGS.dynamic_masking:
+    problems.attempt(startup.load_tokenizer, FLAGS.vocab_file, True)
+    if not 0.0 < FLAGS.masked_lm_prob <= 1.0:
+      problems.add("--masked_lm_prob is %r; expected a probability in (0, 1]"
+                   % FLAGS.masked_lm_prob)
+  return check_inputs(
+      FLAGS.bert_config_file, FLAGS.input_file, FLAGS.output_dir,
+      FLAGS.init_checkpoint, FLAGS.max_seq_length,
+      FLAGS.max_predictions_per_seq, FLAGS.do_train, FLAGS.do_eval,
+      FLAGS.num_train_steps, problems=problems, run=run, **_layout())
+
+
+def _masker():
+  """The `masking.Masker` of --dynamic_masking, else None."""
+  if not FLAGS.dynamic_masking:
+    return None
+  return masking.Masker(
+      startup.load_tokenizer(FLAGS.vocab_file, do_lower_case=True),
+      FLAGS.max_predictions_per_seq, FLAGS.masked_lm_prob,
+      FLAGS.do_whole_word_mask, FLAGS.do_chinese_whole_word_mask)
+
+
 def main(_):
   # 1. The run's options; config, checkpoint and input records: all checked
   # before any work, then the devices (before TensorFlow makes any).
   run, (bert_config, input_files, init_checkpoint) = startup.start(
-      FLAGS, prepare=lambda problems, run: check_inputs(
-          FLAGS.bert_config_file, FLAGS.input_file, FLAGS.output_dir,
-          FLAGS.init_checkpoint, FLAGS.max_seq_length,
-          FLAGS.max_predictions_per_seq, FLAGS.do_train, FLAGS.do_eval,
-          FLAGS.num_train_steps, problems=problems, run=run))
+      FLAGS, prepare=_prepare)
   use_tpu = run.tpu.use_tpu
   logging.info("*** Input files (%d) ***", len(input_files))
   for path in input_files:
@@ -149,14 +188,17 @@ def main(_):
       use_tpu=use_tpu,
       use_one_hot_embeddings=use_tpu,
       options=run.training.optimizer_options,
-      compute_dtype=run.training.compute_dtype)
+      compute_dtype=run.training.compute_dtype,
+      next_sentence=FLAGS.next_sentence)
+  masker = _masker()
 
   # 3. Train (the masked-LM loss a mean over each update's tokens),
   # evaluate: eval_results.txt.
   training = loop.Training(
       input_fn=input_fn_builder(input_files, FLAGS.max_seq_length,
                                 FLAGS.max_predictions_per_seq,
-                                is_training=True),
+                                is_training=True, masker=masker,
+                                next_sentence=FLAGS.next_sentence),
       num_train_steps=FLAGS.num_train_steps,
       num_warmup_steps=FLAGS.num_warmup_steps,
       learning_rate=FLAGS.learning_rate, records=input_files,
@@ -169,7 +211,8 @@ def main(_):
     return steps.evaluate(
         input_fn_builder(input_files, FLAGS.max_seq_length,
                          FLAGS.max_predictions_per_seq, is_training=False,
-                         use_tpu=use_tpu),
+                         use_tpu=use_tpu, masker=masker,
+                         next_sentence=FLAGS.next_sentence),
         records=input_files, steps=FLAGS.max_eval_steps)
 
   with loop.output_dir(FLAGS.output_dir, run):

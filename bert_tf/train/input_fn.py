@@ -123,7 +123,8 @@ def decode_record(record, name_to_features):
 def tfrecord_input_fn_builder(input_files, name_to_features, is_training,
                               drop_remainder, num_cpu_threads=4,
                               shuffle_buffer=100, length_buckets=None,
-                              sequence_keys=lengths_lib.BASE_KEYS):
+                              sequence_keys=lengths_lib.BASE_KEYS,
+                              transform=None):
   """Builds an `input_fn(params)` over TFRecord files of Examples.
 
   Training reads the files in parallel in shuffled order, repeats forever and
@@ -142,6 +143,10 @@ def tfrecord_input_fn_builder(input_files, name_to_features, is_training,
       cut to its longest input rounded up to one of them, and training
       batches group inputs of similar length (`lengths.group_by_length`).
     sequence_keys: the [seq_length] features that `length_buckets` cuts.
+    transform: None, or `transform(features, index, seed)` -> features,
+      applied to each parsed record: `index` (int64 scalar tensor) is the
+      record's place in the stream read, before the shuffle of records and
+      counting on across epochs; `seed` the pipeline's (int or None).
 
   Under a multi-worker `tf.distribute` strategy (an `input_context` with
   several input pipelines), each worker trains on its own share: whole files
@@ -181,10 +186,17 @@ def tfrecord_input_fn_builder(input_files, name_to_features, is_training,
             cycle_length=cycle_length,
             num_parallel_calls=cycle_length,
             deterministic=seed is not None)
-      d = d.shuffle(buffer_size=shuffle_buffer, seed=seed)
     else:
       d = tf.data.TFRecordDataset(input_files)
-    d = d.map(lambda record: decode_record(record, name_to_features),
+    if transform is None:
+      parse = lambda record: decode_record(record, name_to_features)
+    else:
+      d = d.enumerate()
+      parse = lambda index, record: transform(
+          decode_record(record, name_to_features), index, seed)
+    if is_training:
+      d = d.shuffle(buffer_size=shuffle_buffer, seed=seed)
+    d = d.map(parse,
               num_parallel_calls=num_cpu_threads if is_training else None)
     if length_buckets is None:
       d = d.batch(batch_size, drop_remainder=drop_remainder)

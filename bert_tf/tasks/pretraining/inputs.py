@@ -1,7 +1,10 @@
 """The inputs of pre-training: the records create_pretraining_data.py wrote.
 
 The reference release's `input_fn_builder` over them, and the check of
-their lengths against the flags (`check_record_lengths`), one line.
+their lengths against the flags (`check_record_lengths`), one line. With a
+`masking.Masker` the records are unmasked ones (`--dynamic_masking`),
+masked as they are read; without next-sentence prediction they have no
+`next_sentence_labels`.
 """
 
 from absl import logging
@@ -12,24 +15,35 @@ from bert_tf.train import input_fn as input_utils
 __all__ = ["input_fn_builder", "check_record_lengths"]
 
 
-def _name_to_features(max_seq_length, max_predictions_per_seq):
-  """The record layout written by create_pretraining_data.py."""
+def _lengths(max_seq_length, max_predictions_per_seq, dynamic_masking=False,
+             next_sentence=True, word_marks=False):
+  """The records' features: name -> (length, the flag giving it or None)."""
+  seq = (max_seq_length, "max_seq_length")
+  lengths = {"input_ids": seq, "input_mask": seq, "segment_ids": seq}
+  if not dynamic_masking:
+    lengths.update((name, (max_predictions_per_seq, "max_predictions_per_seq"))
+                   for name in ("masked_lm_positions", "masked_lm_ids",
+                                "masked_lm_weights"))
+  elif word_marks:
+    lengths["word_continues"] = seq
+  if next_sentence:
+    lengths["next_sentence_labels"] = (1, None)
+  return lengths
+
+
+def _name_to_features(max_seq_length, max_predictions_per_seq, **layout):
+  """The record layout written by create_pretraining_data.py (`layout`:
+  `_lengths`' keywords)."""
   return {
-      "input_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
-      "input_mask": tf.io.FixedLenFeature([max_seq_length], tf.int64),
-      "segment_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
-      "masked_lm_positions":
-          tf.io.FixedLenFeature([max_predictions_per_seq], tf.int64),
-      "masked_lm_ids":
-          tf.io.FixedLenFeature([max_predictions_per_seq], tf.int64),
-      "masked_lm_weights":
-          tf.io.FixedLenFeature([max_predictions_per_seq], tf.float32),
-      "next_sentence_labels": tf.io.FixedLenFeature([1], tf.int64),
-  }
+      name: tf.io.FixedLenFeature(
+          [length], tf.float32 if name == "masked_lm_weights" else tf.int64)
+      for name, (length, _) in _lengths(
+          max_seq_length, max_predictions_per_seq, **layout).items()}
 
 
 def input_fn_builder(input_files, max_seq_length, max_predictions_per_seq,
-                     is_training, num_cpu_threads=4, use_tpu=False):
+                     is_training, num_cpu_threads=4, use_tpu=False,
+                     masker=None, next_sentence=True):
   """Returns an `input_fn(params)` over pre-training TFRecords.
 
   Training reads the files in parallel, shuffled, repeated forever, in
@@ -47,12 +61,19 @@ def input_fn_builder(input_files, max_seq_length, max_predictions_per_seq,
     num_cpu_threads: int, parallel readers and parsers when training.
     use_tpu: bool, whether the model runs on TPU (an addition to the
       reference's signature; only evaluation depends on it).
+    masker: (optional) a `masking.Masker`: the records are unmasked
+      (`--dynamic_masking`) and masked as read.
+    next_sentence: bool, whether the records have `next_sentence_labels`.
   """
   fixed_batches = is_training or use_tpu
+  name_to_features = _name_to_features(
+      max_seq_length, max_predictions_per_seq,
+      dynamic_masking=masker is not None, next_sentence=next_sentence,
+      word_marks=getattr(masker, "word_marks", False))
   base_input_fn = input_utils.tfrecord_input_fn_builder(
-      input_files, _name_to_features(max_seq_length, max_predictions_per_seq),
-      is_training=is_training, drop_remainder=fixed_batches,
-      num_cpu_threads=num_cpu_threads)
+      input_files, name_to_features, is_training=is_training,
+      drop_remainder=fixed_batches, num_cpu_threads=num_cpu_threads,
+      transform=masker and masker.mask_features)
 
   def input_fn(params, config=None, input_context=None):
     dataset = base_input_fn(params, config, input_context)
@@ -63,27 +84,20 @@ def input_fn_builder(input_files, max_seq_length, max_predictions_per_seq,
   return input_fn
 
 
-def check_record_lengths(input_files, max_seq_length, max_predictions_per_seq):
+def check_record_lengths(input_files, max_seq_length, max_predictions_per_seq,
+                         **layout):
   """Checks the first record of every file against the expected lengths.
 
   Cheap (one record per file) and catches data made with another
   --max_seq_length or --max_predictions_per_seq before training starts.
+  `layout`: `dynamic_masking`, `next_sentence`, `word_marks` (bools), the
+  records' kind.
 
   Raises:
     ValueError: naming the file, the feature, its length and the expected
       length; or when a file is not a TFRecord of Examples.
   """
-  expected = {
-      "input_ids": (max_seq_length, "max_seq_length"),
-      "input_mask": (max_seq_length, "max_seq_length"),
-      "segment_ids": (max_seq_length, "max_seq_length"),
-      "masked_lm_positions": (max_predictions_per_seq,
-                              "max_predictions_per_seq"),
-      "masked_lm_ids": (max_predictions_per_seq, "max_predictions_per_seq"),
-      "masked_lm_weights": (max_predictions_per_seq,
-                            "max_predictions_per_seq"),
-      "next_sentence_labels": (1, None),
-  }
+  expected = _lengths(max_seq_length, max_predictions_per_seq, **layout)
   empty = []
   for path in input_files:
     example = _first_example(path)
@@ -93,8 +107,10 @@ def check_record_lengths(input_files, max_seq_length, max_predictions_per_seq):
       continue
     for name, (length, flag_name) in expected.items():
       if name not in example.features.feature:
-        raise ValueError("%s: record 0 has no feature %r; expected the output "
-                         "of create_pretraining_data.py" % (path, name))
+        raise ValueError(
+            "%s: record 0 has no feature %r; expected the output of "
+            "create_pretraining_data.py with the same --dynamic_masking and "
+            "--next_sentence" % (path, name))
       feature = example.features.feature[name]
       values = feature.float_list.value or feature.int64_list.value
       if len(values) != length:
