@@ -5,7 +5,7 @@ the reference's files and the entry points only; every folder of the
 package says what lives there; every module lists its public names in
 `__all__`; no package module imports a root script and no script imports
 another; imports sit at the top of modules unless a comment says why; no
-module but `modeling.py` is over ~700 lines.
+module but `modeling.py` is over ~700 lines, and no root script over 450.
 """
 
 import ast
@@ -28,6 +28,11 @@ ROOT_LIBRARIES = ("modeling", "tokenization", "optimization")
 ROOT_SCRIPTS = tuple(m for m in REFERENCE_FILES + ENTRY_POINTS
                      if m not in ROOT_LIBRARIES)
 MAX_LINES = 700
+# A root script is the command line over the package: its code beyond that
+# belongs in the package. The scripts still over the limit, with the most
+# lines each may keep until it is cut down.
+MAX_SCRIPT_LINES = 450
+_LONG_SCRIPTS = {"extract_features": 477}
 
 
 def _package_modules():
@@ -164,6 +169,17 @@ def test_no_module_but_modeling_is_over_the_line_limit():
       count = sum(1 for _ in f)
     if module != "modeling" and count > MAX_LINES:
       long.append("%s (%d lines)" % (path, count))
+  assert not long, long
+
+
+def test_no_root_script_is_over_the_script_line_limit():
+  long = []
+  for module, path in _root_modules():
+    if module in ROOT_SCRIPTS:
+      with open(path, encoding="utf-8") as f:
+        count = sum(1 for _ in f)
+      if count > _LONG_SCRIPTS.get(module, MAX_SCRIPT_LINES):
+        long.append("%s (%d lines)" % (path, count))
   assert not long, long
 
 
