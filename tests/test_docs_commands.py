@@ -30,7 +30,8 @@ _README = os.path.join(REPO_ROOT, "README.md")
 _TEST_COMMAND = "./setup.sh --test && .venv/bin/python -m pytest tests -q"
 # The docs/ blocks marked `<!-- docs-test: NAME -->`.
 _DOCS_BLOCKS = ("sample-two-workers", "multi-label", "long-documents",
-                "best-checkpoint", "masked-lm", "from-tfbert", "swag-sample")
+                "best-checkpoint", "masked-lm", "from-tfbert", "swag-sample",
+                "masked-lm-only")
 # docs/ blocks that would run for minutes: the same commands on less data.
 _TINY = {
     "multi-label": [("head -4000 ", "head -64 "),

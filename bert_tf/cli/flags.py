@@ -114,7 +114,8 @@ SHARED_FLAGS = types.MappingProxyType(collections.OrderedDict([
         _B, True,
         "Next-sentence prediction (the reference). False: "
         "create_pretraining_data.py writes each instance as one span of a "
-        "document, [CLS] text [SEP], without next_sentence_labels; "
+        "document, [CLS] text [SEP] (unmasked records without "
+        "next_sentence_labels; masked ones keep the label, 0); "
         "run_pretraining.py trains without the next-sentence head, loss and "
         "metrics.")),
     # Data.
