@@ -12,7 +12,10 @@ converted, and writes what that script's `--do_predict` writes:
 * SQuAD exports: `--input_file` is SQuAD JSON -> `predictions.json`,
   `nbest_predictions.json` (and `null_odds.json` for SQuAD 2.0); when the
   file carries answers, `eval_results.json` too. Documents longer than one
-  window are split into the export's `doc_stride` windows.
+  window are split into the export's `doc_stride` windows;
+* multiple-choice exports: `--input_file` is a file in
+  run_multiple_choice.py's layouts (SWAG's CSV, or JSON lines) ->
+  `test_results.tsv`, the probability of each ending then the chosen one.
 
 `--model_dir` may also be a TensorFlow Lite or ONNX folder that
 `--convert_to` wrote: the same files come out (see `bert_tf.export.portable`).
@@ -47,6 +50,9 @@ from bert_tf.export import saved_model as export_utils
 from bert_tf.export import serving
 from bert_tf.tasks.classifier import data as classifier_data
 from bert_tf.tasks.classifier import model as classifier_model
+from bert_tf.tasks.multiple_choice import data as mc_data
+from bert_tf.tasks.multiple_choice import features as mc_features
+from bert_tf.tasks.multiple_choice import predictions as mc_predictions
 from bert_tf.tasks.squad import data as squad_data
 from bert_tf.tasks.squad import predictions as squad_predictions
 
@@ -64,7 +70,9 @@ def define_flags():
                       "ONNX folder written by --convert_to.")
   flags.DEFINE_string("input_file", None,
                       "What to predict: a TSV in the task's test layout "
-                      "(classifier exports) or SQuAD JSON (SQuAD exports).")
+                      "(classifier exports), SQuAD JSON (SQuAD exports) or "
+                      "a CSV or JSON-lines file of questions and endings "
+                      "(multiple-choice exports).")
   flags.DEFINE_string("output_dir", None, "Where the results are written.")
   flags.DEFINE_string("task_name", None,
                       "Classifier exports: the run_classifier.py task whose "
@@ -214,7 +222,7 @@ def main(_):
   # and the outputs.
   if kind not in _KINDS:
     raise ValueError("--model_dir: %s is a %s export; this script predicts "
-                     "classifier and SQuAD exports (use "
+                     "classifier, SQuAD and multiple-choice exports (use "
                      "serving.BertServingModel.run)" % (version_dir, kind))
   _KINDS[kind](version_dir, config, FLAGS)
 
@@ -248,11 +256,38 @@ def _squad(version_dir, config, flag_values):
                                       version_2, flag_values.output_dir)
 
 
+def _multiple_choice(version_dir, _, flag_values):
+  """test_results.tsv of a multiple-choice export, as
+  run_multiple_choice.py --do_predict writes it."""
+  examples = mc_data.read_examples(flag_values.input_file, labelled=False)
+  logging.info("Read %d questions from %s", len(examples),
+               flag_values.input_file)
+  model = serving.BertServingModel(version_dir)
+  batch_size = flag_values.batch_size
+
+  def predictions():
+    for first in range(0, len(examples), batch_size):
+      features = [mc_features.convert_example(example, model.max_seq_length,
+                                               model.tokenizer)
+                  for example in examples[first:first + batch_size]]
+      outputs = model.run(*(np.array([getattr(feature, name)
+                                      for feature in features])
+                            for name in export_utils.INPUT_NAMES))
+      for row in outputs["probabilities"]:
+        yield {"probabilities": row}
+
+  output_file = os.path.join(flag_values.output_dir, "test_results.tsv")
+  written = mc_predictions.write_test_results(output_file, predictions(),
+                                              len(examples))
+  logging.info("Wrote %d lines to %s", written, output_file)
+
+
 # What this script does with each kind of export: read the input (checked
 # before the model is loaded), predict it, write the outputs.
 _KINDS = {export_utils.CLASSIFIER: _classifier,
           export_utils.REGRESSION: _classifier,
-          export_utils.SQUAD: _squad}
+          export_utils.SQUAD: _squad,
+          export_utils.MULTIPLE_CHOICE: _multiple_choice}
 
 
 def cli():

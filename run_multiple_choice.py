@@ -12,7 +12,8 @@ others), with any number of endings from 2 up.
 Outputs in `--output_dir`: `eval_results.txt` (`eval_accuracy`,
 `eval_loss`, `global_step`, `loss`) and `test_results.tsv` (per test
 question: the probability of each ending, then the chosen ending's index,
-tab-separated), each written atomically. The defaults are the paper's SWAG
+tab-separated), each written atomically; `--export_dir`: a SavedModel that
+`predict_saved_model.py` serves (the same `test_results.tsv`). The defaults are the paper's SWAG
 hyper-parameters: 3 epochs, learning rate 2e-5, batch size 16.
 
 Usage (see docs/finetuning.md):
@@ -30,7 +31,9 @@ from absl import logging
 import tensorflow.compat.v1 as tf
 
 from bert_tf.checks.problems import Problems
+from bert_tf.export import saved_model as export_utils
 from bert_tf.cli import entry
+from bert_tf.cli import fine_tuning
 from bert_tf.cli import flags as cli_flags
 from bert_tf.cli import startup
 from bert_tf.runner import loop
@@ -49,7 +52,7 @@ def define_flags():
   """Defines the script's flags: the shared ones, with SWAG's defaults."""
   cli_flags.define_flags(
       "data_dir", cli_flags.MODEL_FLAGS, "max_seq_length", "do_eval",
-      "eval_batch_size", cli_flags.FINE_TUNING_FLAGS,
+      "eval_batch_size", "export_dir", cli_flags.FINE_TUNING_FLAGS,
       cli_flags.TRAINING_FLAGS, cli_flags.TPU_FLAGS,
       cli_flags.DISTRIBUTE_FLAGS, cli_flags.BEST_CHECKPOINT_FLAGS,
       # The BERT paper's SWAG fine-tuning (section 4.4).
@@ -94,7 +97,8 @@ def main(_):
   model = startup.prepare_model(
       FLAGS.bert_config_file, FLAGS.max_seq_length, FLAGS.init_checkpoint,
       FLAGS.do_lower_case, FLAGS.vocab_file, FLAGS.output_dir,
-      problems=problems)
+      problems=problems,
+      export_now=bool(FLAGS.export_dir) and not FLAGS.do_train)
   problems.raise_if_any()
   loop.setup_devices(run)
   use_tpu = run.tpu.use_tpu
@@ -138,8 +142,26 @@ def main(_):
     loop.run(model_fn, run, FLAGS.output_dir, training=training,
              evaluate=task.evaluate() if run.do_eval else None,
              predict=task.predict,
+             export=_exporter(task, model) if FLAGS.export_dir else None,
              eval_batch_size=FLAGS.eval_batch_size,
              predict_batch_size=FLAGS.predict_batch_size)
+
+
+def _exporter(task, model):
+  """The run's SavedModel export: each question's choices in, their
+  `probabilities` and `logits` out."""
+  return fine_tuning.exporter(
+      task.head, model.bert_config,
+      fine_tuning.Serving(kind=export_utils.MULTIPLE_CHOICE,
+                          output_keys=["probabilities", "logits"]),
+      fine_tuning.ModelFiles(
+          vocab_file=FLAGS.vocab_file,
+          bert_config_file=FLAGS.bert_config_file,
+          do_lower_case=FLAGS.do_lower_case,
+          max_seq_length=FLAGS.max_seq_length, output_dir=FLAGS.output_dir,
+          export_dir=FLAGS.export_dir),
+      model.init_checkpoint,
+      encoder=mc_head.encoder_fn(model.bert_config, False, False))
 
 
 def cli():

@@ -8,6 +8,7 @@ evaluation, SWAG's CSV layout (no label column) for the test split.
 import csv
 import json
 import os
+import types
 
 import numpy as np
 import pytest
@@ -17,6 +18,8 @@ from helpers import read_lines
 from helpers import run_script
 from helpers import shared_path
 from helpers import tiny_model_flags
+from bert_tf.export import serving
+import predict_saved_model
 
 _ENDINGS = ["ending0", "ending1", "ending2", "ending3"]
 
@@ -57,11 +60,14 @@ def _eval_results(path):
 
 @pytest.mark.e2e
 @pytest.mark.slow
-def test_swag_sample_train_eval_predict_end_to_end(tmp_path):
+def test_swag_sample_train_eval_predict_export_end_to_end(tmp_path):
   output_dir = str(tmp_path / "out")
+  data_dir = _data_dir(tmp_path)
+  export_dir = str(tmp_path / "export")
   result = run_script("run_multiple_choice.py", [
       "--do_train", "--do_eval", "--do_predict",
-      "--data_dir=%s" % _data_dir(tmp_path), "--output_dir=%s" % output_dir,
+      "--export_dir=%s" % export_dir,
+      "--data_dir=%s" % data_dir, "--output_dir=%s" % output_dir,
       "--max_seq_length=48", "--train_batch_size=4", "--num_train_epochs=1",
       "--eval_batch_size=4", "--predict_batch_size=4"] + tiny_model_flags())
   assert result.returncode == 0, result.stderr[-3000:]
@@ -83,6 +89,22 @@ def test_swag_sample_train_eval_predict_end_to_end(tmp_path):
   assert shapes["cls/multiple_choice/output_weights"] == [1, 32]
   assert shapes["cls/multiple_choice/output_bias"] == [1]
   assert not [name for name in os.listdir(output_dir) if ".tmp" in name]
+  # The export serves the same probabilities as --do_predict.
+  version = serving.resolve_version(export_dir)
+  config, _, _ = serving.read_assets(version)
+  assert config["kind"] == "multiple_choice"
+  served = str(tmp_path / "served")
+  predict_saved_model._multiple_choice(  # pylint: disable=protected-access
+      version, config, types.SimpleNamespace(
+          input_file=os.path.join(data_dir, "test.csv"), batch_size=3,
+          output_dir=served))
+  expected = [line.split("\t") for line in lines]
+  got = [line.split("\t") for line in read_lines(
+      os.path.join(served, "test_results.tsv"))]
+  np.testing.assert_allclose(np.array([row[:4] for row in got], float),
+                             np.array([row[:4] for row in expected], float),
+                             atol=1e-6, rtol=0)
+  assert [row[4] for row in got] == [row[4] for row in expected]
 
 
 @pytest.mark.slow

@@ -115,7 +115,8 @@ def model_fn(head, model, run, learning_rate, train=None):
       compute_dtype=run.training.compute_dtype, log_features=False)
 
 
-def exporter(head, bert_config, serving, files, init_checkpoint):
+def exporter(head, bert_config, serving, files, init_checkpoint,
+             encoder=None):
   """The `loop.run` export of a fine-tuned model: `export(checkpoint)`.
 
   Args:
@@ -126,6 +127,8 @@ def exporter(head, bert_config, serving, files, init_checkpoint):
     files: `ModelFiles` (with `export_dir`).
     init_checkpoint: str or None, exported when the output folder holds no
       checkpoint (`checkpoints.checkpoint_to_export`).
+    encoder: (optional) the task's `build_model_fn(encoder=...)`, built
+      without TPU options (multiple choice's reads [B, C, S] inputs).
 
   Returns:
     function(checkpoint=None) writing a new SavedModel version under
@@ -136,7 +139,7 @@ def exporter(head, bert_config, serving, files, init_checkpoint):
     # The weights come from the checkpoint: no init checkpoint, no TPU.
     model_fn = model_fn_utils.build_model_fn(
         head, bert_config, init_checkpoint=None, use_tpu=False,
-        use_one_hot_embeddings=False, log_features=False)
+        use_one_hot_embeddings=False, log_features=False, encoder=encoder)
     path = checkpoint or checkpoints.checkpoint_to_export(
         files.output_dir, init_checkpoint)
     return export_utils.export_saved_model(

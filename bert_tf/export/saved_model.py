@@ -11,7 +11,9 @@ the layout TensorFlow Serving's `--model_base_path` expects) holding:
   (`probabilities` [batch_size, num_labels] for classification,
   `predictions` [batch_size] for regression, `start_logits` and `end_logits`
   [batch_size, max_seq_length] for SQuAD, `probabilities` [batch_size,
-  max_seq_length, num_labels] for tagging);
+  max_seq_length, num_labels] for tagging; multiple choice takes each
+  question's choices, [batch_size, num_choices, max_seq_length], and serves
+  `probabilities` and `logits` [batch_size, num_choices]);
 * `assets.extra/vocab.txt`, `assets.extra/bert_config.json` and
   `assets.extra/serving_config.json` (kind, `do_lower_case`,
   `max_seq_length`, label list, output names and the task's own settings),
@@ -47,7 +49,8 @@ from bert_tf.train import lengths as lengths_lib
 from bert_tf.train import spec as spec_lib
 
 __all__ = [
-    "CLASSIFIER", "REGRESSION", "SQUAD", "NER", "KINDS", "INPUT_NAMES",
+    "CLASSIFIER", "REGRESSION", "SQUAD", "NER", "MULTIPLE_CHOICE", "KINDS",
+    "INPUT_NAMES",
     "ASSETS_DIR", "VOCAB_ASSET", "CONFIG_ASSET", "SERVING_ASSET",
     "ASSET_NAMES", "CLASSIFIER_FEATURES", "REGRESSION_FEATURES",
     "SQUAD_FEATURES", "NER_FEATURES", "serving_input_fn_builder",
@@ -60,7 +63,8 @@ CLASSIFIER = "classifier"
 REGRESSION = "regression"
 SQUAD = "squad"
 NER = "ner"
-KINDS = (CLASSIFIER, REGRESSION, SQUAD, NER)
+MULTIPLE_CHOICE = "multiple_choice"
+KINDS = (CLASSIFIER, REGRESSION, SQUAD, NER, MULTIPLE_CHOICE)
 
 INPUT_NAMES = ("input_ids", "input_mask", "segment_ids")
 ASSETS_DIR = "assets.extra"
@@ -89,7 +93,7 @@ NER_FEATURES = types.MappingProxyType(
 
 
 def serving_input_fn_builder(max_seq_length, extra_features=None,
-                             bucket_by_length=False):
+                             bucket_by_length=False, choices=False):
   """Builds the `serving_input_receiver_fn` of an export.
 
   Args:
@@ -102,6 +106,8 @@ def serving_input_fn_builder(max_seq_length, extra_features=None,
       `max_seq_length` (placeholders [None, None]: a client pads a batch
       to its longest input, `lengths.bucket_lengths` keeping the shapes
       few); False, the reference's [None, max_seq_length].
+    choices: bool; True adds a dimension of any size after the batch's, the
+      choices of each question (multiple choice).
 
   Returns:
     A function returning (features, receivers): `receivers` the int32
@@ -113,7 +119,8 @@ def serving_input_fn_builder(max_seq_length, extra_features=None,
 
   def serving_input_fn():
     receivers = {name: tf.placeholder(
-        tf.int32, [None, None if bucket_by_length else max_seq_length],
+        tf.int32, [None] * (1 + choices) +
+        [None if bucket_by_length else max_seq_length],
         name=name) for name in INPUT_NAMES}
     features = dict(receivers)
     batch_size, seq_length = (tf.shape(receivers["input_ids"])[i]
@@ -309,8 +316,9 @@ def export_saved_model(model_fn, checkpoint_path, export_dir, max_seq_length,
       # Every variable is restored; a seed only lets the initializers be
       # built under --deterministic's op determinism.
       graph.seed = 0
-      inputs = serving_input_fn_builder(max_seq_length, extra_features,
-                                        bucket_by_length)()
+      inputs = serving_input_fn_builder(
+          max_seq_length, extra_features, bucket_by_length,
+          choices=kind == MULTIPLE_CHOICE)()
       outputs, saver = _serving_graph(model_fn, list(output_keys),
                                       checkpoint_path, inputs)
       # Checked: the folder is made only now (a refusal leaves nothing).

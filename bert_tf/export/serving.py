@@ -131,7 +131,8 @@ _SERVING_REQUIRED = {"kind": ("string", None),
 _KIND_OUTPUTS = {export_utils.CLASSIFIER: ("probabilities",),
                  export_utils.REGRESSION: ("predictions",),
                  export_utils.SQUAD: ("start_logits", "end_logits"),
-                 export_utils.NER: ("probabilities",)}
+                 export_utils.NER: ("probabilities",),
+                 export_utils.MULTIPLE_CHOICE: ("probabilities",)}
 _SERVING_OPTIONAL = {"label_list": (("list", "null"), None),
                      "task_name": (("string", "null"), None),
                      "tsv_columns": (("object", "null"), None),
