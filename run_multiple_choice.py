@@ -12,9 +12,10 @@ others), with any number of endings from 2 up.
 Outputs in `--output_dir`: `eval_results.txt` (`eval_accuracy`,
 `eval_loss`, `global_step`, `loss`) and `test_results.tsv` (per test
 question: the probability of each ending, then the chosen ending's index,
-tab-separated), each written atomically; `--export_dir`: a SavedModel that
-`predict_saved_model.py` serves (the same `test_results.tsv`). The defaults are the paper's SWAG
-hyper-parameters: 3 epochs, learning rate 2e-5, batch size 16.
+tab-separated), each written atomically; `--export_dir`: a SavedModel
+that `predict_saved_model.py` serves (the same `test_results.tsv`). The
+defaults are the paper's SWAG hyper-parameters: 3 epochs, learning rate
+2e-5, batch size 16.
 
 Usage (see docs/finetuning.md):
   python run_multiple_choice.py --do_train --do_eval --do_predict \

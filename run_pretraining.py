@@ -96,8 +96,8 @@ def model_fn_builder(bert_config, init_checkpoint, learning_rate,
     compute_dtype: the encoder's arithmetic (weights stay float32).
   """
   return model_fn_utils.build_model_fn(
-      pretraining_head(bert_config, next_sentence), bert_config, init_checkpoint, use_tpu,
-      use_one_hot_embeddings,
+      pretraining_head(bert_config, next_sentence), bert_config,
+      init_checkpoint, use_tpu, use_one_hot_embeddings,
       schedule=model_fn_utils.TrainingSchedule(
           learning_rate, num_train_steps, num_warmup_steps, options),
       compute_dtype=compute_dtype)
