@@ -16,6 +16,7 @@ import pytest
 import tensorflow.compat.v1 as tf
 
 from helpers import data_path
+from helpers import import_or_skip
 from helpers import run_script
 from helpers import shared_path
 from bert_tf import io as io_utils
@@ -26,6 +27,7 @@ from bert_tf.tasks.pretraining import records
 from bert_tf.tasks.pretraining import whole_words
 from bert_tf.tasks.pretraining.inputs import input_fn_builder
 from bert_tf.train import model_fn as model_fn_utils
+import create_pretraining_data
 import modeling
 import tokenization
 
@@ -229,21 +231,21 @@ def _static_records(path, masker, copies, out_dir):
   return unmasked_path, static_path
 
 
-def _losses(batches, next_sentence=True):
-  """The pre-training loss and metrics of the tiny model on each batch."""
+def _losses(*batch_lists):
+  """The pre-training loss of the tiny model on each batch of each list."""
   config = modeling.BertConfig.from_json_file(_tiny("bert_config.json"))
   with tf.Graph().as_default():
     placeholders = {key: tf.placeholder(tf.as_dtype(value.dtype), value.shape)
-                    for key, value in batches[0].items()}
+                    for key, value in batch_lists[0][0].items()}
     spec = model_fn_utils.build_model_fn(
-        heads.pretraining_head(config, next_sentence), config,
+        heads.pretraining_head(config), config,
         os.path.join(os.path.dirname(_tiny("vocab.txt")), "bert_model.ckpt"),
         use_tpu=False,
         use_one_hot_embeddings=False)(placeholders, None, "eval", {})
     with tf.Session() as sess:
       sess.run(tf.global_variables_initializer())
-      return [sess.run(spec.loss, {placeholders[k]: v for k, v in b.items()})
-              for b in batches]
+      return [[sess.run(spec.loss, {placeholders[k]: v for k, v in b.items()})
+               for b in batches] for batches in batch_lists]
 
 
 def test_masks_drawn_once_train_as_the_static_records(unmasked, tokenizer,
@@ -263,8 +265,8 @@ def test_masks_drawn_once_train_as_the_static_records(unmasked, tokenizer,
     assert sorted(a) == sorted(b)
     for key in a:
       np.testing.assert_array_equal(a[key], b[key], err_msg=key)
-  np.testing.assert_allclose(_losses(dynamic_batches),
-                             _losses(static_batches), rtol=1e-6)
+  dynamic_losses, static_losses = _losses(dynamic_batches, static_batches)
+  np.testing.assert_allclose(dynamic_losses, static_losses, rtol=1e-6)
 
 
 def test_unmasked_records_without_next_sentence(tokenizer, tmp_path):
@@ -344,3 +346,47 @@ def test_masked_lm_only_run_learns_and_its_checkpoint_loads(unmasked,
   np.testing.assert_array_equal(
       embeddings, tf.train.load_variable(
           checkpoint, "bert/embeddings/word_embeddings"))
+
+
+@pytest.mark.parametrize("chinese", [False, True])
+def test_a_part_writes_unmasked_records_with_the_word_marks(tmp_path,
+                                                            chinese):
+  # A worker's part (--num_workers, --num_shards) writes the unmasked
+  # layout; with --do_chinese_whole_word_mask, word_continues marks the
+  # characters that continue a jieba word, and the pipeline masks them
+  # whole.
+  if chinese:
+    import_or_skip("jieba", "./setup.sh --chinese")
+  vocab = shared_path("data", "vocab", "chinese_L-12_H-768_A-12", "vocab.txt")
+  tokenizer = tokenization.FullTokenizer(vocab, do_lower_case=True)
+  corpus = tmp_path / "zh.txt"
+  corpus.write_text("我爱北京天安门。\n今天天气很好。\n\n北京是中国的首都。\n"
+                    "天安门在北京。\n", encoding="utf-8")
+  out = str(tmp_path / "part.tfrecord")
+  options = {"max_seq_length": 24, "dupe_factor": 1, "short_seq_prob": 0.0,
+             "masked_lm_prob": 0.15, "max_predictions_per_seq": 4,
+             "do_whole_word_mask": False,
+             "do_chinese_whole_word_mask": chinese, "dynamic_masking": True,
+             "next_sentence": True}
+  counts = create_pretraining_data._run_part(  # pylint: disable=protected-access
+      0, 1, [(str(corpus), 0, None)], [out], tokenizer, options, 3)
+  found = [tf.train.Example.FromString(r).features.feature
+           for r in tf.io.tf_record_iterator(out)]
+  assert len(found) == counts["instances"] > 0
+  names = ["input_ids", "input_mask", "segment_ids", "next_sentence_labels"]
+  assert sorted(found[0]) == sorted(names + ["word_continues"] * chinese)
+  if chinese:
+    marks = np.array([list(f["word_continues"].int64_list.value)
+                      for f in found])
+    assert marks.sum() > 0
+    masker = masking.Masker(tokenizer, 4, word_marks=True)
+    ids = list(found[0]["input_ids"].int64_list.value)
+    num = sum(found[0]["input_mask"].int64_list.value)
+    for index in range(30):
+      _, positions, _, weights = masker.mask_ids(
+          ids, num, random.Random(index), marks[0])
+      chosen = set(positions[:int(weights.sum())])
+      specials = (tokenizer.vocab["[CLS]"], tokenizer.vocab["[SEP]"])
+      for start, continues in enumerate(marks[0][1:], 1):
+        if continues and ids[start - 1] not in specials:
+          assert (start in chosen) == (start - 1 in chosen)
