@@ -25,6 +25,7 @@ from bert_tf.tasks.pretraining import instances as instances_lib
 from bert_tf.tasks.pretraining import masking
 from bert_tf.tasks.pretraining import records
 from bert_tf.tasks.pretraining import whole_words
+from bert_tf.tasks.pretraining.inputs import check_record_lengths
 from bert_tf.tasks.pretraining.inputs import input_fn_builder
 from bert_tf.train import model_fn as model_fn_utils
 import create_pretraining_data
@@ -390,3 +391,14 @@ def test_a_part_writes_unmasked_records_with_the_word_marks(tmp_path,
       for start, continues in enumerate(marks[0][1:], 1):
         if continues and ids[start - 1] not in specials:
           assert (start in chosen) == (start - 1 in chosen)
+
+
+def test_records_of_the_other_layout_are_one_line_naming_the_flags(unmasked):
+  path, _ = unmasked
+  with pytest.raises(ValueError, match=r"record 0 has no feature "
+                     r"'masked_lm_positions'.*--dynamic_masking"):
+    check_record_lengths([path], _SEQ, _PREDS)
+  check_record_lengths([path], _SEQ, _PREDS, dynamic_masking=True)
+  with pytest.raises(ValueError, match="word_continues"):
+    check_record_lengths([path], _SEQ, _PREDS, dynamic_masking=True,
+                         word_marks=True)
