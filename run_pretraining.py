@@ -105,13 +105,15 @@ def model_fn_builder(bert_config, init_checkpoint, learning_rate,
 
 def check_inputs(bert_config_file, input_file, output_dir, init_checkpoint,
                  max_seq_length, max_predictions_per_seq, do_train, do_eval,
-                 num_train_steps=1, *, problems, run=None, **layout):
+                 num_train_steps=1, *, problems, run=None, use_tpu=False,
+                 **layout):
   """Checks the flags and the input records before any graph is built.
 
   Every problem found is added to `problems` (`checks.problems.Problems`),
   which the caller reports together with its other start-up checks; `run`
   (its `RunOptions`, optional) lets the memory check count training's
-  optimizer slots; `layout` the records' kind (`dynamic_masking`,
+  optimizer slots; `use_tpu` refuses `--dynamic_masking` (Python in the input
+  pipeline); `layout` the records' kind (`dynamic_masking`,
   `next_sentence`, `word_marks`).
 
   Returns:
@@ -126,6 +128,11 @@ def check_inputs(bert_config_file, input_file, output_dir, init_checkpoint,
                  % num_train_steps)
   input_files = problems.attempt(io_utils.expand_file_patterns, input_file,
                                  "input_file")
+  if layout.get("dynamic_masking") and use_tpu:
+    problems.add("--dynamic_masking masks in Python inside the input "
+                 "pipeline, which a TPU host cannot run: for --use_tpu, write "
+                 "masked records (create_pretraining_data.py without "
+                 "--dynamic_masking)")
   if input_files is not None:
     problems.attempt(
         lambda: check_record_lengths(input_files, max_seq_length,
@@ -155,7 +162,8 @@ def _prepare(problems, run):
       FLAGS.bert_config_file, FLAGS.input_file, FLAGS.output_dir,
       FLAGS.init_checkpoint, FLAGS.max_seq_length,
       FLAGS.max_predictions_per_seq, FLAGS.do_train, FLAGS.do_eval,
-      FLAGS.num_train_steps, problems=problems, run=run, **_layout())
+      FLAGS.num_train_steps, problems=problems, run=run,
+      use_tpu=FLAGS.use_tpu, **_layout())
 
 
 def _masker():

@@ -313,6 +313,11 @@ def test_wrong_record_length_is_a_one_line_error(tmp_path):
   assert "Traceback" not in result.stderr
 
 
+def test_check_inputs_refuses_dynamic_masking_on_tpu(tmp_path):
+  with pytest.raises(ValueError, match="--dynamic_masking.*--use_tpu"):
+    _check(tmp_path, dynamic_masking=True, use_tpu=True)
+
+
 def test_check_inputs_refuses_training_for_zero_steps(tmp_path):
   with pytest.raises(ValueError, match="--num_train_steps=0: expected at "
                      "least 1"):
