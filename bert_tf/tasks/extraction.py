@@ -62,12 +62,8 @@ class InputFeatures:
 
 
 def iter_examples(input_file):
-  """Yields one `InputExample` per line of `input_file`, lazily.
-
-  Lines are read by `io_utils.read_lines` (the reference's rule: they end
-  at `\\n` only, invalid UTF-8 is dropped) and stripped; an empty or blank
-  line still yields an example (`[CLS] [SEP]`). `unique_id` counts lines
-  from 0.
+  """Yields one `InputExample` per line of `input_file` (`io_utils.read_lines`,
+  stripped; a blank line is `[CLS] [SEP]`), `unique_id` from 0.
 
   Raises:
     ValueError: when the file does not exist.
@@ -89,16 +85,8 @@ def read_examples(input_file):
 
 
 def convert_single_example(example, seq_length, tokenizer):
-  """Tokenizes, truncates, frames and pads one example.
-
-  Args:
-    example: an `InputExample`.
-    seq_length: int, the model input length.
-    tokenizer: a `tokenization.FullTokenizer`.
-
-  Returns:
-    An `InputFeatures`.
-  """
+  """The `InputFeatures` of one example: tokenized, truncated, framed and
+  padded to `seq_length`."""
   tokens_a = tokenizer.tokenize(example.text_a)
   tokens_b = tokenizer.tokenize(example.text_b) if example.text_b else None
   tokens, segment_ids = feature_utils.pack_tokens(tokens_a, tokens_b,
@@ -166,18 +154,9 @@ _SEQUENCE_KEYS = ("input_ids", "input_mask", "input_type_ids")
 
 def streaming_input_fn_builder(feature_factory, seq_length,
                                bucket_by_length=False):
-  """An `input_fn` that pulls features from a Python generator, lazily.
-
-  Args:
-    feature_factory: callable returning a fresh iterator of `InputFeatures`.
-    seq_length: int.
-    bucket_by_length: bool; True cuts each batch to its longest input
-      rounded up to `lengths.bucket_lengths(seq_length)` (the input order
-      kept).
-
-  Returns:
-    `input_fn(params)`; memory stays bounded whatever the input size.
-  """
+  """An `input_fn(params)` pulling features lazily from
+  `feature_factory()` (a fresh iterator each call), memory bounded;
+  `bucket_by_length` cuts each batch to its bucket, order kept."""
   types, shapes = _feature_dataset_types(seq_length)
 
   def generate():
