@@ -27,21 +27,6 @@ class AdamWeightDecayOptimizer(optimizer_base.PerVariableOptimizer):
 
   _SLOT_NAMES = ("adam_m", "adam_v")
 
-  def __init__(self,
-               learning_rate,
-               weight_decay_rate=0.0,
-               beta_1=0.9,
-               beta_2=0.999,
-               epsilon=1e-6,
-               exclude_from_weight_decay=None,
-               name="AdamWeightDecayOptimizer"):
-    """`exclude_from_weight_decay`: regular expressions (`re.search`) of
-    variables without decay; `name`: the update op's."""
-    super(AdamWeightDecayOptimizer, self).__init__(
-        learning_rate, weight_decay_rate=weight_decay_rate, beta_1=beta_1,
-        beta_2=beta_2, epsilon=epsilon,
-        exclude_from_weight_decay=exclude_from_weight_decay, name=name)
-
   def _apply_one(self, grad, param, param_name, adam_m, adam_v):
     """The three assignments (param, m, v) of one variable's update."""
     if isinstance(grad, tf.IndexedSlices):  # From gathers: update is dense.

@@ -31,21 +31,6 @@ class FusedAdamWeightDecayOptimizer(adamw.AdamWeightDecayOptimizer):
   variables get the unfused ops.
   """
 
-  def __init__(self,
-               learning_rate,
-               weight_decay_rate=0.0,
-               beta_1=0.9,
-               beta_2=0.999,
-               epsilon=1e-6,
-               exclude_from_weight_decay=None,
-               name="FusedAdamWeightDecayOptimizer"):
-    """Constructs the optimizer; the arguments are
-    `AdamWeightDecayOptimizer`'s."""
-    super(FusedAdamWeightDecayOptimizer, self).__init__(
-        learning_rate, weight_decay_rate=weight_decay_rate, beta_1=beta_1,
-        beta_2=beta_2, epsilon=epsilon,
-        exclude_from_weight_decay=exclude_from_weight_decay, name=name)
-
   def _apply_one(self, grad, param, param_name, adam_m, adam_v):
     """The weight decay (where it applies) and the fused Adam op."""
     if not all(hasattr(v, "handle") for v in (param, adam_m, adam_v)):

@@ -24,22 +24,7 @@ class LAMBOptimizer(optimizer_base.PerVariableOptimizer):
 
   _SLOT_NAMES = ("lamb_m", "lamb_v")
 
-  def __init__(self,
-               learning_rate,
-               weight_decay_rate=0.0,
-               beta_1=0.9,
-               beta_2=0.999,
-               epsilon=1e-6,
-               exclude_from_weight_decay=None,
-               name="LAMBOptimizer"):
-    """Constructs the optimizer; the arguments mean what they mean for
-    `optimization.AdamWeightDecayOptimizer` (`epsilon` is added to
-    sqrt(v_hat) here)."""
-    super(LAMBOptimizer, self).__init__(
-        learning_rate, weight_decay_rate=weight_decay_rate, beta_1=beta_1,
-        beta_2=beta_2, epsilon=epsilon,
-        exclude_from_weight_decay=exclude_from_weight_decay, name=name)
-    self._update_count = None
+  _update_count = None  # `lamb/update_count`, made by the first update.
 
   def _shared_variables(self):
     if self._update_count is None:

@@ -29,10 +29,13 @@ class PerVariableOptimizer(tf.train.Optimizer):
 
   _SLOT_NAMES = ()
 
-  def __init__(self, learning_rate, weight_decay_rate, beta_1, beta_2,
-               epsilon, exclude_from_weight_decay, name=None):
-    """Stores the hyperparameters (see the subclasses for their meaning);
-    `name` defaults to the class's."""
+  def __init__(self, learning_rate, weight_decay_rate=0.0, beta_1=0.9,
+               beta_2=0.999, epsilon=1e-6, exclude_from_weight_decay=None,
+               name=None):
+    """Stores the hyperparameters (the reference's defaults);
+    `exclude_from_weight_decay`: regular expressions (`re.search`) of
+    variables without decay; `name` (of the update op) defaults to the
+    class's."""
     super(PerVariableOptimizer, self).__init__(
         False, name or type(self).__name__.lstrip("_"))
     self.learning_rate = learning_rate
