@@ -1,67 +1,35 @@
 """Converts BERT checkpoints between the Hugging Face and TF release layouts.
 
-Most BERT-family weights are published today as a Hugging Face folder
-(`config.json`, `model.safetensors`, `vocab.txt`); every script of this project
-reads Google's release layout (`bert_config.json`, `bert_model.ckpt.*`,
-`vocab.txt`). This script converts both ways:
+Hugging Face folders (`config.json`, `model.safetensors`, `vocab.txt`) and
+KerasHub presets <-> Google's release layout (`bert_config.json`,
+`bert_model.ckpt.*`, `vocab.txt`) that every script reads:
 
-  # Hugging Face folder -> bert_config.json + bert_model.ckpt + vocab.txt
   python convert_checkpoint.py --direction=hf_to_tf --input=HF_DIR \
       --output=TF_DIR
-  # this project's checkpoint -> a folder that Hugging Face's BertModel and
-  # BertForPreTraining load (BertForSequenceClassification or
+  # Fine-tuned heads become BertForSequenceClassification,
   # BertForQuestionAnswering, BertForTokenClassification or
-  # BertForMultipleChoice for fine-tuned heads, with id2label, problem_type,
-  # tokenizer_config.json and a model card README.md; the task and labels
-  # from --task/--labels, the run's --export, or its label files)
+  # BertForMultipleChoice, with id2label, problem_type,
+  # tokenizer_config.json and a model card (task and labels from
+  # --task/--labels, the run's --export, or its label files).
   python convert_checkpoint.py --direction=tf_to_hf --input=CKPT \
       --output=HF_DIR [--bert_config_file=...] [--vocab_file=...] \
       [--export=EXPORT_DIR] [--task=...] [--labels=a,b,c]
-
-  # KerasHub preset (Kaggle's keras/bert/...; the TensorFlow 2.21 stack with
-  # the kerashub extra) -> the same three files, and back
+  # KerasHub presets (the TensorFlow 2.21 stack's kerashub extra).
   python convert_checkpoint.py --direction=kerashub_to_tf --input=PRESET_DIR \
       --output=TF_DIR
   python convert_checkpoint.py --direction=tf_to_kerashub --input=CKPT \
       --output=PRESET_DIR [--bert_config_file=...] [--vocab_file=...]
 
-Tensor names (Hugging Face side as `BertForPreTraining` writes them; reading
-also accepts them without the `bert.` prefix and old `LayerNorm.gamma/beta`):
-
-  bert.embeddings.{word,position,token_type}_embeddings.weight
-                                       <-> bert/embeddings/{...}_embeddings
-  *.LayerNorm.weight, *.LayerNorm.bias <-> */LayerNorm/gamma, */LayerNorm/beta
-  *.{query,key,value,dense}.weight [out, in]
-                                       <-> */kernel [in, out] (transposed)
-  bert.encoder.layer.N.*               <-> bert/encoder/layer_N/*
-  cls.predictions.bias                 <-> cls/predictions/output_bias
-  cls.predictions.decoder.weight       tied to the word embeddings (checked)
-  cls.seq_relationship.weight [2, H]   <-> cls/seq_relationship/output_weights
-  classifier.weight [num_labels, H]    <-> output_weights (run_classifier.py)
-  qa_outputs.weight [2, H]             <-> cls/squad/output_weights (SQuAD)
-  classifier.weight [num_labels, H]    <-> cls/ner/output_weights (run_ner.py),
-                                       when config.json's architectures name
-                                       BertForTokenClassification
-  classifier.weight [1, H]             <-> cls/multiple_choice/output_weights
-                                       (run_multiple_choice.py), when
-                                       config.json's architectures name
-                                       BertForMultipleChoice
-
-Weights are read with the `safetensors` numpy API: PyTorch pickles
-(`pytorch_model.bin`) are never loaded. Activations are mapped by meaning:
-Hugging Face `gelu` is the exact erf form (this project's `gelu_exact`),
-`gelu_new` / `gelu_pytorch_tanh` are the tanh approximation (this project's
-`gelu`). Every output folder is written under a temporary name and renamed
-when complete.
-
-KerasHub presets (`BertBackbone`, and `BertTextClassifier` with a
-classifier head) are read and written by keras-hub itself; their name table
-is in `bert_tf/convert/kerashub.py`.
-
-The library (name table, config mapping, safetensors and checkpoint files,
-the directions) is `bert_tf.convert`; this script keeps the flags and
-re-exports its public names (`hf_to_tf`, `tf_to_hf`, `tensor_table`, ...; see
-`__all__`).
+Names (`bert_tf/convert/weights.py`, `kerashub.py`): Hugging Face's as
+`BertForPreTraining` writes them (`bert.encoder.layer.N.*` <->
+`bert/encoder/layer_N/*`, `Linear` weights transposed; `classifier.*` <->
+`output_weights`, `cls/ner/*` or `cls/multiple_choice/*` by
+`architectures`; `qa_outputs.*` <-> `cls/squad/*`; the decoder tied to the
+word embeddings, checked). Weights are read with safetensors' numpy API
+(never PyTorch pickles); Hugging Face `gelu` is `gelu_exact` here,
+`gelu_new`/`gelu_pytorch_tanh` are `gelu`. Outputs are written under a
+temporary name and renamed when complete. The library is
+`bert_tf.convert`; its public names are re-exported here (`__all__`).
 """
 from bert_tf.cli import quiet  # First: TensorFlow's start-up lines off.
 quiet.when_run_as_command(__name__)

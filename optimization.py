@@ -1,41 +1,18 @@
 """Functions and classes related to optimization (weight updates).
 
-`create_optimizer` builds the training op used by every fine-tuning and
-pre-training script. With its defaults it is the reference's: learning rate
-from the global step (linear warmup, then linear decay to zero), gradients
-clipped to global norm 1.0, and `AdamWeightDecayOptimizer` (Adam without bias
-correction plus decoupled weight decay, Loshchilov and Hutter 2017,
-"Decoupled Weight Decay Regularization"; Devlin et al. 2018, appendix A.2).
-
-`OptimizerOptions` turns on the additions, each off by default:
-
-* `optimizer="lamb"`: `LAMBOptimizer` (You et al. 2019, "Large Batch
-  Optimization for Deep Learning: Training BERT in 76 minutes", algorithm 2);
-  `optimizer="adamw_fused"`: the same AdamW through TensorFlow's fused Adam
-  kernel (any name of `bert_tf.train.optimizers.REGISTRY`);
-* `poly_power`: the power of the polynomial decay (1.0 = linear);
-* `gradient_accumulation_steps=N`: N micro-batches (N session runs) make one
-  update of the mean gradient; the global step counts updates;
-* `loss_scaling=True` (fp16): dynamic loss scaling (Micikevicius et al.
-  2018, "Mixed Precision Training", section 3.2): non-finite gradients skip
-  the update.
-
-Both optimizers update mirrored variables correctly under a `tf.distribute`
-strategy: `create_optimizer` averages the gradients across replicas before
-clipping, and every replica applies the same update to its copy. Gradient
-accumulation and loss scaling work there too (accumulation is local to each
-replica, with one all-reduce per update). Under a strategy the update is
-kept out of XLA's auto-clustering, so that `--use_xla` cannot make the
-copies differ.
-
-This module is the reference's public face over `bert_tf.train`, where the
-machinery lives, one concern a module: `update` (the optimizer choice and
-the train op, `build_train_step`), `schedule` (the learning rate),
-`optimizers` (the optimizers by name), `adamw`, `adamw_fused`, `lamb`,
-`optimizer_options`, `train_op` (gradients, all-reduce, the conditional
-update), `accumulation`, `loss_scale`, `xla` (keeping the update out of XLA)
-and `optimizer_base` (per-variable updates on any strategy). Nothing in the
-package imports this module; the names users import stay importable here.
+`create_optimizer` builds the training op of every script. By default it is
+the reference's: linear warmup then linear decay to zero, gradients clipped
+to global norm 1.0, `AdamWeightDecayOptimizer` (Adam without bias
+correction, decoupled weight decay; Loshchilov and Hutter 2017; Devlin et
+al. 2018, appendix A.2). `OptimizerOptions` turns on, each off by default:
+`optimizer="lamb"` (You et al. 2019, algorithm 2) or `"adamw_fused"` (any
+name of `bert_tf.train.optimizers.REGISTRY`); `poly_power`;
+`gradient_accumulation_steps=N` (N runs per update; the global step counts
+updates); `loss_scaling` (fp16; Micikevicius et al. 2018, section 3.2).
+All of them work under a `tf.distribute` strategy: gradients averaged
+across replicas before clipping, the same update on every copy, kept out of
+XLA. The machinery lives in `bert_tf/train/`; this module keeps the
+reference's public names.
 """
 
 import tensorflow.compat.v1 as tf
@@ -70,44 +47,28 @@ def create_optimizer(loss, init_lr, num_train_steps, num_warmup_steps,
                      use_tpu, options=None):
   """Builds the training op: an optimizer update plus the global-step increment.
 
-  The learning rate is computed from the global step read *before* this
-  step's increment, and the increment runs after every variable update
-  (control dependencies), so step t always applies lr(t). The reference left
-  the read and the increment unordered (a race); this is the intended
-  schedule, which the reference's golden vectors show.
+  The rate comes from the global step read *before* the increment, which
+  runs after every variable update, so step t applies lr(t) (the reference
+  left them unordered; its golden vectors show this schedule).
 
-  With `options.gradient_accumulation_steps = N > 1`, each run of the op is
-  one micro-batch: its gradient is added to float32 accumulators
-  (`<var>/gradient_accumulator`) and a micro-step counter
-  (`gradient_accumulation/micro_steps`) advances; every N-th run applies the
-  mean of the N gradients (clipped, with the learning rate of the current
-  global step), zeroes the accumulators and increments the global step. So
-  the global step, the learning-rate schedule, `num_train_steps` and an
-  estimator's `max_steps` count updates; step-based checkpoints (taken when
-  the global step changes) fall right after an update, with zeroed
-  accumulators, and any checkpoint holds the counter and the accumulators
-  together, so a restart resumes the interrupted update exactly.
-
-  With `options.loss_scaling` (fp16) the gradients come from the loss times a
-  dynamic loss scale (variable `loss_scale`) and are divided by it. A
-  non-finite gradient skips the micro-batch: no accumulation, no update, no
-  global-step increment; the scale halves (not below 1) and
-  `loss_scale/skipped_updates` counts it. After
-  `options.loss_scale_growth_steps` finite gradients in a row the scale
-  doubles.
-
-  Under a `tf.distribute` strategy (called in replica context) the same
-  rules hold for the global batch, with every replica's copy of every
-  variable given the same update; see `train_op.conditional_train_op` for
-  how accumulation and loss scaling run there.
+  With `gradient_accumulation_steps = N > 1` each run is a micro-batch: its
+  gradient is added to float32 `<var>/gradient_accumulator`s and
+  `gradient_accumulation/micro_steps` advances; every N-th run applies the
+  clipped mean, zeroes the sums and increments the global step, so steps,
+  the schedule and `max_steps` count updates, and a checkpoint resumes an
+  interrupted update exactly. With `loss_scaling` (fp16) the gradients come
+  from the loss times the `loss_scale` variable; a non-finite one skips the
+  micro-batch, halves the scale (not below 1) and counts in
+  `loss_scale/skipped_updates`; `loss_scale_growth_steps` finite ones in a
+  row double it. Under a strategy (replica context) the same holds for the
+  global batch.
 
   Args:
     loss: float32 scalar Tensor to minimize (the mean over the micro-batch).
     init_lr: float, peak learning rate.
     num_train_steps: int, total training updates (decay reaches 0 there).
     num_warmup_steps: int, linear warmup updates (0 for none).
-    use_tpu: bool; wrap the optimizer in `CrossShardOptimizer` and skip the
-      TensorBoard summaries (summaries do not run inside a TPU loop).
+    use_tpu: bool; `CrossShardOptimizer`, and no summaries.
     options: (optional) `OptimizerOptions`; default the reference's training.
 
   Returns:

@@ -1,19 +1,16 @@
 """Predicts the words behind `[MASK]`: the pre-trained masked-LM head, read.
 
-Each line of `--input_file` is a text holding one or more `[MASK]`s
-(`a ||| b` makes a pair, as in `extract_features.py`). For each line one
-JSON object is written to `--output_file`, in input order:
+Each line of `--input_file` holds one or more `[MASK]`s (`a ||| b`: a
+pair); for each, one JSON line of `--output_file`, in input order:
 
   {"line": 1, "text": "the man went to the [MASK] .", "masks": [
       {"position": 6, "tokens": ["store", ...], "probabilities": [0.31, ...]}]}
 
-`position` is the mask's index among the WordPiece tokens (`[CLS]` is 0),
-`tokens` the `--top_k` likeliest WordPieces in decreasing order and
-`probabilities` their softmax probabilities under the `cls/predictions`
-head (Devlin et al. 2018, section 3.1: the masked LM). Any checkpoint with
-that head works: a released model or a `run_pretraining.py` output_dir.
-A line without `[MASK]`, or one whose masks would be cut by
-`--max_seq_length`, is a one-line error before anything runs.
+`position` is the mask's WordPiece index (`[CLS]` is 0), `tokens` the
+`--top_k` likeliest WordPieces, `probabilities` their softmax under the
+`cls/predictions` head (Devlin et al. 2018, 3.1), from a released model or
+a `run_pretraining.py` output_dir. A line without `[MASK]`, or whose masks
+`--max_seq_length` would cut, is a one-line error before anything runs.
 
 Example:
   python predict_masked_lm.py --input_file=masked.txt --output_file=out.jsonl \
@@ -75,15 +72,10 @@ def define_flags():
 
 @dataclasses.dataclass(eq=False)
 class MaskedLine:
-  """One input line, as model inputs.
-
-  Attributes:
-    line: int, its 1-based line number.
-    text: str, the line as read (stripped).
-    tokens: list of str, `[CLS] a [SEP] (b [SEP])`, unpadded.
-    input_ids, input_mask, segment_ids: lists of `max_seq_length` ints.
-    positions: list of int, the `[MASK]` token indexes, in order.
-  """
+  """One input line as model inputs: `line` (1-based), `text` (stripped),
+  `tokens` (`[CLS] a [SEP] (b [SEP])`, unpadded), `input_ids`,
+  `input_mask`, `segment_ids` (`max_seq_length` ints), `positions` (the
+  `[MASK]` indexes)."""
 
   line: int
   text: str
@@ -107,12 +99,7 @@ def _tokenize_masked(tokenizer, text):
 
 def read_masked_lines(input_file, tokenizer, max_seq_length,
                       max_predictions):
-  """Reads and encodes every line of `input_file`.
-
-  Blank lines are skipped (line numbers still count them).
-
-  Returns:
-    List of `MaskedLine`.
+  """The `MaskedLine`s of `input_file`; blank lines skipped (but counted).
 
   Raises:
     ValueError: a missing or empty file, a vocabulary without `[MASK]`, or

@@ -1,19 +1,10 @@
 """Fine-tunes BERT for SQuAD 1.1 / 2.0 question answering and predicts answers.
 
-Pipeline (Devlin et al. 2018, sections 4.2 and 4.3; the reference release's
-`run_squad.py`):
-
-  1. `read_squad_examples` and `convert_examples_to_features`
-     (`bert_tf/tasks/squad/data.py`): SQuAD JSON -> examples -> windowed
-     `[CLS] query [SEP] span [SEP]` features, streamed to a TFRecord.
-  2. `model_fn_builder` (`bert_tf/tasks/squad/model.py`): BERT plus one
-     dense layer giving per-token start and end logits
-     (`cls/squad/output_weights`, `cls/squad/output_bias`); the loss is the
-     mean of the start and end cross-entropies.
-  3. `write_predictions` (`bert_tf/tasks/squad/predictions.py`): the n-best
-     span search, `predictions.json`, `nbest_predictions.json` and, for 2.0,
-     `null_odds.json`; and, beyond the reference, the official scores in
-     `eval_results.json` when `--predict_file` carries answers.
+The reference release's `run_squad.py` (Devlin et al. 2018, sections 4.2
+and 4.3); the task (`bert_tf/tasks/squad/task.py`: `SquadTask`) reads the
+SQuAD JSON, writes the windowed features, trains the span head and writes
+predictions.json, nbest_predictions.json, null_odds.json (2.0) and, when
+--predict_file carries answers, the official scores (eval_results.json).
 
 Example (SQuAD 1.1):
   python run_squad.py --vocab_file=$BERT_DIR/vocab.txt \
@@ -32,12 +23,9 @@ from `bert_tf.tasks.squad` (`data`, `model`, `predictions`); see `__all__`.
 from bert_tf.cli import quiet  # First: TensorFlow's start-up lines off.
 quiet.when_run_as_command(__name__)
 
-import functools
-import os
-import random
+import dataclasses
 
 from absl import flags
-from absl import logging
 
 from bert_tf.checks.problems import Problems
 from bert_tf.cli import flags as cli_flags
@@ -55,13 +43,14 @@ from bert_tf.tasks.squad.data import SquadExample
 from bert_tf.tasks.squad.model import create_model
 from bert_tf.tasks.squad.model import input_fn_builder
 from bert_tf.tasks.squad.model import model_fn_builder
-from bert_tf.tasks.squad.model import SpanHead
 from bert_tf.tasks.squad.model import span_loss as _span_loss
 from bert_tf.tasks.squad.predictions import FeatureMetadata
 from bert_tf.tasks.squad.predictions import get_final_text
 from bert_tf.tasks.squad.predictions import RawResult
 from bert_tf.tasks.squad.predictions import score_predictions
 from bert_tf.tasks.squad.predictions import write_predictions
+from bert_tf.tasks.squad.task import SquadOptions
+from bert_tf.tasks.squad.task import SquadTask
 from bert_tf.cli import fine_tuning
 from bert_tf.runner import loop
 from bert_tf.train import options as training_options
@@ -136,10 +125,8 @@ def _flag_problems(flag_values):
 
 
 def validate_flags_or_throw(bert_config, flag_values=None):
-  """Checks the flags of a SQuAD run, as the reference's function does.
-
-  The reference's public name (its notebooks call it before building the
-  estimator); `main` runs the same checks through `startup.prepare_model`.
+  """Checks the flags of a SQuAD run (the reference's public name; `main`
+  runs the same checks through `startup.start`).
 
   Args:
     bert_config: `modeling.BertConfig` of the model.
@@ -163,110 +150,10 @@ def validate_flags_or_throw(bert_config, flag_values=None):
   problems.raise_if_any()
 
 
-def _write_features(path, examples, tokenizer, max_seq_length, doc_stride,
-                    max_query_length, is_training):
-  """Converts `examples` into a TFRecord of features at `path`.
-
-  Returns:
-    (number of features, list of `FeatureMetadata`; empty when training).
-  """
-  metadata = []
-  with FeatureWriter(path, is_training=is_training) as writer:
-
-    def keep_and_write(feature):
-      if not is_training:
-        metadata.append(FeatureMetadata(
-            feature.unique_id, feature.example_index, feature.doc_span_index,
-            feature.tokens, feature.token_to_orig_map,
-            feature.token_is_max_context))
-      writer.process_feature(feature)
-
-    convert_examples_to_features(
-        examples, tokenizer, max_seq_length, doc_stride, max_query_length,
-        is_training=is_training, output_fn=keep_and_write)
-  return writer.num_features, metadata
-
-
-def _raw_results(predictions, num_features):
-  """`RawResult`s of the runner's predictions, with progress logs."""
-  results = []
-  for prediction in predictions:
-    results.append(RawResult(
-        unique_id=int(prediction["unique_ids"]),
-        start_logits=[float(x) for x in prediction["start_logits"].flat],
-        end_logits=[float(x) for x in prediction["end_logits"].flat]))
-    if len(results) % 1000 == 0:
-      logging.info("Predicted %d of %d features", len(results), num_features)
-  return results
-
-
-def _training(flag_values, run, tokenizer, spans):
-  """The training questions, read (and checked) and written as features;
-  their `loop.Training` (steps count updates, of --train_batch_size times
-  --gradient_accumulation_steps)."""
-  train_examples = read_squad_examples(
-      flag_values.train_file, is_training=True,
-      version_2_with_negative=flag_values.version_2_with_negative)
-  if not train_examples:
-    # Training on nothing would loop forever over an empty dataset.
-    raise ValueError("--train_file: %s holds no usable training question "
-                     "(none, or all skipped)" % flag_values.train_file)
-  # Shuffled once, with the reference's seed.
-  random.Random(12345).shuffle(train_examples)
-  train_file = os.path.join(flag_values.output_dir, "train.tf_record")
-  num_features, _ = _write_features(train_file, train_examples, tokenizer,
-                                    is_training=True, **spans)
-  logging.info("Training on %d examples, %d features", len(train_examples),
-               num_features)
-  return fine_tuning.training(
-      input_fn_builder(train_file, flag_values.max_seq_length,
-                       is_training=True, drop_remainder=True),
-      [train_file], len(train_examples), run.examples_per_update,
-      flag_values.num_train_epochs, flag_values.warmup_proportion,
-      flag_values.learning_rate)
-
-
-def _predict(flag_values, tokenizer, spans, steps, checkpoint):
-  """Answers the questions of --predict_file: predictions.json,
-  nbest_predictions.json (and null_odds.json for SQuAD 2.0), scored
-  against its answers when it has them (eval_results.json)."""
-  examples = read_squad_examples(
-      flag_values.predict_file, is_training=False,
-      version_2_with_negative=flag_values.version_2_with_negative)
-  out = flag_values.output_dir
-  eval_file = os.path.join(out, "eval.tf_record")
-  num_features, metadata = _write_features(eval_file, examples, tokenizer,
-                                           is_training=False, **spans)
-  batch_size = flag_values.predict_batch_size
-  logging.info("  %d examples, %d features, batch size %d", len(examples),
-               num_features, batch_size)
-  results = _raw_results(steps.predict(
-      input_fn_builder(eval_file, flag_values.max_seq_length,
-                       is_training=False, drop_remainder=False),
-      records=[eval_file], num_batches=-(-num_features // batch_size),
-      checkpoint_path=checkpoint, batch_size=batch_size), num_features)
-  written = write_predictions(
-      examples, metadata, results, flag_values.n_best_size,
-      flag_values.max_answer_length, flag_values.do_lower_case,
-      os.path.join(out, "predictions.json"),
-      os.path.join(out, "nbest_predictions.json"),
-      os.path.join(out, "null_odds.json"),
-      version_2_with_negative=flag_values.version_2_with_negative,
-      null_score_diff_threshold=flag_values.null_score_diff_threshold,
-      verbose_logging=flag_values.verbose_logging)
-  score_predictions(flag_values.predict_file, written,
-                    flag_values.version_2_with_negative, out)
-
-
-def _serving(flag_values):
-  """What the export serves: each token's start and end logits."""
-  return fine_tuning.Serving(
-      kind=export_utils.SQUAD, output_keys=["start_logits", "end_logits"],
-      features=export_utils.SQUAD_FEATURES,
-      config={"doc_stride": flag_values.doc_stride,
-              "max_query_length": flag_values.max_query_length,
-              "version_2_with_negative":
-                  flag_values.version_2_with_negative})
+def _options(f):
+  """The task's `SquadOptions`, from the flags of the same names."""
+  return SquadOptions(**{field.name: f[field.name].value
+                         for field in dataclasses.fields(SquadOptions)})
 
 
 def main(_):
@@ -275,22 +162,26 @@ def main(_):
   run, model = startup.start(
       FLAGS, _flag_problems(FLAGS),
       export_now=bool(FLAGS.export_dir) and not FLAGS.do_train)
-  spans = dict(max_seq_length=FLAGS.max_seq_length,
-               doc_stride=FLAGS.doc_stride,
-               max_query_length=FLAGS.max_query_length)
+  task = SquadTask(_options(FLAGS), model.tokenizer)
 
   with loop.output_dir(FLAGS.output_dir, run):
     # 2. The training questions, and the model.
-    training = (_training(FLAGS, run, model.tokenizer, spans)
+    training = (fine_tuning.training(
+        *task.training_records(), run.examples_per_update,
+        FLAGS.num_train_epochs, FLAGS.warmup_proportion, FLAGS.learning_rate)
                 if run.do_train else None)
-    model_fn = fine_tuning.model_fn(SpanHead(), model, run,
+    model_fn = fine_tuning.model_fn(task.head, model, run,
                                     FLAGS.learning_rate, training)
-    # 3. Train, predict and score, export.
+    # 3. Train, predict and score, export: each token's start and end logits.
     loop.run(
         model_fn, run, FLAGS.output_dir, training=training,
-        predict=functools.partial(_predict, FLAGS, model.tokenizer, spans),
+        predict=task.predict,
         export=(fine_tuning.exporter(
-            SpanHead(), model.bert_config, _serving(FLAGS),
+            task.head, model.bert_config, fine_tuning.Serving(
+                kind=export_utils.SQUAD,
+                output_keys=["start_logits", "end_logits"],
+                features=export_utils.SQUAD_FEATURES,
+                config=task.serving_config()),
             fine_tuning.ModelFiles(
                 FLAGS.vocab_file, FLAGS.bert_config_file, FLAGS.do_lower_case,
                 FLAGS.max_seq_length, FLAGS.output_dir, FLAGS.export_dir),

@@ -1,10 +1,9 @@
 # coding=utf-8
 """WordPiece tokenization, output-identical to the BERT research release.
 
-Pure Python (no TensorFlow needed to tokenize) and standalone: it imports the
-standard library only (TensorFlow for a vocabulary on a remote file system,
-`gs://...`), so the file can be copied alone into another project. Public
-names are the reference's (see `__all__`).
+Pure Python and standalone (the standard library; TensorFlow only for a
+vocabulary on a remote file system), so the file can be copied alone.
+Public names are the reference's (see `__all__`).
 
 Pipeline of `FullTokenizer.tokenize` (Devlin et al. 2018, §3 / appendix A.2 and
 the released `tokenization.py` behaviour):
@@ -17,14 +16,10 @@ the released `tokenization.py` behaviour):
      punctuation character;
   5. WordPiece: greedy longest-match-first against the vocabulary.
 
-Speed (same output as the plain algorithm):
-  * ASCII texts take a fast path: one `str.translate` (drop controls, lowercase,
-    pad punctuation with spaces) and one `str.split()`; no Unicode lookups.
-  * Non-ASCII texts are cleaned with one `str.translate` against a lazily filled
-    per-character table, and each whitespace word's basic tokens are cached.
-  * WordPiece results are cached per word (bounded, per tokenizer instance) and
-    the longest-match search never tries substrings longer than the longest
-    vocabulary entry.
+Speed, same output: ASCII texts take one `str.translate` and one `split`;
+other texts a lazily filled per-character table and a per-word cache;
+WordPiece results are cached per word, and no substring longer than the
+longest vocabulary entry is tried.
 """
 
 import collections
@@ -160,12 +155,11 @@ def _gfile():
 
 
 def _read_file_bytes(path):
-  """The bytes of `path` (local or `tf.io.gfile`), refusing non-text files.
+  """The bytes of `path` (local or `tf.io.gfile`).
 
   Raises:
     FileNotFoundError: `path` does not exist.
-    ValueError: a directory, or a compressed or binary file (gzip, bzip2,
-      xz or zip magic bytes, or at least 10% NUL bytes in the first 8 KiB).
+    ValueError: a directory, or a compressed or binary file.
   """
   remote = "://" in path
   if not (_gfile().exists(path) if remote else os.path.exists(path)):
@@ -186,22 +180,9 @@ def _read_file_bytes(path):
 
 
 def _read_lines(path):
-  """Yields the lines of a text file as `tf.io.gfile.GFile.readline()` does.
-
-  The reference's rule (SPEC section 2): a line ends at `\\n` only (never at
-  U+2028, U+0085 or form feed), every `\\r` is removed, bytes that are not
-  UTF-8 are dropped (counted in one warning), and a last line without `\\n`
-  that decodes to nothing is no line.
-
-  Args:
-    path: str, the file (local or on a `tf.io.gfile` file system).
-
-  Yields:
-    str, one line without its `\\n`.
-
-  Raises:
-    FileNotFoundError, ValueError: see `_read_file_bytes`.
-  """
+  """Yields a text file's lines as `GFile.readline()` does (SPEC section
+  2): ending at `\\n` only, `\\r` removed, invalid UTF-8 dropped (one
+  warning), no empty last line. Raises as `_read_file_bytes`."""
   lines = _read_file_bytes(path).split(b"\n")
   last = lines.pop()  # After the final "\n": b"" unless the file lacks one.
   dropped_bytes = dropped_lines = 0

@@ -1,14 +1,8 @@
 """Files and formats: the one I/O layer every script reads and writes through.
 
-Reading text (`iter_raw_lines`, `decode_line`, `read_lines`,
-`check_text_file`) follows one rule for line ends and invalid UTF-8 (see
-`read_lines`). Writing (`atomic_path`, `atomic_write`, `write_eval_results`)
-makes outputs appear under their final name only when complete, and flushed
-to disk (`sync_to_disk`, `sync_folder`). Also: paths
-(`expand_file_patterns`, `check_output_file`), record features
-(`int64_feature`, `float_feature`), `pad_to` and `gc_paused`.
-
-Paths may be local or on any `tf.io.gfile` file system (`gs://...`).
+Reading text follows one rule for line ends and invalid UTF-8 (`read_lines`);
+writes appear under their final name only when complete and flushed to disk
+(`atomic_path`). Paths may be local or on any `tf.io.gfile` file system.
 """
 
 import contextlib
@@ -106,40 +100,22 @@ def _raw_lines(path, start, end):
 
 
 def iter_raw_lines(path, start=0, end=None):
-  """Yields the lines of `path`'s bytes [start, end), without their `\\n`.
+  """Yields the lines (bytes, without `\\n`) of `path`'s bytes [start, end).
 
-  A line ends at `\\n` only (never at `\\r`, U+2028, U+0085 or form feed);
-  the last line may lack it, and nothing is yielded after a final `\\n`.
-  The file is read in 1 MiB blocks (line-by-line reads through `GFile` are
-  slow).
-
-  Args:
-    path: str, the file.
-    start: int, byte offset to start at (the start of a line).
-    end: int or None, byte offset to stop at (None: the end of the file).
-
-  Yields:
-    bytes, one line each.
+  A line ends at `\\n` only; the last may lack it. `start` is a line's
+  first byte; `end` None reads to the end. Read in 1 MiB blocks.
   """
   for line, _ in _raw_lines(path, start, end):
     yield line
 
 
 def decode_line(raw, strict=False, where=None):
-  """One line's bytes as `str`, with every `\\r` removed.
-
-  Bytes that are not valid UTF-8 are dropped, as the reference's
-  `tokenization.convert_to_unicode` drops them; with `strict` they are an
-  error instead.
-
-  Args:
-    raw: bytes, one line without its `\\n`.
-    strict: bool, refuse invalid UTF-8.
-    where: str, `file:line` for the error message.
+  """One line's bytes as `str`, every `\\r` removed, invalid UTF-8 dropped
+  (the reference's `convert_to_unicode`).
 
   Raises:
-    ValueError: with `strict`, when `raw` is not valid UTF-8; the message
-      starts with `where`.
+    ValueError: with `strict`, invalid UTF-8; the message starts with
+      `where` (`file:line`).
   """
   raw = raw.replace(b"\r", b"")
   if not strict:
@@ -158,10 +134,8 @@ _SNIFF_BYTES = 8192
 def check_text_file(path):
   """Refuses a compressed or binary file given where text is expected.
 
-  A file starting with gzip, bzip2, xz or zip magic bytes, or whose first
-  8 KiB are at least 10% NUL bytes (a TFRecord, UTF-16 text, an archive), is
-  not a UTF-8 text file. A few NUL bytes in text are let through (the
-  reference reads them, and the tokenizer drops them).
+  Gzip, bzip2, xz or zip magic bytes, or first 8 KiB at least 10% NUL bytes
+  (a TFRecord, UTF-16, an archive); a few NULs pass, as in the reference.
 
   Raises:
     ValueError: naming the file and what it looks like.
@@ -180,34 +154,16 @@ def check_text_file(path):
 def read_lines(path, start=0, end=None, strict=False, refuse_binary=True):
   """Yields `(line_number, text)` for each line of a text file.
 
-  The project's one rule for text files. It reproduces what the reference's
-  `tf.gfile.GFile(path, "r").readline()` loops read:
-
-  * a line ends at `\\n` only; `\\r` is removed wherever it appears;
-  * invalid UTF-8 bytes are dropped (with `strict`, a `ValueError` naming
-    `path:line` instead: for labelled data, where a silently changed text
-    would be a silently wrong example);
-  * a last line with no `\\n` that decodes to nothing is not a line (the
-    reference's loop stops at the first empty read).
-
-  Beyond the reference: a compressed or binary file is refused
-  (`check_text_file`), and the invalid UTF-8 bytes dropped are counted in
-  one warning per call (a Latin-1 file), which changes no line read.
-
-  Args:
-    path: str, the file.
-    start, end: byte range, as `iter_raw_lines`.
-    strict: bool, refuse invalid UTF-8.
-    refuse_binary: bool, refuse compressed or binary files.
-
-  Yields:
-    (int, str): the 1-based line number within the range, and the line
-    without its `\\n`.
+  The project's one rule, the reference's `GFile.readline()` loop: a line
+  ends at `\\n` only; `\\r` is removed; invalid UTF-8 bytes are dropped (one
+  warning per call counts them); a last line with no `\\n` that decodes to
+  nothing is not a line. `start`, `end`: a byte range, as `iter_raw_lines`;
+  line numbers are 1-based within it.
 
   Raises:
     FileNotFoundError: `path` does not exist.
-    ValueError: with `strict`, a line that is not valid UTF-8; with
-      `refuse_binary`, a compressed or binary file.
+    ValueError: with `strict`, a line that is not valid UTF-8 (naming
+      `path:line`); with `refuse_binary`, a compressed or binary file.
   """
   if not _exists(path):
     raise FileNotFoundError("%s: no such file" % path)
@@ -240,15 +196,9 @@ def read_lines(path, start=0, end=None, strict=False, refuse_binary=True):
 
 
 def _temp_name(path):
-  """A fresh temporary name beside `path`; removes ones a killed run left.
-
-  The name is `.<base>.tmp-<host>.<pid>.<random>`. Another process's
-  temporary name is removed only when that process is gone: one on this
-  host that no longer runs, or a name without host and pid. Several
-  processes may be writing the same output at once (the workers of a
-  multi-worker run share `--output_dir` and each writes the same cached
-  features); removing each other's temporary files made their renames fail.
-  """
+  """A fresh temporary name `.<base>.tmp-<host>.<pid>.<random>` beside
+  `path`; removes those left by processes that no longer run (several
+  processes may write the same output at once: multi-worker runs)."""
   directory, base = os.path.split(path.rstrip("/"))
   prefix = ".%s.tmp-" % base
   if "://" not in path:
@@ -293,16 +243,9 @@ def own_temp_dir_prefix():
 
 
 def remove_own_temp_dir():
-  """Removes this process's own temporary folder, if `tempfile` points at
-  one (`bert_tf.cli.leftovers.use_own_temp_dir`).
-
-  For an exit that skips `atexit` (`os._exit`, which the lost-peer
-  watchdog needs: TensorFlow may hold the interpreter); the folder of
-  another process, or the system temp directory itself, is never removed.
-
-  Returns:
-    str or None, the folder removed.
-  """
+  """Removes this process's own temporary folder (`bert_tf.cli.leftovers`)
+  for an exit that skips `atexit` (`os._exit`); never another process's
+  folder or the system's. Returns the folder removed, or None."""
   path = tempfile.gettempdir()
   if not os.path.basename(path).startswith(own_temp_dir_prefix()):
     return None
@@ -323,28 +266,14 @@ def _remove(path):
 
 @contextlib.contextmanager
 def atomic_path(path):
-  """Yields a temporary name that becomes `path` when the block succeeds.
+  """Yields a temporary name (same folder) that becomes `path` on success.
 
-  The one atomic-output mechanism: the caller writes a file (or makes a
-  folder) at the yielded name; on success it is renamed over `path` (an
-  existing file is replaced, an existing empty folder too), on any error it
-  is removed. A run killed half-way leaves no partial output under `path`,
-  and the next run removes the temporary name it left. On a local file
-  system the output is durable once the block ends: its data are flushed to
-  the disk (`fsync`) before the rename, and the folder holding it after, so
-  that a power loss or a kernel crash leaves the old file or the complete
-  new one, never an empty or partial file under `path`. A write that fails
-  on a full disk or a file-size limit is re-raised as one `OSError` naming
+  The one atomic-output mechanism: on success the file or folder is
+  renamed over `path` (replacing a file or an empty folder; a link to a
+  folder is kept), on error removed. Local outputs are `fsync`ed before the
+  rename and their folder after, so a crash leaves the old or the complete
+  new output. A full disk or a file-size limit is one `OSError` naming
   `path`.
-
-  Args:
-    path: str, the final name.
-
-  Yields:
-    str, the temporary name, in the same folder as `path` (made if needed).
-
-  A symbolic link to a folder stands for that folder: the output replaces
-  the (empty) folder it points to, and the link is kept.
 
   Raises:
     ValueError: when `path` is a folder that is not empty.
@@ -414,14 +343,9 @@ def _fsync(path, flags):
 
 
 def sync_folder(directory):
-  """Flushes a local folder's entries (names made, renamed, removed) to disk.
-
-  What makes a rename into `directory` survive a power loss. A remote path
-  (`gs://...`), or a file system that cannot sync a folder (`EINVAL`,
-  `ENOTSUP`), is skipped.
-
-  Args:
-    directory: str, a folder.
+  """Flushes a local folder's entries to disk (what makes a rename survive
+  a power loss); skips remote paths and file systems that cannot
+  (`EINVAL`, `ENOTSUP`).
 
   Raises:
     OSError: the disk reported an error (`EIO`, `ENOSPC`).
@@ -432,21 +356,12 @@ def sync_folder(directory):
 
 
 def sync_to_disk(path):
-  """Flushes a written local file, or a folder tree, to disk (`fsync`).
-
-  Every file under a folder is synced, then each folder, deepest first.
-  Data written through any writer that has closed the file (Python,
-  `tf.io.gfile`, a TFRecord writer, a SavedModel builder) reach the disk:
-  `fsync` on a new descriptor flushes the file's pages whoever wrote them.
-  A remote path (`gs://...`), a link, or a file system that cannot sync
-  (`EINVAL`, `ENOTSUP`), is skipped.
-
-  Args:
-    path: str, a file or a folder.
+  """`fsync`s a written local file, or every file then folder of a tree
+  (deepest first), whoever wrote it; skips remote paths, links and file
+  systems that cannot (`EINVAL`, `ENOTSUP`).
 
   Raises:
-    OSError: the disk reported an error (`EIO`, `ENOSPC`: data the kernel
-      had accepted could not be written).
+    OSError: the disk reported an error (`EIO`, `ENOSPC`).
   """
   if _is_remote(path) or os.path.islink(path):
     return
@@ -464,14 +379,8 @@ def sync_to_disk(path):
 
 @contextlib.contextmanager
 def atomic_write(path, mode="w"):
-  """Opens `path` for writing through `atomic_path`.
-
-  Args:
-    path: str, the final file name.
-    mode: "w" for text, "wb" for bytes.
-
-  Yields:
-    A writable file object. An empty output still exists afterwards.
+  """Opens `path` for writing ("w" text, "wb" bytes) through `atomic_path`;
+  an empty output still exists afterwards.
 
   Raises:
     ValueError: when `path` is a directory.
@@ -486,14 +395,8 @@ def atomic_write(path, mode="w"):
 
 
 def write_eval_results(path, results):
-  """Writes evaluation results as sorted `key = value` lines, atomically.
-
-  The reference's `eval_results.txt` format (values as `str()` prints them).
-
-  Args:
-    path: str, e.g. `output_dir/eval_results.txt`.
-    results: dict of str -> number, as returned by `estimator.evaluate`.
-  """
+  """Writes `results` (str -> number) as sorted `key = value` lines,
+  atomically: the reference's `eval_results.txt`."""
   logging.info("***** Eval results *****")
   with atomic_write(path) as f:
     for key in sorted(results.keys()):
@@ -504,18 +407,9 @@ def write_eval_results(path, results):
 def number_str(value):
   """`str(value)` as numpy 1 prints it (the reference's output files).
 
-  numpy 2 prints float32 scalars of magnitude 1e6 and more (float16: 1e3)
-  in scientific notation (`1.2345678e+06`) where numpy 1 prints
-  `1234567.8`; this keeps numpy 1's form on every numpy: positional for
-  1e-4 <= |x| < 1e16 (and 0), scientific otherwise, each with the fewest
-  digits that read back as the same number. Other values (Python numbers,
-  float64, ints, nan, inf) print with `str()`, the same on both.
-
-  Args:
-    value: a number (Python or numpy scalar).
-
-  Returns:
-    str.
+  numpy 2 prints float32 of magnitude >= 1e6 (float16: 1e3) in scientific
+  notation; this keeps numpy 1's positional form for 1e-4 <= |x| < 1e16
+  (and 0), shortest round-trip digits. Other values print with `str()`.
   """
   if (isinstance(value, np.floating) and value.dtype.itemsize < 8 and
       np.isfinite(value)):
@@ -533,18 +427,12 @@ def number_str(value):
 
 
 def expand_file_patterns(patterns, flag_name="input_file"):
-  """Expands comma-separated file names and globs, keeping their order.
-
-  Args:
-    patterns: str, e.g. "a.txt,shards/*.txt".
-    flag_name: str, the flag the patterns came from (for the error message).
-
-  Returns:
-    list of str paths: each pattern's matches, sorted within the pattern.
+  """Expands comma-separated file names and globs, keeping their order
+  (matches sorted within a pattern); returns a list of paths.
 
   Raises:
-    ValueError: when `patterns` is empty, or one pattern matches no file or
-      a directory.
+    ValueError: naming `flag_name`: empty `patterns`, or a pattern that
+      matches no file or a directory.
   """
   pieces = [p.strip() for p in (patterns or "").split(",") if p.strip()]
   if not pieces:
@@ -618,25 +506,13 @@ def _length_delimited(payload):
 def serialize_example(features, wire_order):
   """`tf.train.Example` wire bytes with the features in `wire_order`.
 
-  protobuf writes a map's entries (the Example's `feature` map) in an order
-  of its own that changed between its releases: protobuf 4 (TensorFlow 2.15)
-  writes the reference's order, protobuf 7 (TensorFlow 2.21) another. Writing
-  the entries in a fixed order keeps every stack's TFRecord files
-  byte-identical to the reference's; any order parses to the same Example.
-
-  Wire format: Example{1: Features{1: repeated entry {1: key, 2: Feature}}};
-  each `Feature` (no map inside) is serialized by protobuf.
-
-  Args:
-    features: dict, feature name (str) -> `tf.train.Feature`.
-    wire_order: sequence of the same names, in the order to write them.
-
-  Returns:
-    bytes, parsing to the Example of `features`.
+  protobuf's order of map entries changed between releases (protobuf 4,
+  TF 2.15: the reference's; protobuf 7, TF 2.21: another); a fixed order
+  keeps the TFRecords byte-identical on both. `features`: name ->
+  `tf.train.Feature`.
 
   Raises:
-    ValueError: when `wire_order` does not hold exactly the names of
-      `features`.
+    ValueError: when `wire_order` is not exactly the names of `features`.
   """
   if sorted(wire_order) != sorted(features):
     raise ValueError("wire order %s does not match the features %s" %
@@ -668,15 +544,10 @@ def pad_to(values, length, pad_value=0):
 
 
 class gc_paused(contextlib.ContextDecorator):  # pylint: disable=invalid-name
-  """Pauses Python's cyclic garbage collector, restoring its state after.
-
-  For code that builds millions of small lists with no reference cycles
-  (rows, documents, instances: reference counting frees them). Every full
-  collection walks all of them: with TensorFlow's many objects alive this
-  made reading SST-2 about six times slower, and making pre-training
-  instances about three times slower. Usable as `with gc_paused():` or as a
-  decorator `@gc_paused()`.
-  """
+  """Pauses Python's cyclic garbage collector, restoring its state after
+  (`with gc_paused():` or `@gc_paused()`): for code building millions of
+  small acyclic lists, where full collections made reading SST-2 about 6x
+  and making pre-training instances about 3x slower."""
 
   def __enter__(self):
     self._was_enabled = gc.isenabled()

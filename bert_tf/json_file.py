@@ -1,14 +1,9 @@
 """Reading a JSON file and checking its shape, each problem in one line.
 
-Every JSON reader of the project (the BERT config, SQuAD files, Hugging
-Face `config.json` / `tokenizer.json` / `tokenizer_config.json` / shard
-index, `classifier_labels.json`, `best/best.json`, `serving_config.json`,
-`TF_CONFIG`) loads through `load` / `loads` and takes values with `field` /
-`require`: a file nested beyond `MAX_DEPTH`, a value of the wrong type, a
-missing key or a non-finite number becomes one `ValueError` line naming
-the file, the key path (`data[0].paragraphs[3].qas[1].id`) and what was
-expected. The standard `json` module parses; no schema library is needed
-for a dozen small shapes.
+Every JSON input loads through `load`/`loads` (depth limit `MAX_DEPTH`)
+and takes values with `field`/`require`: a wrong type, a missing key or a
+non-finite number is one `ValueError` naming the file, the key path
+(`data[0].paragraphs[3].qas[1].id`) and what was expected.
 """
 
 import json
@@ -42,11 +37,8 @@ _KINDS = {
 
 
 def loads(text, source):
-  """The JSON value of `text`, nested at most `MAX_DEPTH` levels.
-
-  Args:
-    text: str or bytes (UTF-8, -16 or -32, as `json.loads` reads them).
-    source: str, the file (or variable) named in the messages.
+  """The JSON value of `text` (str, or UTF-8/16/32 bytes), at most
+  `MAX_DEPTH` deep.
 
   Raises:
     ValueError: `<source>: not valid JSON (...)`, or nested too deeply.
@@ -63,12 +55,8 @@ def loads(text, source):
 
 
 def load(path, max_bytes=None):
-  """The JSON value of the file `path` (local, or `scheme://` through
-  `tf.io.gfile`), checked as `loads` does.
-
-  Args:
-    path: str.
-    max_bytes: optional int; a longer file is refused (a config is small).
+  """The JSON value of the file `path` (local or `tf.io.gfile`), checked as
+  `loads`; longer than `max_bytes` is refused.
 
   Raises:
     FileNotFoundError: `path` is not a file.
@@ -136,15 +124,9 @@ def describe(value, limit=40):
 
 
 def require(value, kind, source, where, minimum=None, maximum=None):
-  """`value`, checked to be of `kind` (and, for numbers, in range).
-
-  Args:
-    value: a parsed JSON value.
-    kind: a kind name ("object", "list", "string", "boolean", "integer",
-      "number" (finite), "null", "any") or a tuple of them.
-    source: str, the file.
-    where: str, the key path of `value` ("" for the whole file).
-    minimum, maximum: optional bounds (inclusive) for a number.
+  """`value`, checked to be of `kind` ("object", "list", "string",
+  "boolean", "integer", "number" (finite), "null", "any", or a tuple) and
+  within the inclusive `minimum`/`maximum`; `where` is its key path.
 
   Raises:
     ValueError: `<source>: <where> is <value>, expected <kind>`.
@@ -165,15 +147,8 @@ def require(value, kind, source, where, minimum=None, maximum=None):
 
 def field(obj, key, kind, source, where="", default=MISSING, minimum=None,
           maximum=None):
-  """`obj[key]`, checked by `require`; `obj` must be an object.
-
-  Args:
-    obj: a parsed JSON value expected to be an object.
-    key: str.
-    kind, source, minimum, maximum: as for `require`.
-    where: str, the key path of `obj` ("" for the whole file).
-    default: returned when `key` is absent (without it, absence is an
-      error).
+  """`obj[key]` checked by `require` (`where`: `obj`'s key path); `default`
+  when absent, if given.
 
   Raises:
     ValueError: `obj` not an object, `key` missing, or a bad value.

@@ -1,12 +1,7 @@
-"""Every use of TensorFlow's private API, in one place.
-
-Private names are what break between TensorFlow minor versions, and the
-project spans 2.15 to 2.21. Each function below says what it uses and why
-no public API does the job; each was checked on TensorFlow 2.15.1 and
-2.21.0 (the two pinned stacks). `missing()` lists the names a TensorFlow
-lacks, and tests/test_tf_private.py fails on such a TensorFlow, naming
-them. Nothing here runs at import.
-"""
+"""Every use of TensorFlow's private API, in one place (what breaks between
+minor versions): each function says what it uses and why no public API
+does, checked on TensorFlow 2.15.1 and 2.21.0; `missing()` lists the names
+a TensorFlow lacks (tests/test_tf_private.py). Nothing runs at import."""
 
 import tensorflow.compat.v1 as tf
 # The coordinator that runs the Estimator's multi-worker training
@@ -49,24 +44,16 @@ def missing():
 
 
 def in_multi_worker_mode(strategy):
-  """Whether `strategy` spans several workers (TF_CONFIG with a cluster).
-
-  `StrategyExtended._in_multi_worker_mode()`: the public
-  `experimental_between_graph` is also True for a one-worker
-  `MultiWorkerMirroredStrategy`, which trains like a local one.
-  Checked on TF 2.15.1 and 2.21.0.
-  """
+  """Whether `strategy` spans several workers: the private
+  `_in_multi_worker_mode()` (the public `experimental_between_graph` is
+  True for a one-worker strategy too)."""
   return strategy.extended._in_multi_worker_mode()  # pylint: disable=protected-access
 
 
 def run_distribute_coordinator(worker_fn, strategy, session_config):
-  """Runs `worker_fn(worker_strategy)` as this task of a multi-worker run.
-
-  The path the Estimator's multi-worker training takes: the coordinator
-  starts this task's server and configures the strategy for the cluster
-  (`distribute_coordinator.run_distribute_coordinator`, independent-worker
-  mode). Checked on TF 2.15.1 and 2.21.0.
-  """
+  """Runs `worker_fn(worker_strategy)` as this task of a multi-worker run,
+  as the Estimator does (`distribute_coordinator`, independent-worker
+  mode: the task's server, the strategy configured for the cluster)."""
   return distribute_coordinator.run_distribute_coordinator(
       worker_fn, strategy,
       mode=distribute_coordinator.CoordinatorMode.INDEPENDENT_WORKER,
@@ -81,12 +68,9 @@ def estimator_in_coordinator_mode(run_config):
 
 
 def keep_out_of_xla(ops):
-  """Marks `ops` never to be compiled by XLA's auto-clustering.
-
-  `Operation._set_attr("_XlaCompile", False)`: the attribute that
-  `tf.xla.experimental.jit_scope(compile_ops=False)` sets on the ops made
-  inside it, for ops that exist already. Checked on TF 2.15.1 and 2.21.0.
-  """
+  """Marks existing `ops` never to be compiled by XLA auto-clustering
+  (`_set_attr("_XlaCompile", False)`, what `jit_scope(compile_ops=False)`
+  sets on new ops)."""
   not_compiled = tf.AttrValue(b=False)
   for op in ops:
     op._set_attr("_XlaCompile", not_compiled)  # pylint: disable=protected-access
@@ -100,21 +84,10 @@ def quiet_deprecation_notices():
 
 
 def per_replica_input_without_autotune(without_autotune):
-  """Applies `without_autotune` to tf.distribute's per-replica pipelines.
-
-  Under a strategy a `MultiDeviceIterator` feeds each replica through a
-  small pipeline of its own, made by
-  `multi_device_iterator_ops._create_device_dataset`, whose options the
-  input's do not reach (see `input_fn.without_autotune` for why autotuning
-  must be off). This wraps that function, for the whole process;
-  idempotent. Checked on TF 2.15.1 and 2.21.0 (same arguments).
-
-  Args:
-    without_autotune: function(dataset) -> dataset.
-
-  Returns:
-    bool, False when this TensorFlow lacks the function (nothing changed).
-  """
+  """Wraps tf.distribute's per-replica pipelines
+  (`multi_device_iterator_ops._create_device_dataset`, which the input's
+  options do not reach) with `without_autotune`, for the whole process;
+  idempotent. Returns False when this TensorFlow lacks the function."""
   create = getattr(multi_device_iterator_ops, "_create_device_dataset", None)
   if create is None:
     return False

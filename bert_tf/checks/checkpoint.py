@@ -1,11 +1,6 @@
-"""Checks of a TensorFlow checkpoint before training or fine-tuning from it.
-
-A checkpoint copied only in part, one whose bytes are damaged, or one that
-does not fit the `bert_config.json`, is refused in one line naming the
-file, before any graph is built. `checkpoint_files` finds a checkpoint's
-files by their exact names (`bert_tf/train/checkpoints.py`, which owns a
-run's checkpoints, removes and copies them with it).
-"""
+"""Checks of a TensorFlow checkpoint before training or fine-tuning from
+it: one copied in part, damaged, or not fitting `bert_config.json` is
+refused in one line naming the file, before any graph is built."""
 
 import os
 import re
@@ -37,17 +32,8 @@ def checkpoint_files(prefix):
 
 
 def expected_bert_shapes(bert_config):
-  """The shapes of the encoder's variables, from the config alone.
-
-  The variable names are the reference release's (`bert/embeddings/...`,
-  `bert/encoder/layer_<i>/...`, `bert/pooler/dense/...`).
-
-  Args:
-    bert_config: `modeling.BertConfig`.
-
-  Returns:
-    dict name -> list of int.
-  """
+  """dict name -> shape (list of int) of the encoder's variables (the
+  reference's names) from a `modeling.BertConfig`."""
   h, i = bert_config.hidden_size, bert_config.intermediate_size
   shapes = {
       "bert/embeddings/word_embeddings": [bert_config.vocab_size, h],
@@ -87,21 +73,10 @@ def _checkpoint_reader(prefix, flag_name):
 
 
 def readable_prefix(prefix):
-  """A name of checkpoint `prefix` that TensorFlow's readers can open.
-
-  TensorFlow's checkpoint readers (the `RestoreV2` op, `load_checkpoint`,
-  `init_from_checkpoint`) look for `<prefix>.index` by pattern, so a
-  checkpoint under a folder named `pre[2]` is "not found". For such a
-  prefix this returns one in a folder of this process's temporary
-  directory, whose files are links to the checkpoint's own (made once per
-  prefix); other prefixes, and remote ones, are returned as they are.
-
-  Args:
-    prefix: str, a checkpoint prefix.
-
-  Returns:
-    str.
-  """
+  """A name of checkpoint `prefix` that TensorFlow's readers can open: they
+  find `<prefix>.index` by pattern, so `pre[2]/...` is "not found"; such a
+  prefix gets links to its files in this process's temp folder (once);
+  others, and remote ones, are returned as they are."""
   if "://" in prefix or not _PATTERN_CHARACTERS.search(prefix):
     return prefix
   if prefix not in _READABLE:
@@ -117,24 +92,14 @@ def check_checkpoint(prefix, flag_name="init_checkpoint", bert_config=None,
                      config_flag="bert_config_file"):
   """Refuses a checkpoint that cannot be read whole, or does not fit.
 
-  The `.data` files must be at least as large as the tensors the index
-  lists (a truncated copy is not); with `bert_config`, every `bert/`
-  variable the model has must have the shape the config gives it; then
-  every tensor is read once, which checks its checksum (damaged bytes).
-
-  Args:
-    prefix: str, a checkpoint prefix (`.../bert_model.ckpt`).
-    flag_name: str, the flag the checkpoint came from.
-    bert_config: `modeling.BertConfig` or None (shapes not checked).
-    config_flag: str, the flag the config came from.
-
-  Returns:
-    list of str, the model variables the checkpoint lacks (they start from
-    random values, as in the reference); empty when it has them all.
+  The `.data` files must hold the indexed tensors; with `bert_config`,
+  every `bert/` variable must have the config's shape; every tensor is read
+  once (checksums). Returns the model variables the checkpoint lacks
+  (random at start, as in the reference).
 
   Raises:
     ValueError: one line naming the file (the variable, both shapes and the
-      flags for a shape mismatch).
+      flags `flag_name`, `config_flag` for a shape mismatch).
   """
   reader = _checkpoint_reader(prefix, flag_name)
   shapes = reader.get_variable_to_shape_map()
@@ -173,12 +138,10 @@ def check_checkpoint(prefix, flag_name="init_checkpoint", bert_config=None,
 
 
 def _check_bytes(reader, names, data_files, flag_name):
-  """Reads every tensor of `reader` once (TensorFlow checks each one's
-  checksum as it reads it), one at a time.
+  """Reads every tensor of `reader` once, one at a time (checksums).
 
   Raises:
-    ValueError: naming the `.data` files and the first tensor that does
-      not read back.
+    ValueError: naming the `.data` files and the first bad tensor.
   """
   for name in names:
     try:

@@ -1,9 +1,6 @@
-"""Checks of a `bert_config.json` before a model is built from it.
-
-`modeling.BertConfig.from_dict` accepts any keys, as the reference does for
-library users; the scripts check the file here first so that a bad value is
-one line naming the key, not a shape error deep in the graph.
-"""
+"""Checks of a `bert_config.json` before a model is built from it: a bad
+value is one line naming the key, not a shape error deep in the graph
+(`modeling.BertConfig.from_dict` accepts anything, as the reference)."""
 
 import os
 import resource
@@ -32,24 +29,14 @@ def check_bert_config_json(json_object, path, flag_name="bert_config_file",
                            memory_bytes=None):
   """Refuses a config whose values cannot describe a BERT model.
 
-  Args:
-    json_object: the parsed JSON.
-    path: str, the file (for the message).
-    flag_name: str, the flag it came from (None: the file alone is named).
-    memory_bytes: optional int, the memory to measure the model against
-      (default: this machine's physical memory).
+  `memory_bytes` defaults to this machine's memory.
 
   Raises:
-    ValueError: one line naming the flag, the file and every bad key: a
-      missing size key (vocab_size, hidden_size, num_hidden_layers,
-      num_attention_heads, intermediate_size), a size that is not a positive
-      integer up to its sane maximum, a dropout probability outside [0, 1),
-      an initializer_range that is not a finite positive number, a
-      hidden_act that is neither an activation name
-      (`modeling.get_activation`) nor null (null and "" mean no activation,
-      as in the reference),
-      a hidden_size that num_attention_heads does not divide, or a model
-      whose float32 weights alone exceed the memory (`memory_problem`).
+    ValueError: one line naming `flag_name`, `path` and every bad key: a
+      missing size key, a size not a positive integer up to its maximum, a
+      dropout outside [0, 1), a non-positive initializer_range, an unknown
+      hidden_act (null and "" mean none, as the reference), a hidden_size
+      the heads do not divide, or float32 weights over the memory.
   """
   where = "--%s: %s" % (flag_name, path) if flag_name else path
   if not isinstance(json_object, dict):
@@ -105,16 +92,8 @@ def check_bert_config_json(json_object, path, flag_name="bert_config_file",
 
 
 def parameter_count(config):
-  """The number of weights of a `BertModel` (with its pooler) of `config`.
-
-  Args:
-    config: dict of a checked `bert_config.json` (sizes are positive ints).
-
-  Returns:
-    int: embeddings (word, position, token type, LayerNorm), per layer the
-    attention's query/key/value/output, the feed-forward layers and two
-    LayerNorms, and the pooler.
-  """
+  """The number of weights of a `BertModel` with its pooler, of a checked
+  config dict."""
   hidden = config["hidden_size"]
   inner = config["intermediate_size"]
   embeddings = hidden * (config["vocab_size"] +
@@ -174,17 +153,9 @@ _SLOTS = {"adamw": ("AdamW", 2), "lamb": ("LAMB", 2)}
 
 
 def training_copies(optimizer, gradient_accumulation_steps):
-  """The float32 copies of each weight that training holds, and what they
-  are: the weight, the optimizer's slots and, with
-  `gradient_accumulation_steps` > 1, the accumulation buffer.
-
-  Args:
-    optimizer: str, `--optimizer` (adamw, lamb).
-    gradient_accumulation_steps: int.
-
-  Returns:
-    (int, str), e.g. `(3, "the weight and AdamW's 2 slots")`.
-  """
+  """(count, what) of the float32 copies of each weight training holds:
+  the weight, the optimizer's slots, the accumulation buffer (e.g. `(3,
+  "the weight and AdamW's 2 slots")`)."""
   name, slots = _SLOTS.get(optimizer, (optimizer, 2))
   copies, what = 1 + slots, "the weight and %s's %d slots" % (name, slots)
   if gradient_accumulation_steps > 1:
@@ -194,24 +165,12 @@ def training_copies(optimizer, gradient_accumulation_steps):
 
 
 def memory_problem(config, memory_bytes=None, copies=None):
-  """A one-line problem when the model's float32 weights (and what
-  training holds beside them) exceed the memory the run may use.
+  """A one-line problem (or None) when the model's float32 weights, times
+  `copies` (`training_copies`; default 1), exceed the memory.
 
-  Without `memory_bytes` the budget is this machine's memory (physical, or
-  a lower cgroup limit), its available memory, and the address space this
-  process may still map under `RLIMIT_AS`: a run over any of them dies
-  later (the kernel's OOM killer, or a SIGSEGV when an allocation fails
-  deep in TensorFlow), after minutes, leaving its files behind.
-
-  Args:
-    config: dict of a checked `bert_config.json`.
-    memory_bytes: optional int, the memory to compare with (then nothing
-      else is).
-    copies: optional `(count, what)` of `training_copies` (default: the
-      weights alone).
-
-  Returns:
-    str or None.
+  The budget is `memory_bytes`, else the least of this machine's memory
+  (or cgroup limit), its available memory and `RLIMIT_AS`: a run over any
+  dies later (OOM killer, SIGSEGV), leaving files behind.
   """
   count = parameter_count(config)
   factor = copies[0] if copies else 1

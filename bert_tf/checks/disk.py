@@ -39,18 +39,8 @@ _CHECKPOINT_FILE = re.compile(
 
 
 def essential_text(error):
-  """The message of `error` on one line, without a Python stack.
-
-  TensorFlow's graph-execution errors carry the Python stack of the
-  failing op (`Graph execution error:`, `Detected at node ...`, indented
-  `File "..."` lines); only the lines that say what went wrong are kept.
-
-  Args:
-    error: an exception.
-
-  Returns:
-    str.
-  """
+  """The message of `error` on one line, without TensorFlow's Python stack
+  of the failing op (`Detected at node ...`, `File "..."` lines)."""
   message = str(getattr(error, "message", None) or error)
   kept = [line.strip() for line in message.splitlines()
           if line.strip() and not line[:1].isspace()
@@ -71,18 +61,10 @@ def is_disk_full(error):
 
 
 def disk_full_message(error, path=None):
-  """One line: `<file>: write failed: ...`, the file under its final name,
-  and the cause (file too large, no space left, disk quota exceeded); for
-  a checkpoint's file, `<folder>: saving checkpoint <prefix> failed: ...`.
-
-  Args:
-    error: the exception, or its text.
-    path: str or None, the file; else the error's own `filename`, else the
-      first path in its text (TensorFlow's errors name the file there).
-
-  Returns:
-    str.
-  """
+  """One line: `<file>: write failed: ...` (the file under its final name:
+  `path`, else the error's `filename` or first path) and the cause (file
+  too large, no space, quota); for a checkpoint's file, `<folder>: saving
+  checkpoint <prefix> failed: ...`."""
   text = (" ".join(error.split()) if isinstance(error, str)
           else essential_text(error))
   if "the disk is full or the file-size limit" in text:  # From bert_tf.io.
@@ -107,13 +89,8 @@ def disk_full_message(error, path=None):
 
 
 def final_name(path):
-  """The file a temporary name is written for (the name itself otherwise).
-
-  A checkpoint shard's temporary folder becomes the checkpoint prefix
-  (`.../model.ckpt-4_temp/part-00000-of-00001.data-00000-of-00001` ->
-  `.../model.ckpt-4`); TensorFlow's and this project's temporary files
-  become the file they are renamed to.
-  """
+  """The file a temporary name is written for (a checkpoint shard's
+  `.../model.ckpt-4_temp/part-...` -> `.../model.ckpt-4`); else the name."""
   for pattern, replacement in _TEMP_NAMES:
     path = pattern.sub(replacement, path)
   return path

@@ -14,14 +14,8 @@ __all__ = ["OutputDirLock", "lock_output_dir"]
 
 
 class OutputDirLock(object):
-  """A held lock on `output_dir/.lock` (see `lock_output_dir`).
-
-  Held while this object lives: `release()` (or the end of a `with` block,
-  or the object being dropped) frees it, as does the end of the process.
-
-  Attributes:
-    output_dir: str, the locked folder.
-  """
+  """A held lock on `output_dir/.lock`, freed by `release()`, the end of a
+  `with` block, dropping the object or the process's end."""
 
   def __init__(self, output_dir, fd):
     self.output_dir = output_dir
@@ -48,23 +42,15 @@ class OutputDirLock(object):
 
 
 def lock_output_dir(output_dir, flag_name="output_dir"):
-  """Locks `output_dir` for one training run, or refuses the folder.
+  """Locks `output_dir` (created when missing) for one training run.
 
-  The lock file holds the process id of the run that holds it, for the
-  message another run gets. Remote folders (`gs://...`) are not locked.
-
-  Args:
-    output_dir: str, the folder (created when missing); empty: none.
-    flag_name: str, the flag it came from.
-
-  Returns:
-    An `OutputDirLock` that the caller keeps for as long as it trains
-    there, or None for an empty or remote `output_dir`.
+  The lock file holds the holder's process id. Returns an `OutputDirLock`
+  to keep while training, or None for an empty or remote (`gs://`) folder.
 
   Raises:
     ValueError: naming the folder and the other run's process id, when a
-      live process (this one included) holds the lock; or when `.lock` is a
-      symbolic link or not a regular file.
+      live process (this one included) holds it; or when `.lock` is a link
+      or not a regular file.
   """
   if not output_dir or "://" in output_dir:
     return None

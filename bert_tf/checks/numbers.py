@@ -1,15 +1,10 @@
 """The range of every number flag the scripts take, checked at start-up.
 
-`RANGES` holds each integer and float flag of every script once: the
-values it takes (a bound, finite) or, for the few a script checks itself
-with a reason of its own (a probability, a flag checked against another),
-None. `flag_problems` turns a parsed value outside its range into one
-line, `--train_batch_size=0: expected an integer in [1, 2^31-1]`,
-before any work (a batch of 0 passed the checks and failed after training
-began; -4 was refused for the wrong reason). The training scripts check
-them through `bert_tf.train.options.number_flag_problems`; the others call
-`flag_problems` themselves. `tests/test_faults_numbers.py` keeps the table
-complete: every number flag of every script has a row.
+`RANGES` holds each integer and float flag once: its bounds, or None for
+the few a script checks itself. `flag_problems` turns a value outside its
+range into one line (`--train_batch_size=0: expected an integer in [1,
+2^31-1]`) before any work; `tests/test_faults_numbers.py` keeps the table
+complete.
 """
 
 import collections
@@ -124,20 +119,9 @@ def _in_range(value, rule):
 
 
 def flag_problems(flag_values, names=None):
-  """The number flags whose value is outside its `RANGES` range.
-
-  A flag the script does not define, one left unset (None: an optional
-  flag), or one the script checks itself (its row None) is skipped.
-
-  Args:
-    flag_values: the parsed `absl.flags.FLAGS`, or any object with the
-      flags as attributes.
-    names: optional iterable of flag names (default: every row).
-
-  Returns:
-    list of one-line messages, `--name=value: expected ...`, in `RANGES`
-    order.
-  """
+  """One-line messages (`--name=value: expected ...`, in `RANGES` order)
+  for the flags of `names` (default: all) outside their range; undefined,
+  unset (None) and self-checked flags are skipped."""
   wanted = RANGES if names is None else set(names)
   problems = []
   for name, rule in RANGES.items():
@@ -153,11 +137,8 @@ def flag_problems(flag_values, names=None):
 
 
 def check_flags(flag_values, names=None):
-  """Raises the `flag_problems` of `flag_values`, if any, as one line.
-
-  For the scripts without the training options' start-up checks
-  (create_pretraining_data.py, predict_saved_model.py, learn_vocab.py,
-  prepare_corpus.py), after their own checks.
+  """`flag_problems` for the scripts without the training options' checks,
+  after their own.
 
   Raises:
     ValueError: every problem, joined by "; ".

@@ -1,12 +1,8 @@
 """`Problems`: every start-up problem of a run, reported together.
 
-Each start-up check (the flags, the options, the config, the checkpoint,
-the vocabulary, the input files) adds what it finds to one `Problems`
-value that the script makes and passes down; the script then calls
-`raise_if_any()` once, before any work, so the user reads every problem
-in one `error:` line rather than one per rerun. A check either returns
-its problems (a list of one-line messages) or adds them here; none both
-adds and raises.
+Each check adds what it finds to the one value the script passes down (or
+returns a list of one-line messages; none both adds and raises); the
+script calls `raise_if_any()` once, before any work: one `error:` line.
 """
 
 import re

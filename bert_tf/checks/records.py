@@ -1,16 +1,10 @@
 """Which TFRecord file a `DataLossError` came from.
 
-TensorFlow reports a damaged record as "truncated record at 855" or
-"corrupted record at 450", a byte offset without the file. A script runs
-each estimator call that reads TFRecords inside `reading(paths)`, which
-gives an escaping `DataLossError` those paths (`record_files_of`);
-`explain_data_loss` checks each of them at that offset against the TFRecord
-framing:
-
-  uint64 length, uint32 masked_crc32c(length), data, uint32 masked_crc32c(data)
-
-(little-endian; the CRC is CRC-32C, Castagnoli, masked as TensorFlow's
-`core/lib/hash/crc32c.h` does).
+TensorFlow reports "truncated record at 855" without the file; a script
+reads TFRecords inside `reading(paths)`, and `explain_data_loss` checks
+each path at that offset against the framing: uint64 length, uint32
+masked_crc32c(length), data, uint32 masked_crc32c(data) (little-endian,
+CRC-32C masked as TensorFlow's `core/lib/hash/crc32c.h`).
 """
 
 import contextlib
@@ -47,18 +41,8 @@ def _masked_crc32c(data):
 
 @contextlib.contextmanager
 def reading(paths):
-  """Within, a `DataLossError` that escapes carries `paths` with it.
-
-  Wrap each estimator call (and the consuming of `predict`'s generator)
-  that reads TFRecord files; the error goes on unchanged otherwise, for
-  `bert_tf.cli.entry.run_main` to report with `explain_data_loss`.
-
-  Args:
-    paths: iterable of str, the TFRecord files being read.
-
-  Yields:
-    None.
-  """
+  """Within, an escaping `DataLossError` carries `paths` (the TFRecord
+  files read) for `entry.run_main`'s `explain_data_loss`."""
   try:
     yield
   except tf.errors.DataLossError as e:
@@ -77,13 +61,8 @@ def record_files_of(error):
 
 
 def _record_is_bad(path, offset):
-  """Whether a damaged TFRecord record starts at byte `offset` of `path`.
-
-  Walks the record headers from the start (12 bytes each, skipping the
-  data) to see whether `offset` is where this file's records start (a bad
-  header or a cut-short record) or their data starts (a bad data checksum:
-  TensorFlow reports those 12 bytes further), then checks that record.
-  """
+  """Whether a damaged record starts at `offset` of `path`: its header
+  (bad header, cut short) or its data (TensorFlow reports 12 bytes on)."""
   try:
     size = tf.io.gfile.stat(path).length
   except tf.errors.OpError:
@@ -112,19 +91,10 @@ def _record_is_bad(path, offset):
 
 
 def explain_data_loss(error, record_files):
-  """One line for a `DataLossError` from reading TFRecords.
-
-  Args:
-    error: a `tf.errors.DataLossError`.
-    record_files: list of str, the TFRecord files that were being read
-      (for a run, `record_files_of(error)`); each is checked at the byte
-      offset the error gives, to name the damaged one.
-
-  Returns:
-    str: "<file>: truncated record at byte <n>; ..." ("one of the input
-    files" when none of `record_files` is damaged there, unless there is
-    only one), or the error's own message, on one line, for another error.
-  """
+  """One line for a `tf.errors.DataLossError`: "<file>: truncated record
+  at byte <n>; ..." naming the damaged file of `record_files` ("one of the
+  input files" when none is, unless there is one), or the error's own
+  message for another error."""
   message = " ".join(str(getattr(error, "message", error)).split())
   found = re.search(r"(truncated|corrupted) record at (\d+)", message)
   if not found:

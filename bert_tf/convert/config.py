@@ -1,11 +1,7 @@
-"""Config mapping between `bert_config.json` and Hugging Face `config.json`.
-
-Keys are copied by name (Hugging Face's defaults fill keys a `config.json`
-omits) and `hidden_act` is mapped by meaning: Hugging Face `gelu` is the exact
-erf form (this project's `gelu_exact`), `gelu_new` / `gelu_pytorch_tanh` /
-`gelu_fast` are the tanh approximation (this project's `gelu`, as the released
-models were trained).
-"""
+"""Config mapping between `bert_config.json` and Hugging Face `config.json`:
+keys by name (Hugging Face's defaults fill omitted ones), `hidden_act` by
+meaning (`gelu` is the exact erf form, our `gelu_exact`; `gelu_new`,
+`gelu_pytorch_tanh`, `gelu_fast` are the tanh form, our `gelu`)."""
 
 import math
 
@@ -46,21 +42,14 @@ _TF_TO_HF_ACT = {
 
 
 def hf_config_to_bert_config(hf_config, source="config.json"):
-  """Maps a Hugging Face BERT `config.json` dict to a `bert_config.json` dict.
-
-  Args:
-    hf_config: dict read from a Hugging Face `config.json`.
-    source: file name used in error messages.
-
-  Returns:
-    dict with the eleven `BERT_CONFIG_KEYS`, `hidden_act` mapped by meaning.
+  """The eleven `BERT_CONFIG_KEYS` of a Hugging Face BERT `config.json`
+  dict, `hidden_act` mapped by meaning.
 
   Raises:
-    ValueError: naming the key, when the model is not a BERT this project can
-      run: another `model_type` (RoBERTa's position offset, ALBERT, ...)
-      or `architectures` naming another class than BERT's,
-      `layer_norm_eps` other than 1e-12, relative position embeddings, a
-      decoder, a factorized embedding size, or an unknown activation.
+    ValueError: naming the key (and `source`), when the model is not a BERT
+      this project can run: another `model_type` or architecture,
+      `layer_norm_eps` other than 1e-12, relative positions, a decoder, a
+      factorized embedding, or an unknown activation.
   """
   def fail(key, expected):
     raise ValueError("%s: %s = %r, expected %s" %
@@ -126,15 +115,8 @@ def _check_hf_types(hf_config, source):
 
 
 def bert_config_to_hf_config(bert_config, architectures, num_labels=None):
-  """Maps a `bert_config.json` dict to a Hugging Face `config.json` dict.
-
-  Args:
-    bert_config: dict with this project's `bert_config.json` keys.
-    architectures: list of Hugging Face class names (["BertForPreTraining"]).
-    num_labels: optional int, classes of a classifier head.
-
-  Returns:
-    dict for `config.json` (model_type "bert", layer_norm_eps 1e-12).
+  """A Hugging Face `config.json` dict (model_type "bert", layer_norm_eps
+  1e-12, `architectures`, optional `num_labels`) of a `bert_config.json`.
 
   Raises:
     ValueError: if `hidden_act` has no Hugging Face equivalent.

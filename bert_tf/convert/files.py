@@ -1,12 +1,6 @@
-"""Files of a conversion: safetensors, TF checkpoints, JSON and output folders.
-
-Hugging Face weights are read with the `safetensors` numpy API (one
-`model.safetensors`, or the shards of `model.safetensors.index.json`);
-PyTorch pickles (`pytorch_model.bin`) are never loaded. TF checkpoints are
-read with `tf.train.load_checkpoint` and written with plain `tf.compat.v1`
-variables, so the names are exactly those of the released checkpoints. Every
-output folder is written under a temporary name and renamed when complete.
-"""
+"""Files of a conversion: safetensors (numpy API; PyTorch pickles are never
+loaded), TF checkpoints (plain `tf.compat.v1` variables: the released
+names), JSON, and output folders written under a temporary name."""
 
 import contextlib
 import os
@@ -45,8 +39,7 @@ def read_json(path):
 
   Raises:
     FileNotFoundError: `path` is not a file.
-    ValueError: not valid JSON, nested too deeply, or not an object, naming
-      the file.
+    ValueError: not JSON, too deep, or not an object, naming the file.
   """
   return json_file.require(json_file.load(path), "object", path, "")
 
@@ -55,11 +48,10 @@ def safetensors_files(hf_dir):
   """The folder's safetensors files (one, or the shards of an index).
 
   Raises:
-    FileNotFoundError: when there is none; a folder holding only
-      `pytorch_model.bin` gets the command that converts it.
-    ValueError: an index whose `weight_map` is not an object of file names
-      inside `hf_dir` (an absolute path, `..`, or a link leading out is
-      refused), naming the index and the key.
+    FileNotFoundError: none (with the command that converts a lone
+      `pytorch_model.bin`).
+    ValueError: an index whose `weight_map` names files outside `hf_dir`,
+      naming the index and the key.
   """
   single = os.path.join(hf_dir, "model.safetensors")
   if os.path.isfile(single):
@@ -87,12 +79,10 @@ def safetensors_files(hf_dir):
 
 
 def weight_files(hf_dir):
-  """The folder's weight files: its safetensors (`safetensors_files`),
-  else the `tf_model.h5` of transformers' TensorFlow classes.
+  """The folder's safetensors, else transformers' TensorFlow `tf_model.h5`.
 
   Raises:
-    FileNotFoundError, ValueError: as `safetensors_files`, when there is
-      no `tf_model.h5` either.
+    FileNotFoundError, ValueError: as `safetensors_files`.
   """
   try:
     return safetensors_files(hf_dir)
@@ -104,14 +94,12 @@ def weight_files(hf_dir):
 
 
 def _check_inside(folder, name, source, where):
-  """Refuses a file name that leads out of `folder`.
-
-  A Hugging Face cache snapshot (`.../snapshots/<revision>/`) links each
-  file to its repository's `blobs/` folder; those links are followed.
+  """Refuses a file name that leads out of `folder` (links into a Hugging
+  Face cache's `blobs/` are followed).
 
   Raises:
-    ValueError: `name` is absolute, has a `..` part, or resolves (through
-      links) outside `folder`; naming `source` and `where`.
+    ValueError: absolute, `..`, or outside through links; naming `source`
+      and `where`.
   """
   parts = name.replace("\\", "/").split("/")
   real_folder = os.path.realpath(folder)
@@ -128,17 +116,12 @@ def _check_inside(folder, name, source, where):
 
 
 def read_hf_weights(hf_dir):
-  """Reads every tensor of a Hugging Face folder with safetensors' numpy API
-  (or h5py, for the `tf_model.h5` of transformers' TensorFlow classes).
-
-  Returns:
-    dict name -> numpy array, names as stored; Keras names (a `TFBert*`
-    class's) renamed to the PyTorch classes' (`keras_names`).
+  """Every tensor of a Hugging Face folder: name -> numpy array, Keras
+  names (`TFBert*`) renamed to PyTorch's (`keras_names`).
 
   Raises:
     FileNotFoundError: no weights file (see `weight_files`).
-    ValueError: a tensor stored in two shards; a damaged file or one that
-      is not safetensors (`_read_safetensors`), the file named.
+    ValueError: a tensor in two shards, or a damaged file, named.
   """
   tensors = {}
   for path in weight_files(hf_dir):
@@ -160,13 +143,8 @@ def read_hf_weights(hf_dir):
 
 
 def _read_safetensors(path):
-  """[(name, numpy array)] of one safetensors file, a damage in one line.
-
-  The format (safetensors' documentation): an 8-byte little-endian header
-  length, a JSON header of dtypes, shapes and byte offsets, then the data.
-  A header length past the file, offsets past its end, or a pickle saved
-  under the name make the library raise `SafetensorError` (or numpy a
-  ValueError) naming no file.
+  """[(name, numpy array)] of one safetensors file (8-byte header length,
+  JSON header, data).
 
   Raises:
     ValueError: `<path>: not a valid safetensors file (...)`.
@@ -186,11 +164,11 @@ def _read_safetensors(path):
 
 
 def hf_vocab_text(hf_dir):
-  """vocab.txt's text, or the WordPiece vocab of tokenizer.json in id order.
+  """vocab.txt's text, or tokenizer.json's WordPiece vocab in id order.
 
   Raises:
     FileNotFoundError: neither file is there.
-    ValueError: a tokenizer.json of the wrong shape (`_wordpiece_vocab_text`).
+    ValueError: a tokenizer.json of the wrong shape.
   """
   vocab_path = os.path.join(hf_dir, "vocab.txt")
   if os.path.isfile(vocab_path):
@@ -204,12 +182,11 @@ def hf_vocab_text(hf_dir):
 
 
 def _wordpiece_vocab_text(tokenizer_path, hf_dir):
-  """The WordPiece vocab of a tokenizer.json as vocab.txt's text.
+  """A tokenizer.json's WordPiece vocab as vocab.txt's text.
 
   Raises:
-    ValueError: no `model` object, a model that is not WordPiece, a
-      `model.vocab` that is not an object of integer ids 0..n-1; naming the
-      file and the key.
+    ValueError: not a WordPiece `model` with ids 0..n-1, naming the file
+      and the key.
   """
   model = json_file.field(read_json(tokenizer_path), "model", "object",
                           tokenizer_path)
@@ -244,17 +221,9 @@ def log_lower_case(hf_dir):
 
 
 def write_tf_checkpoint(tf_tensors, checkpoint_prefix):
-  """Writes arrays as a TF checkpoint whose variable names are the dict keys.
-
-  Uses plain tf.compat.v1 variables and a Saver in a fresh graph, so the names
-  are exactly those of the released checkpoints (no object-graph prefixes).
-  Values are fed through placeholders, so large embeddings never become graph
-  constants (the 2 GB GraphDef limit).
-
-  Args:
-    tf_tensors: dict variable name -> numpy array.
-    checkpoint_prefix: path prefix, e.g. `out/bert_model.ckpt`.
-  """
+  """Writes `tf_tensors` (name -> numpy array) as a checkpoint at
+  `checkpoint_prefix`: plain variables and a Saver in a fresh graph (the
+  released names), values fed through placeholders (no 2 GB GraphDef)."""
   with tf.Graph().as_default():
     feeds, variables = {}, {}
     for name, value in sorted(tf_tensors.items()):
@@ -269,11 +238,8 @@ def write_tf_checkpoint(tf_tensors, checkpoint_prefix):
 
 
 def resolve_tf_checkpoint(path):
-  """Checkpoint prefix for a folder, a prefix, or a prefix's `.index` file.
-
-  The same rule as every script's `--init_checkpoint`
-  (`checkpoints.resolve`): a folder means its `bert_model.ckpt`,
-  else its latest checkpoint (a training `output_dir`).
+  """The checkpoint prefix of a folder, a prefix or its `.index`, as
+  `--init_checkpoint` (`checkpoints.resolve`).
 
   Raises:
     ValueError: naming `--input` and the path, when no checkpoint is there.
@@ -282,11 +248,8 @@ def resolve_tf_checkpoint(path):
 
 
 def read_tf_checkpoint(checkpoint_prefix):
-  """Reads a checkpoint's weights, skipping optimizer slots and global_step.
-
-  Returns:
-    dict variable name -> numpy array.
-  """
+  """A checkpoint's weights (name -> numpy array), without optimizer slots
+  and global_step."""
   reader = tf.train.load_checkpoint(
       checkpoint_checks.readable_prefix(checkpoint_prefix))
   tensors, skipped = {}, 0
@@ -303,11 +266,8 @@ def read_tf_checkpoint(checkpoint_prefix):
 
 @contextlib.contextmanager
 def atomic_output_dir(output_dir):
-  """Yields a new temporary folder that becomes `output_dir` on success.
-
-  Built on `io_utils.atomic_path`; the folder and its files get the modes
-  of newly created ones.
-  """
+  """Yields a new temporary folder that becomes `output_dir` on success
+  (`io_utils.atomic_path`), with the modes of new files."""
   check_output_dir(output_dir)
   with io_utils.atomic_path(os.path.abspath(output_dir)) as tmp:
     os.makedirs(tmp)
@@ -316,12 +276,8 @@ def atomic_output_dir(output_dir):
 
 
 def _give_default_permissions(folder):
-  """Gives `folder` and its files the modes of newly created ones (umask).
-
-  `mkdtemp` makes the folder private, safetensors writes its file 0600 and a
-  copied vocabulary keeps its source's (possibly read-only) mode; results
-  meant to be handed on should be readable like any other new file.
-  """
+  """Gives `folder` and its files the modes of new ones (umask): `mkdtemp`
+  and safetensors make them private, a copied vocabulary keeps its mode."""
   umask = os.umask(0)
   os.umask(umask)
   os.chmod(folder, 0o777 & ~umask)
@@ -330,10 +286,8 @@ def _give_default_permissions(folder):
 
 
 def check_output_dir(output_dir):
-  """Refuses an `--output` that exists and is not an empty folder.
-
-  A symbolic link to a folder is that folder (written into); a link to
-  anything else, or to nothing, is refused.
+  """Refuses an `--output` that exists and is not an empty folder (a link
+  to a folder is that folder).
 
   Raises:
     ValueError: naming the folder (and a link's target).

@@ -1,25 +1,12 @@
-"""What a fine-tuned model's Hugging Face folder carries besides weights.
+"""What a fine-tuned model's Hugging Face folder carries besides weights:
+the task's class in `architectures`, `id2label`/`label2id`, `problem_type`,
+the tokenizer's settings and a model card (`README.md`).
 
-`tf_to_hf` turns a fine-tuned checkpoint into a folder that Hugging Face's
-`AutoModelFor...` classes and pipelines use as it is: the task's class in
-`architectures`, the label names in `id2label`/`label2id`, `problem_type`
-for multi-label classification and regression, the tokenizer's settings,
-and a model card (`README.md`). This module finds that information and
-writes the card.
-
-Where the task and its labels come from, first found first:
-
-1. `convert_checkpoint.py --task` and `--labels`;
-2. an export of the run (`--export`: an `--export_dir` or one of its version
-   folders): its `assets.extra/serving_config.json` has the kind, label
-   list, `do_lower_case`, task name and sequence length;
-3. the files the run wrote beside its checkpoints: `classifier_labels.json`
-   (`run_classifier.py --multi_label`), `label_list.txt` (`run_ner.py`);
-4. the heads alone: a classifier with one output is regression, else
-   single-label classification with labels `LABEL_<i>`.
-
-The evaluation results in the card are read from `eval_results.txt` (and
-SQuAD's `eval_results.json`) beside the checkpoint, when there.
+The task and labels come from, first found first: `--task`/`--labels`; an
+export (`--export`: its `serving_config.json`); the run's label files
+(`classifier_labels.json`, `label_list.txt`); the heads alone (one output:
+regression, else labels `LABEL_<i>`). The card's results are the
+checkpoint folder's `eval_results.txt` (or `.json`).
 """
 
 import dataclasses
@@ -81,15 +68,9 @@ _DESCRIPTION = {"classifier": "single-label sequence classification",
 
 @dataclasses.dataclass
 class TaskInfo:
-  """The task of a fine-tuned checkpoint and where it was found.
-
-  Attributes:
-    task: one of `TASKS`, or None (no fine-tuned head).
-    labels: tuple of str in id order, or None (SQuAD, regression, none).
-    found_in: str, where the task and labels came from (for the card).
-    export: dict, the export's `serving_config.json`, or None.
-    export_dir: str, the export version folder, or None.
-  """
+  """The task of a fine-tuned checkpoint: `task` (one of `TASKS`, or None),
+  `labels` (tuple in id order, or None), `found_in` (for the card), the
+  export's `serving_config.json` and version folder (or None)."""
 
   task: Optional[str] = None
   labels: Optional[Tuple[str, ...]] = None
@@ -99,14 +80,12 @@ class TaskInfo:
 
 
 def read_export(path):
-  """(version folder, serving config) of an export, for `--export`.
-
-  Args:
-    path: an `--export_dir` (its newest version) or a version folder.
+  """(version folder, serving config) of an `--export_dir` (its newest
+  version) or a version folder.
 
   Raises:
-    ValueError: one line naming `--export` and the path: no export there,
-      or a `serving_config.json` of the wrong shape.
+    ValueError: one line naming `--export` and the path: no export, or a
+      `serving_config.json` of the wrong shape.
   """
   if not tf.io.gfile.isdir(path):
     raise ValueError("--export: %s is not a folder (expected an "
@@ -146,19 +125,9 @@ def _read_label_list(path):
 
 def task_info(groups, num_labels, folder, task=None, labels=None,
               export=None):
-  """The task and labels of a checkpoint (see the module docstring).
-
-  Args:
-    groups: set of the checkpoint's tensor groups ("classifier", "ner",
-      "squad", ...; see `weights.tf_to_hf_weights`).
-    num_labels: int, rows of the classifier or NER head, or None.
-    folder: str, the checkpoint's folder (its label files).
-    task: one of `TASKS`, or None (found as described).
-    labels: sequence of str, or None.
-    export: str, an export folder (`read_export`), or None.
-
-  Returns:
-    `TaskInfo`.
+  """The `TaskInfo` of a checkpoint (found as the module docstring says)
+  from its tensor `groups`, the head's `num_labels`, its `folder`, and the
+  optional `task`, `labels` and `export` folder.
 
   Raises:
     ValueError: one line: a task whose head the checkpoint lacks, a
@@ -285,21 +254,10 @@ def _usage(info):
 
 def model_card(info, hf_config, bert_config, checkpoint, do_lower_case,
                eval_results, base_model=None, dataset=None):
-  """The model card, `README.md` of the Hugging Face folder.
-
-  Args:
-    info: `TaskInfo`.
-    hf_config: dict, the folder's config.json.
-    bert_config: dict, the model's bert_config.json.
-    checkpoint: str, the converted checkpoint prefix.
-    do_lower_case: bool, the tokenizer's casing.
-    eval_results: [(key, value str)], from `read_eval_results`.
-    base_model: str or None, what fine-tuning started from.
-    dataset: str or None, the training data.
-
-  Returns:
-    str, Markdown with a YAML header (library, pipeline tag, base model).
-  """
+  """The model card (`README.md`): Markdown with a YAML header (library,
+  pipeline tag, base model), from the `TaskInfo`, both configs, the
+  checkpoint, casing, `eval_results` ([(key, value str)]), `base_model` and
+  `dataset` (or None)."""
   header = ["---", "library_name: transformers", "tags:", "- bert",
             "- bert-tf"]
   if _PIPELINE.get(info.task):  # transformers has no multiple-choice one.

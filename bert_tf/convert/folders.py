@@ -1,12 +1,6 @@
-"""The two conversions of whole folders: Hugging Face <-> the TF release.
-
-`hf_to_tf` turns a Hugging Face BERT folder (`config.json`,
-`model.safetensors`, `vocab.txt`) into Google's release layout
-(`bert_config.json`, `bert_model.ckpt.*`, `vocab.txt`) that every script
-reads; `tf_to_hf` turns this project's checkpoints into a folder that Hugging
-Face's `BertModel` and `BertForPreTraining` (or the fine-tuned heads'
-classes) load.
-"""
+"""The two conversions of whole folders: a Hugging Face BERT folder to the
+TF release layout every script reads (`hf_to_tf`), and this project's
+checkpoints to a folder Hugging Face's classes load (`tf_to_hf`)."""
 
 import json
 import os
@@ -50,19 +44,11 @@ def _log_groups(groups, source):
 
 
 def hf_to_tf(hf_dir, output_dir, log_casing=True):
-  """Converts a Hugging Face BERT folder to the TF release layout.
-
-  Args:
-    hf_dir: folder with `config.json`, `model.safetensors` (or shards with
-      `model.safetensors.index.json`, or the `tf_model.h5` of a `TFBert*`
-      class) and `vocab.txt` (or a WordPiece `tokenizer.json`).
-    output_dir: new (or empty) folder; receives `bert_config.json`,
-      `bert_model.ckpt.{index,data-00000-of-00001}` and `vocab.txt`.
-    log_casing: bool, whether to log the `--do_lower_case` the scripts
-      need (not when they take it from the folder themselves).
-
-  Returns:
-    The set of tensor groups converted (see `hf_to_tf_weights`).
+  """Converts a Hugging Face BERT folder (`config.json`, safetensors or
+  `tf_model.h5`, `vocab.txt` or `tokenizer.json`) into `output_dir` (new or
+  empty): `bert_config.json`, `bert_model.ckpt.*`, `vocab.txt`.
+  `log_casing` logs the `--do_lower_case` the scripts need. Returns the
+  set of groups converted.
 
   Raises:
     FileNotFoundError: a missing file (a `pytorch_model.bin`-only folder is
@@ -106,33 +92,13 @@ def tf_to_hf(checkpoint, output_dir, bert_config_file=None, vocab_file=None,
              base_model=None, dataset=None):
   """Converts this project's checkpoint to a Hugging Face BERT folder.
 
-  A fine-tuned checkpoint becomes a folder that `AutoModelFor...` and
-  `AutoTokenizer` load as it is: the task's class, `id2label`/`label2id`
-  and `problem_type` in `config.json`, and a model card (`README.md`);
-  see `fine_tuned` for where the task and labels are found.
-
-  Args:
-    checkpoint: a checkpoint prefix (`.../bert_model.ckpt`,
-      `.../model.ckpt-1000`), its `.index` file, or a folder (its
-      `bert_model.ckpt`, else its latest checkpoint).
-    output_dir: new (or empty) folder; receives `config.json`,
-      `model.safetensors`, `vocab.txt`, `tokenizer_config.json` and
-      `README.md`.
-    bert_config_file: optional; default `bert_config.json` beside the
-      checkpoint, else the export's.
-    vocab_file: optional; default `vocab.txt` beside the checkpoint, else
-      the export's.
-    do_lower_case: bool written to `tokenizer_config.json`; None: the
-      export's, else True.
-    task: one of `fine_tuned.TASKS`, or None (found).
-    labels: sequence of label names in id order, or None (found).
-    export: an export folder of the run (`--export_dir` or a version), or
-      None.
-    base_model: str or None, what fine-tuning started from (the card).
-    dataset: str or None, the training data (the card).
-
-  Returns:
-    The set of tensor groups converted (see `tf_to_hf_weights`).
+  `output_dir` (new or empty) receives `config.json` (with a fine-tuned
+  task's class, `id2label`/`label2id`, `problem_type`), `model.safetensors`,
+  `vocab.txt`, `tokenizer_config.json` and `README.md`. `checkpoint`: a
+  prefix, its `.index` or a folder; the config and vocabulary default to
+  the files beside it, else the export's; `do_lower_case` None: the
+  export's, else True; `task`, `labels`: found when None (`fine_tuned`);
+  `base_model`, `dataset`: for the card. Returns the set of groups.
 
   Raises:
     FileNotFoundError: missing checkpoint, config or vocab, naming the path.

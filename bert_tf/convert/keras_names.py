@@ -1,21 +1,9 @@
-"""Weights of transformers 4.x's TensorFlow BERT classes (`TFBert*`).
-
-`TFBertModel.save_pretrained` and its task classes write Keras weights:
-`tf_model.h5` (HDF5; read here with h5py, which TensorFlow depends on; no
-pickle is involved), or, with `safe_serialization=True`, a
-`model.safetensors` whose header metadata says `"format": "tf"` and whose
-names are the Keras ones. Those names and layouts differ from the PyTorch
-classes' (which `weights.tensor_table` maps): this module renames them.
-
-A Keras name such as
-`tf_bert_for_sequence_classification/bert/encoder/layer_._0/attention/self/query/kernel:0`
-loses its first part (the model's scope) and `:0`; `layer_._N` becomes
-`layer.N`, `mlm___cls` and `nsp___cls` become `cls`, `/` becomes `.`; the
-last part `kernel` becomes `weight`, transposed (Keras `Dense` kernels are
-[in, out], PyTorch `Linear` weights [out, in]); `gamma`/`beta` become
-`weight`/`bias`, and the position and token-type tables' `embeddings`
-becomes `weight`.
-"""
+"""Weights of transformers 4.x's TensorFlow BERT classes (`TFBert*`):
+`tf_model.h5` (read with h5py) or a `"format": "tf"` safetensors, renamed
+to the PyTorch classes' names (`weights.tensor_table`): the scope and `:0`
+dropped, `layer_._N` -> `layer.N`, `mlm___cls`/`nsp___cls` -> `cls`, `/` ->
+`.`, `kernel` -> `weight` transposed, `gamma`/`beta` -> `weight`/`bias`, the
+position and token-type `embeddings` -> `weight`."""
 
 import re
 
@@ -49,17 +37,10 @@ def _hf_name(name):
 
 
 def keras_to_hf_names(tensors, source):
-  """Renames (and transposes) Keras BERT weights to the PyTorch classes'.
-
-  Args:
-    tensors: dict Keras name -> numpy array.
-    source: the file, for messages.
-
-  Returns:
-    dict PyTorch-class name -> numpy array.
+  """Keras name -> array renamed (and transposed) to the PyTorch classes'.
 
   Raises:
-    ValueError: two weights mapping to one name, naming the file.
+    ValueError: two weights mapping to one name, naming `source`.
   """
   renamed = {}
   for name, value in tensors.items():

@@ -1,19 +1,13 @@
 """KerasHub BERT presets <-> the TF release layout.
 
-A KerasHub preset (Kaggle's `keras/bert/...`) is a folder: `config.json`
-(a Keras-serialized `BertBackbone`: `class_name`, `config`), the weights
-`model.weights.h5`, the tokenizer's `tokenizer.json` and vocabulary
-`assets/tokenizer/vocabulary.txt`, and, for a fine-tuned classifier,
-`task.json` (`BertTextClassifier`) with `task.weights.h5`.
+A preset (Kaggle's `keras/bert/...`): `config.json` (a Keras-serialized
+`BertBackbone`), `model.weights.h5`, `tokenizer.json`,
+`assets/tokenizer/vocabulary.txt` and, for a classifier, `task.json`
+(`BertTextClassifier`) with `task.weights.h5`. Weights go through
+`keras-hub` itself (Keras 3: the TF 2.21 stack's `./setup.sh --kerashub`;
+TF 2.15 cannot); checking a folder needs no keras-hub.
 
-Weights are read and written by `keras-hub` itself (`from_preset`,
-`save_to_preset`), an optional extra that needs Keras 3: the TensorFlow
-2.21 stack has it (`./setup.sh --kerashub`), the TensorFlow 2.15 stack
-cannot (Keras 2.15). Checking a folder (`looks_like_preset`,
-`read_backbone_config`) needs no keras-hub.
-
-Names and layouts (`H` hidden size, `A` heads, `H = A * D`; this project's
-variable names are the reference release's, SPEC section 3):
+Names (`H = A * D`; this project's are the reference's, SPEC section 3):
 
   token_embedding/embeddings [V, H]    <-> bert/embeddings/word_embeddings
   position_embedding/embeddings [P, H] <-> bert/embeddings/position_embeddings
@@ -32,9 +26,8 @@ variable names are the reference release's, SPEC section 3):
   logits/kernel [H, C] (classifier)    <-> output_weights [C, H] (transposed),
   logits/bias [C]                      <-> output_bias (run_classifier.py)
 
-KerasHub's `BertBackbone` uses the tanh approximation of GELU (this
-project's `gelu`, as the released models were trained), layer-norm epsilon
-1e-12 and one dropout rate for both of the reference's dropout keys.
+`BertBackbone` uses the tanh GELU (this project's `gelu`), layer-norm
+epsilon 1e-12 and one dropout rate for both of the reference's.
 """
 
 import dataclasses
@@ -92,15 +85,10 @@ class KerasHubUnavailable(ImportError):
 
 @dataclasses.dataclass(frozen=True)
 class Converted:
-  """What a preset conversion produced.
-
-  Attributes:
-    bert_config: dict, this project's `bert_config.json` keys.
-    groups: set of str, the tensor groups converted ("embeddings",
-      "encoder", "pooler", and "classifier" for a `BertTextClassifier`).
-    lower_case: bool or None, the preset tokenizer's `lowercase` (None
-      when the preset has no `tokenizer.json`).
-  """
+  """What a preset conversion produced: `bert_config` (dict of
+  `bert_config.json` keys), `groups` (set of "embeddings", "encoder",
+  "pooler", "classifier") and `lower_case` (the tokenizer's `lowercase`;
+  None without `tokenizer.json`)."""
 
   bert_config: dict
   groups: frozenset
@@ -108,11 +96,10 @@ class Converted:
 
 
 def import_keras_hub():
-  """Returns the `keras_hub` module, or says in one line how to get it.
+  """Returns the `keras_hub` module.
 
   Raises:
-    KerasHubUnavailable: one line: keras-hub is missing, or this Python's
-      stack (TensorFlow 2.15, Keras 2) cannot have it.
+    KerasHubUnavailable: one line: missing, or impossible on this stack.
   """
   if sys.version_info < (3, 12):
     raise KerasHubUnavailable(
@@ -130,13 +117,11 @@ def import_keras_hub():
 
 
 def _read_serialized(path, expected_class):
-  """The `config` object of a Keras-serialized file whose class is
-  `expected_class`.
+  """The `config` object of a Keras-serialized file of `expected_class`.
 
   Raises:
     FileNotFoundError: `path` is not a file.
-    ValueError: not JSON, not an object, no `class_name`/`config`, or
-      another class; naming the file.
+    ValueError: naming the file: not a Keras-serialized `expected_class`.
   """
   obj = files.read_json(path)
   class_name = json_file.field(obj, "class_name", "string", path)
@@ -148,15 +133,9 @@ def _read_serialized(path, expected_class):
 
 
 def looks_like_preset(folder):
-  """Whether `folder` is meant as a KerasHub preset.
-
-  True for a folder whose `config.json` is a Keras-serialized object (it
-  has `class_name` and a `config` object), of any architecture, so that
-  the conversion can then say what is wrong with it; a Hugging Face
-  folder's `config.json` (`model_type`, no `class_name`) and the release
-  layout (`bert_config.json`) are not. Reads one small file; never
-  raises.
-  """
+  """Whether `folder`'s `config.json` is Keras-serialized (`class_name`,
+  `config`), of any architecture (so that the conversion can say what is
+  wrong); Hugging Face and release folders are not. Never raises."""
   path = os.path.join(folder, "config.json")
   if not os.path.isfile(path):
     return False
@@ -172,11 +151,9 @@ def read_backbone_config(preset_dir):
   """The `BertBackbone` config of a preset folder, checked.
 
   Raises:
-    FileNotFoundError: `preset_dir` is not a folder, or has no
-      `config.json` or no `model.weights.h5`; naming what is missing and
-      what a preset holds.
-    ValueError: another architecture (`class_name`), or a key of the wrong
-      kind; naming the file and the key.
+    FileNotFoundError: no folder, `config.json` or `model.weights.h5`.
+    ValueError: another architecture, or a key of the wrong kind; naming
+      the file and the key.
   """
   if not os.path.isdir(preset_dir):
     raise FileNotFoundError("%s is not a folder (expected a KerasHub preset "
@@ -202,21 +179,12 @@ def read_backbone_config(preset_dir):
 
 
 def backbone_config_to_bert_config(config, source="config.json"):
-  """Maps a `BertBackbone` config to a `bert_config.json` dict.
-
-  Args:
-    config: dict, the `config` object of a preset's `config.json`.
-    source: file name used in error messages.
-
-  Returns:
-    dict with this project's eleven `bert_config.json` keys; `hidden_act`
-    is "gelu" (the tanh form KerasHub uses), both dropout rates are the
-    backbone's `dropout`, `initializer_range` the reference's 0.02 (a
-    preset does not record it; it matters only for new weights).
+  """Maps a `BertBackbone` config to `bert_config.json`'s eleven keys:
+  `hidden_act` "gelu" (tanh form), both dropouts the backbone's `dropout`,
+  `initializer_range` 0.02 (a preset does not record it).
 
   Raises:
-    ValueError: sizes that make no BERT (e.g. hidden size not a multiple
-      of the heads), naming `source`.
+    ValueError: sizes that make no BERT, naming `source`.
   """
   bert_config = {name: config.get(key, _BACKBONE_DEFAULTS.get(key))
                  for key, name in _BACKBONE_KEYS}
@@ -233,8 +201,7 @@ def bert_config_to_backbone_config(bert_config, source="bert_config.json"):
   """Maps a `bert_config.json` dict to `BertBackbone` keyword arguments.
 
   Raises:
-    ValueError: an activation other than "gelu" (KerasHub's BERT has the
-      tanh GELU only), naming `source`.
+    ValueError: an activation other than "gelu", naming `source`.
   """
   act = bert_config.get("hidden_act", "gelu")
   if act != "gelu":
@@ -253,15 +220,8 @@ def bert_config_to_backbone_config(bert_config, source="bert_config.json"):
 
 
 def keras_table(bert_config):
-  """Every backbone weight: (KerasHub path, TF name, KerasHub shape, TF shape).
-
-  Args:
-    bert_config: dict with this project's `bert_config.json` keys.
-
-  Returns:
-    List of 4-tuples, in the order of the released checkpoints; the
-    KerasHub path is the variable's `path` in a `BertBackbone`.
-  """
+  """Every backbone weight as (KerasHub path, TF name, KerasHub shape, TF
+  shape), in the released checkpoints' order."""
   h = bert_config["hidden_size"]
   heads = bert_config["num_attention_heads"]
   per_head = h // heads
@@ -319,8 +279,7 @@ def _backbone_to_tf(keras_values, bert_config, source):
   """Renames and reshapes backbone arrays (keyed by KerasHub path) to TF.
 
   Raises:
-    ValueError: a missing weight or one of another shape, naming `source`,
-      the weight and both shapes.
+    ValueError: a missing or misshapen weight, naming `source` and shapes.
   """
   tf_tensors = {}
   for keras_path, tf_name, keras_shape, tf_shape in keras_table(bert_config):
@@ -336,12 +295,8 @@ def _backbone_to_tf(keras_values, bert_config, source):
 
 
 def _weights_h5_shapes(path):
-  """{layer path: [shapes]} of a Keras `.weights.h5` file, for messages.
-
-  Keras keeps each layer's variables under a `vars` group whose `name`
-  attribute is the layer's name; nested layers nest. Returns {} where the
-  file cannot be read.
-  """
+  """{layer path: [shapes]} of a Keras `.weights.h5` (each layer's `vars`
+  group; nested layers nest), for messages; {} when unreadable."""
   # h5py comes with TensorFlow; only this diagnosis reads the file itself.
   import h5py  # pylint: disable=g-import-not-at-top
   found = {}
@@ -367,12 +322,8 @@ def _weights_h5_shapes(path):
 
 
 def _load_failure(preset_dir, model, weights_path, error):
-  """One line for weights that Keras could not load into `model`.
-
-  The backbone's layers are looked up in `model.weights.h5` (a layer whose
-  saved shapes differ from the config's is named with both); otherwise
-  Keras's own message, condensed, names `weights_path`.
-  """
+  """One line for weights Keras could not load into `model`: the layer
+  whose saved shapes differ, else Keras's message, naming `weights_path`."""
   saved = _weights_h5_shapes(os.path.join(preset_dir, WEIGHTS_FILE))
   expected = {}
   for variable in model.weights:
@@ -391,7 +342,7 @@ def _load_failure(preset_dir, model, weights_path, error):
 
 
 def _load_model(cls, preset_dir, weights_path):
-  """`cls.from_preset(preset_dir)` in float32, its failures in one line.
+  """`cls.from_preset(preset_dir)` in float32.
 
   Raises:
     ValueError: the weights do not load (`_load_failure`).
@@ -492,25 +443,15 @@ def _read_preset(preset_dir):
 def preset_to_checkpoint(preset_dir, output_prefix):
   """Converts a KerasHub BERT preset to a TF checkpoint at `output_prefix`.
 
-  The checkpoint's variables are the reference release's
-  (`bert/embeddings/word_embeddings`, ...), plus `output_weights` and
-  `output_bias` for a `BertTextClassifier` preset. Its files are written
-  in a temporary folder and moved into place data first, index last, so a
-  reader never finds a partial checkpoint.
-
-  Args:
-    preset_dir: a KerasHub preset folder (see the module docstring).
-    output_prefix: checkpoint path prefix, e.g. `out/bert_model.ckpt`.
-
-  Returns:
-    `Converted`: the bert_config dict (write it as `bert_config.json`
-    beside the checkpoint), the groups converted, the tokenizer's case.
+  The reference's variable names, plus `output_weights`/`output_bias` for
+  a `BertTextClassifier`; written data first, index last. Returns
+  `Converted`.
 
   Raises:
     FileNotFoundError: a missing folder or file, named.
     ValueError: another architecture, a bad config key or weights that do
       not fit the config, naming the file and what was expected.
-    KerasHubUnavailable: no keras-hub here (one line saying how).
+    KerasHubUnavailable: no keras-hub here.
   """
   tf_tensors, bert_config, groups = _read_preset(preset_dir)
   folder = os.path.dirname(os.path.abspath(output_prefix))
@@ -528,21 +469,12 @@ def preset_to_checkpoint(preset_dir, output_prefix):
 
 
 def kerashub_to_tf(preset_dir, output_dir):
-  """Converts a KerasHub BERT preset folder to the TF release layout.
-
-  Args:
-    preset_dir: a KerasHub preset folder.
-    output_dir: new (or empty) folder; receives `bert_config.json`,
-      `bert_model.ckpt.{index,data-00000-of-00001}` and `vocab.txt` (the
-      preset's `assets/tokenizer/vocabulary.txt`).
-
-  Returns:
-    `Converted` (see `preset_to_checkpoint`).
+  """Converts a preset folder into `output_dir` (new or empty):
+  `bert_config.json`, `bert_model.ckpt.*` and `vocab.txt`. Returns
+  `Converted`.
 
   Raises:
-    FileNotFoundError, ValueError, KerasHubUnavailable: as
-      `preset_to_checkpoint`;
-      a preset without a vocabulary is a FileNotFoundError naming it.
+    As `preset_to_checkpoint`; FileNotFoundError: no vocabulary.
   """
   files.check_output_dir(output_dir)
   backbone_config_to_bert_config(read_backbone_config(preset_dir),
@@ -572,32 +504,18 @@ def checkpoint_to_preset(checkpoint, output_dir, bert_config_file=None,
                          vocab_file=None, do_lower_case=True):
   """Converts this project's checkpoint to a KerasHub BERT preset.
 
-  The preset loads with `keras_hub.models.BertBackbone.from_preset`; a
-  checkpoint with a classifier head (`output_weights`, `output_bias`, as
-  `run_classifier.py` trains) also loads with
-  `keras_hub.models.BertTextClassifier.from_preset`. KerasHub has no BERT
-  head for next-sentence prediction, SQuAD or NER, and its `BertMaskedLM`
-  head differs from the reference's (exact GELU, layer-norm epsilon 1e-5):
-  those heads are left out, with a warning.
-
-  Args:
-    checkpoint: a checkpoint prefix, its `.index` file, or a folder (its
-      `bert_model.ckpt`, else its latest checkpoint).
-    output_dir: new (or empty) folder; receives the preset.
-    bert_config_file: optional; default `bert_config.json` beside the
-      checkpoint.
-    vocab_file: optional; default `vocab.txt` beside the checkpoint.
-    do_lower_case: bool; the tokenizer lowercases and strips accents (this
-      project's `--do_lower_case`), or does neither.
-
-  Returns:
-    The set of tensor groups converted.
+  It loads with `BertBackbone.from_preset` (and, with `output_weights`,
+  `BertTextClassifier.from_preset`). KerasHub has no next-sentence, SQuAD
+  or NER head and its `BertMaskedLM` differs (exact GELU, epsilon 1e-5):
+  those are left out, with a warning. `checkpoint`: a prefix, its `.index`
+  or a folder; config and vocabulary default to the files beside it.
+  Returns the set of groups converted.
 
   Raises:
     FileNotFoundError: missing checkpoint, config or vocabulary, named.
     ValueError: unknown, missing or misshapen variables, or an activation
       KerasHub's BERT lacks, naming them.
-    KerasHubUnavailable: no keras-hub here (one line saying how).
+    KerasHubUnavailable: no keras-hub here.
   """
   files.check_output_dir(output_dir)
   prefix = files.resolve_tf_checkpoint(checkpoint)
@@ -650,8 +568,7 @@ def _assign(variables, values, source):
   """Assigns `values` (by variable path) to every one of `variables`.
 
   Raises:
-    ValueError: a variable with no value, or a value of another shape
-      (KerasHub's layout changed), naming `source` and the variable.
+    ValueError: a missing or misshapen value, naming `source` and it.
   """
   for variable in variables:
     value = values.get(variable.path)

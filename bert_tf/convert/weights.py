@@ -1,11 +1,7 @@
-"""Tensor names and layouts: BERT weights between Hugging Face and TF.
-
-`tensor_table` lists every tensor a BERT checkpoint may hold with its name in
-both layouts (the reference's TF variable names, SPEC section 3; Hugging
-Face's as `BertForPreTraining` writes them); `hf_to_tf_weights` and
-`tf_to_hf_weights` rename, transpose (`Linear` weights are `[out, in]`,
-kernels `[in, out]`) and check numpy arrays along it, in memory.
-"""
+"""BERT weights between Hugging Face and TF: `tensor_table` (every tensor
+with its name in both layouts: the reference's, SPEC section 3, and
+`BertForPreTraining`'s) and the in-memory renaming, transposing (`Linear`
+[out, in], kernels [in, out]) and checking along it."""
 
 import dataclasses
 from typing import Optional, Tuple
@@ -29,18 +25,9 @@ _DECODER_BIAS = "cls.predictions.decoder.bias"
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class TableEntry:
-  """One entry of the name table: a TF variable and its Hugging Face tensor.
-
-  Attributes:
-    tf_name: str, the TF variable name (`bert/encoder/layer_0/...`).
-    hf_name: str, the Hugging Face tensor name (`bert.encoder.layer.0...`).
-    shape: tuple of ints, the TF-side shape; None marks a free dimension
-      (a classifier's number of labels).
-    group: str, the tensor group ("embeddings", "encoder", "pooler", "mlm",
-      "nsp", "classifier", "squad", "ner", "multiple_choice").
-    transpose: bool; Hugging Face `Linear` weights are [out, in], TF kernels
-      [in, out].
-  """
+  """One tensor: `tf_name`, `hf_name`, the TF-side `shape` (None: a free
+  dimension), its `group` ("embeddings", "encoder", "pooler", "mlm", "nsp",
+  "classifier", "squad", "ner", "multiple_choice") and `transpose`."""
 
   tf_name: str
   hf_name: str
@@ -63,21 +50,11 @@ def _layer_norm(tf_scope, hf_scope, size, group):
 
 def tensor_table(bert_config, token_classification=False,
                  multiple_choice=False):
-  """Every tensor a BERT checkpoint may hold, with its name in both layouts.
-
-  Args:
-    bert_config: dict with this project's `bert_config.json` keys.
-    token_classification: bool; Hugging Face's `classifier.*` is then the
-      token-classification head `cls/ner/*` (BertForTokenClassification)
-      instead of the sequence classifier `output_weights`/`output_bias`.
-    multiple_choice: bool; `classifier.*` is then the multiple-choice head
-      `cls/multiple_choice/*` (BertForMultipleChoice; `_multiple_choice`).
-
-  Returns:
-    List of `TableEntry` (tf_name, hf_name, TF-side shape, group, transpose), in
-    the order of the released checkpoints: embeddings, encoder layers,
-    pooler, then the heads.
-  """
+  """Every tensor a BERT checkpoint may hold as `TableEntry`s, in the
+  released order (embeddings, layers, pooler, heads); Hugging Face's
+  `classifier.*` is the token-classification (`cls/ner/*`) or
+  multiple-choice (`cls/multiple_choice/*`) head when asked, else
+  `output_weights`/`output_bias`."""
   h = bert_config["hidden_size"]
   inter = bert_config["intermediate_size"]
   vocab = bert_config["vocab_size"]
@@ -208,11 +185,8 @@ def _as_float32(name, value):
 
 
 def _untie_decoder(tensors, source):
-  """Removes the tied masked-LM decoder tensors after checking the tie.
-
-  This project's layout ties the masked-LM output weights to the word
-  embeddings; an untied decoder cannot be represented.
-  """
+  """Removes the tied masked-LM decoder tensors after checking the tie (an
+  untied decoder cannot be represented)."""
   word_name = "bert.embeddings.word_embeddings.weight"
   decoder = tensors.pop(_TIED_DECODER, None)
   if decoder is not None and word_name in tensors and not np.array_equal(
@@ -229,14 +203,10 @@ def _untie_decoder(tensors, source):
 
 
 def _map_tensors(tensors, table, to_tf, source, config_source=None):
-  """Renames, transposes and checks tensors along `table` (either direction).
-
-  Returns:
-    (mapped, groups): dict of converted float32 arrays keyed by target name,
-    and the set of groups present (each complete).
+  """(mapped float32 arrays by target name, groups present) along `table`.
 
   Raises:
-    ValueError: naming the tensor, for a shape mismatch, an unknown tensor, a
+    ValueError: naming the tensor: a shape mismatch, an unknown tensor, a
       partial group or a missing required group.
   """
   mapped, present = {}, {}
@@ -295,28 +265,13 @@ def _check_num_labels(mapped, to_tf, source):
 def hf_to_tf_weights(hf_tensors, bert_config, source="model.safetensors",
                      token_classification=False, multiple_choice=False,
                      config_source=None):
-  """Converts Hugging Face BERT tensors to this project's variables.
-
-  Args:
-    hf_tensors: dict name -> numpy array, Hugging Face names with or without
-      the `bert.` prefix; buffers (`embeddings.position_ids`) are skipped.
-    bert_config: dict with this project's `bert_config.json` keys.
-    source: file name used in error messages.
-    token_classification: bool, `classifier.*` is a BertForTokenClassification
-      head (becomes `cls/ner/*`).
-    multiple_choice: bool, `classifier.*` is a BertForMultipleChoice head
-      (becomes `cls/multiple_choice/*`).
-    config_source: the config file named in a shape error, or None.
-
-  Returns:
-    (tf_tensors, groups): dict TF variable name -> float32 array (kernels
-    `[in, out]`), and the set of groups present ("embeddings", "encoder",
-    "pooler", "mlm", "nsp", "classifier", "squad", "ner",
-    "multiple_choice").
+  """(tf_tensors, groups) of Hugging Face BERT tensors (with or without
+  `bert.`; buffers skipped): float32, kernels [in, out]; `classifier.*` as
+  in `tensor_table`; `source`, `config_source` named in errors.
 
   Raises:
-    ValueError: naming the tensor: unknown, missing, duplicated, wrong shape,
-      or a decoder not tied to the word embeddings.
+    ValueError: naming the tensor: unknown, missing, duplicated, wrong
+      shape, or a decoder not tied to the word embeddings.
   """
   tensors = {}
   for name, value in hf_tensors.items():
@@ -335,17 +290,9 @@ def hf_to_tf_weights(hf_tensors, bert_config, source="model.safetensors",
 
 
 def tf_to_hf_weights(tf_tensors, bert_config, source="checkpoint"):
-  """Converts this project's variables to Hugging Face BertForPreTraining names.
-
-  Args:
-    tf_tensors: dict TF variable name -> numpy array (optimizer slots removed).
-    bert_config: dict with this project's `bert_config.json` keys.
-    source: checkpoint path used in error messages.
-
-  Returns:
-    (hf_tensors, groups) as in `hf_to_tf_weights`; with the masked-LM head,
-    `cls.predictions.decoder.weight` (a copy of the word embeddings) and
-    `cls.predictions.decoder.bias` are added, as Hugging Face ties them.
+  """(hf_tensors, groups) in `BertForPreTraining` names of this project's
+  variables (no optimizer slots); with the masked-LM head, the tied
+  `cls.predictions.decoder.weight` and `.bias` are added.
 
   Raises:
     ValueError: naming the variable: unknown, missing or wrong shape.

@@ -1,17 +1,10 @@
 """Importing Apache Beam, reading `--pipeline_options`, atomic shard files.
 
-Beam is an optional extra (`pip install .[beam]`, `./setup.sh --beam`): the
-scripts import it through `import_beam` only when a Beam flag is given, so a
-missing install is one line naming the flag and the install command, and
-runs without Beam flags pay nothing for it.
-
-Shard files written by workers appear under their final names only when the
-whole pipeline succeeded: the launching process holds a temporary name per
-output (`atomic_outputs`, through `bert_tf.io.atomic_path`); a worker writes
-`<temporary name>.attempt-<random>` and renames it to the temporary name when
-its shard is complete (`attempt_paths`); the launcher renames the temporary
-names into place after the pipeline, and removes them (and any attempt
-leftovers) otherwise.
+Beam is an optional extra (`./setup.sh --beam`), imported only when a Beam
+flag is given (missing: one line naming the flag and the install command).
+Shards appear under their final names only when the whole pipeline
+succeeded: the launcher holds temporary names (`atomic_outputs`), workers
+write attempts renamed onto them when complete (`attempt_paths`).
 """
 
 import contextlib
@@ -53,20 +46,11 @@ _RELAYED_WORKER_LINES = "apache_beam.runners.portability.local_job_service"
 
 
 def import_module(name, flag_name):
-  """Imports module `name` of the `beam` extra.
-
-  Args:
-    name: str, the module.
-    flag_name: str, the flag that needs it, or a script name (`x.py`) for
-      the message.
-
-  Beam's import logs that optional Google Cloud clients are missing
-  ("apitools not found", "bigquery_storage_v1"), which nothing here uses:
-  log lines below errors are off while it is imported.
+  """Imports module `name` of the `beam` extra (Beam's notes about missing
+  Google Cloud clients silenced).
 
   Raises:
-    ValueError: `--<flag_name>: needs <name>; install it with ...` when it is
-      not installed.
+    ValueError: `--<flag_name>: needs <name>; install it with ...`.
   """
   disabled = std_logging.root.manager.disable
   std_logging.disable(max(disabled, std_logging.WARNING))
@@ -87,10 +71,8 @@ def import_beam(flag_name):
 
 
 def split_pipeline_options(text):
-  """Splits `--a=1,--b=x,y` into `["--a=1", "--b=x,y"]`.
-
-  A comma starts a new option only when a `-` follows it, so option values
-  may hold commas (`--experiments=a,b`).
+  """Splits `--a=1,--b=x,y` into `["--a=1", "--b=x,y"]` (a comma starts an
+  option only before a `-`).
 
   Raises:
     ValueError: when a piece does not start with `-`.
@@ -105,26 +87,15 @@ def split_pipeline_options(text):
 
 
 def pipeline_options(text, num_workers, flag_name="pipeline_options"):
-  """Beam `PipelineOptions` from `--pipeline_options`, with local defaults.
+  """Beam `PipelineOptions` from the flag's `text`, with local defaults.
 
-  With no options given, the pipeline runs on the DirectRunner in
-  `num_workers` processes, at most one a CPU core
-  (`--direct_running_mode=multi_processing`). Unless the options set them,
-  worker processes log warnings and errors only, and Beam's own warnings
-  not at all (`_QUIET_WORKERS`): they printed every start-up step.
-  Options that Beam does not know are refused (a typo would otherwise run
-  with defaults).
-
-  Args:
-    text: str, the flag's value.
-    num_workers: int, DirectRunner processes when no options are given.
-    flag_name: str, for messages.
-
-  Returns:
-    `apache_beam.options.pipeline_options.PipelineOptions`.
+  None given: the DirectRunner in `num_workers` processes (at most one a
+  core). Workers log warnings and errors only, Beam's own warnings not at
+  all, unless the options say otherwise. Unknown options are refused.
 
   Raises:
-    ValueError: for a malformed or unknown option, or without Beam.
+    ValueError: a malformed or unknown option, or no Beam; naming
+      `flag_name`.
   """
   module = import_module("apache_beam.options.pipeline_options", flag_name)
   argv = split_pipeline_options(text)
@@ -158,14 +129,9 @@ def _unknown_options(module, argv):
 
 
 def worker_pythonpath(*modules):
-  """Adds the folders that hold `modules` to `PYTHONPATH` (this process's
-  environment), so that DirectRunner worker processes import them by name
-  as this process does (a script run as `python script.py` is `__main__`
-  here and importable only from its folder).
-
-  Args:
-    modules: module objects.
-  """
+  """Adds the folders of `modules` to `PYTHONPATH`, so that DirectRunner
+  workers import them by name (a script run as `python script.py` is
+  `__main__` here)."""
   folders = []
   for module in modules:
     path = getattr(module, "__file__", None)
@@ -188,18 +154,10 @@ def worker_pythonpath(*modules):
 
 
 def run_pipeline(pipeline, flag_name):
-  """Runs `pipeline` to the end; a worker's user error as one ValueError.
-
-  Beam's own lines are kept from warnings on. The DirectRunner relays each
-  line a worker process logs, which that process has printed already: those
-  copies are dropped (each warning came twice).
-  A `ValueError` or `OSError` raised in a worker reaches here inside Beam's
-  own error (with the worker's traceback); its message is raised again as
-  `ValueError("--<flag_name>: <message>")`.
-
-  Returns:
-    the pipeline's result.
-  """
+  """Runs `pipeline` to the end and returns its result, dropping the
+  DirectRunner's second copy of each worker log line; a worker's
+  `ValueError` or `OSError` is raised again as
+  `ValueError("--<flag_name>: <message>")`."""
   std_logging.getLogger("apache_beam").setLevel(std_logging.WARNING)
   std_logging.getLogger(_RELAYED_WORKER_LINES).setLevel(std_logging.CRITICAL)
   try:
@@ -230,15 +188,9 @@ def counters(beam, result, namespace):
 
 @contextlib.contextmanager
 def atomic_outputs(part_outputs):
-  """Yields temporary names for `part_outputs`; they become final on success.
-
-  Args:
-    part_outputs: list of lists of str, each shard's final paths.
-
-  Yields:
-    list of lists of str, the temporary names (same shape). A name that no
-    worker wrote (a shard with nothing in it) becomes an empty file.
-  """
+  """Yields temporary names (same shape as `part_outputs`, lists of each
+  shard's final paths) that become final on success; one no worker wrote
+  becomes an empty file."""
   with contextlib.ExitStack() as outputs:
     temps = [[outputs.enter_context(io_utils.atomic_path(path))
               for path in paths] for paths in part_outputs]
@@ -261,11 +213,8 @@ def atomic_outputs(part_outputs):
 
 @contextlib.contextmanager
 def attempt_paths(temps):
-  """Yields fresh attempt names for `temps`, renamed onto them on success.
-
-  For a worker: write the attempt names; when the block succeeds each is
-  renamed onto its temporary name, and on any error they are removed.
-  """
+  """For a worker: yields fresh attempt names for `temps`, renamed onto
+  them when the block succeeds, removed on error."""
   attempt = uuid.uuid4().hex[:8]
   attempts = ["%s.attempt-%s" % (path, attempt) for path in temps]
   try:

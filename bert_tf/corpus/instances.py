@@ -1,16 +1,10 @@
 """`create_pretraining_data.py --num_shards=N`: the corpus parts on Beam.
 
-The corpus is cut exactly as `--num_workers=N` cuts it
-(`bert_tf.tasks.pretraining.processes.split_corpus`), and each part is one
-element of a Beam pipeline whose step runs the script's own part function
-(`_run_part`: the reference algorithm with seed `random_seed + k`) on one
-worker. Shard k is therefore byte-identical to part k of `--num_workers=N`,
-and a worker holds one part at a time, never the corpus.
-
-Outputs appear under their final names only when every shard is written
-(`beam_support.atomic_outputs`). A killed run leaves temporary names only,
-which the next run removes; the shards are a function of the input, flags
-and seed, so a rerun writes the same bytes.
+The corpus is cut as `--num_workers=N` cuts it, each part one Beam element
+run by the script's own part function (seed `random_seed + k`): shard k is
+byte-identical to part k of `--num_workers=N`, and a worker holds one part.
+Outputs appear only when every shard is written
+(`beam_support.atomic_outputs`).
 """
 
 import importlib
@@ -40,9 +34,8 @@ def parts_from_flags(flag_values):
   """(number of corpus parts, the flag that sets it), checked before work.
 
   Raises:
-    ValueError: for a negative `--num_shards`, `--pipeline_options` without
-      it, `--num_shards` with `--num_workers` > 1, bad pipeline options, or
-      a missing Beam install.
+    ValueError: a negative `--num_shards`, `--pipeline_options` without
+      it, with `--num_workers` > 1, bad options, or no Beam.
   """
   num_shards = flag_values.num_shards
   if num_shards < 0:
@@ -63,26 +56,13 @@ def parts_from_flags(flag_values):
 
 
 def run_shards(input_files, output_files, run_part, flag_values, *args):
-  """Runs `run_part` on each of `--num_shards` corpus parts, on Beam.
-
-  Args:
-    input_files: list of str, the corpus.
-    output_files: list of str, `--output_file`'s paths (see
-      `processes.part_output_files`).
-    run_part: the script's module-level function
-      `run_part(k, num_parts, ranges, output_paths, *args,
-      random_next_from=...) -> dict` with the part's `documents` and
-      `instances` counts (`processes.run_parts` calls it the same way);
-      workers import it by name.
-    flag_values: the script's flags (`num_shards`, `pipeline_options`).
-    *args: picklable further arguments of `run_part`.
-
-  Returns:
-    int, the number of instances written.
+  """Runs `run_part(k, num_parts, ranges, output_paths, *args,
+  random_next_from=...)` (importable by name; returns the part's
+  `documents` and `instances`) on each of `--num_shards` parts, on Beam;
+  returns the number of instances written.
 
   Raises:
-    ValueError: for a part too small, or a user error raised in a worker
-      (as one line).
+    ValueError: a part too small, or a worker's user error (one line).
   """
   beam = beam_support.import_beam("num_shards")
   num_shards = flag_values.num_shards
@@ -129,15 +109,8 @@ def _run_pipeline(beam, options, elements, target, args):
 
 
 def _run_one_part(element, target, args):
-  """Beam step: makes and writes one part's records (in a worker).
-
-  Writes each output under a fresh attempt name first
-  (`beam_support.attempt_paths`), so a retried or concurrent attempt never
-  exposes a partial file.
-
-  Returns:
-    int, the part index.
-  """
+  """Beam step: writes one part's records under fresh attempt names
+  (`beam_support.attempt_paths`); returns the part index."""
   # The beam extra is optional: imported only where a pipeline runs.
   from apache_beam.metrics import Metrics  # pylint: disable=g-import-not-at-top
   part_index, num_parts, ranges, temps, borrowed = element

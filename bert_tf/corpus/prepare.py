@@ -1,14 +1,10 @@
 """`prepare_corpus.py`'s Beam pipeline: dumps and text to sentence shards.
 
-Input files are MediaWiki XML dumps (`wiki.is_dump`) or plain text; each
-file is read by one worker, and its pages are then cleaned and split into
-sentences on any worker (`wiki.page_document`). Documents go to shard
-`crc32(file index, position in file) % num_shards`; each shard is sorted by
-(file index, position) and written as `create_pretraining_data.py` reads
-text: one sentence per line, a blank line after each document. The output
-is a function of the input alone (however the runner splits the work), and
-appears under its final names only when every shard is written
-(`beam_support.atomic_outputs`).
+One worker reads each file; pages are cleaned and split on any worker.
+Documents go to shard `crc32(file index, position) % num_shards`, each
+shard sorted and written as `create_pretraining_data.py` reads text (a
+sentence a line, a blank line after a document): a function of the input
+alone, appearing only when every shard is written.
 """
 
 import logging as std_logging
@@ -27,23 +23,13 @@ _NAMESPACE = "prepare_corpus"
 
 def run(input_files, output_files, num_shards, pipeline_options_text,
         language="en"):
-  """Runs the pipeline; returns counts (`documents`, `sentences`, ...).
-
-  Args:
-    input_files: list of str (dumps and text files, in order).
-    output_files: list of str: one path (shard k is `<path>-0000k-of-0000N`
-      when num_shards > 1) or `num_shards` paths.
-    num_shards: int >= 1.
-    pipeline_options_text: str, `--pipeline_options`.
-    language: str, sentencex language code.
-
-  Returns:
-    dict of str -> int: `pages` (articles read), `skipped` (redirects and
-    other namespaces), `documents`, `sentences` written.
+  """Runs the pipeline; returns counts (`pages`, `skipped`, `documents`,
+  `sentences`). `output_files`: one path (`<path>-0000k-of-0000N` shards)
+  or `num_shards` paths; `language`: sentencex's code.
 
   Raises:
-    ValueError: for a bad flag, a file that is not a dump, or a user error
-      in a worker (one line).
+    ValueError: a bad flag, a file that is not a dump, or a worker's user
+      error (one line).
   """
   beam = beam_support.import_beam("prepare_corpus.py")
   options = beam_support.pipeline_options(pipeline_options_text, num_shards)

@@ -1,17 +1,11 @@
 """WordPiece vocabularies of one's own: learning, extending, measuring.
 
-`learn` pre-tokenizes text exactly as `FullTokenizer` does (this project's
-`tokenization.BasicTokenizer`: cleaning, lower-casing and accent stripping
-when uncased, punctuation splits, CJK characters alone) and hands the words
-to Hugging Face `tokenizers`' WordPiece trainer, then lays the vocabulary out
-as the released ones: `[PAD]`, `[unused0]`... , `[UNK]`, `[CLS]`, `[SEP]`,
-`[MASK]`, then the pieces (with 99 `[unused*]` slots, the default, the
-special tokens have the released ids 0 and 100-103).
-
-`add_extra_tokens` puts words into the `[unused*]` slots of an existing
-vocabulary, keeping every other id (the reference FAQ's advice for domain
-words). `measure` gives WordPiece pieces per word and the `[UNK]` rate of a
-vocabulary on held-out text.
+`learn` pre-tokenizes as `FullTokenizer` does and trains Hugging Face
+`tokenizers`' WordPiece, laid out as the released vocabularies (`[PAD]`,
+`[unused*]`, `[UNK]`, `[CLS]`, `[SEP]`, `[MASK]`, pieces; with 99 unused
+slots the special ids are the released 0 and 100-103). `add_extra_tokens`
+fills `[unused*]` slots keeping every other id (the reference FAQ's
+advice); `measure` gives pieces per word and the `[UNK]` rate.
 """
 
 import collections
@@ -50,24 +44,13 @@ def iter_words(input_files, do_lower_case):
 
 def learn(input_files, vocab_size, do_lower_case, num_unused=99,
           min_frequency=2, limit_alphabet=1000):
-  """Learns a WordPiece vocabulary from text files.
-
-  Args:
-    input_files: list of str, plain text (one sentence or paragraph a line).
-    vocab_size: int, tokens in the vocabulary, special ones included.
-    do_lower_case: bool, as `FullTokenizer`'s.
-    num_unused: int, `[unused*]` slots after `[PAD]`.
-    min_frequency: int, a merge must occur this often to become a piece.
-    limit_alphabet: int, most single characters kept (the rarest become
-      `[UNK]`).
-
-  Returns:
-    list of str, the vocabulary in id order: `vocab_size` tokens, or fewer
-    when the text holds no more pieces seen `min_frequency` times.
+  """Learns a WordPiece vocabulary (list of str in id order; fewer than
+  `vocab_size` when the text has no more pieces seen `min_frequency`
+  times) from text files; `limit_alphabet` caps single characters.
 
   Raises:
-    ValueError: when `vocab_size` leaves no room for pieces, the text holds
-      no words, or `tokenizers` is not installed.
+    ValueError: `vocab_size` leaves no room for pieces, no words, or no
+      `tokenizers` installed.
   """
   specials = special_layout(num_unused)
   if vocab_size <= len(specials):
@@ -133,23 +116,13 @@ def _alphabet(input_files, do_lower_case, limit_alphabet):
 
 
 def add_extra_tokens(vocab, words, do_lower_case):
-  """Puts `words` into the `[unused*]` slots of `vocab`, in slot order.
-
-  Each word is normalized as `FullTokenizer` would see it (lower-cased and
-  accents stripped when uncased) and must stay one word after BERT's
-  pre-tokenization (no spaces or punctuation inside), or WordPiece could
-  never produce it. Words already in the vocabulary are skipped.
-
-  Args:
-    vocab: list of str, tokens in id order.
-    words: list of (line number, str) from the extra tokens file.
-    do_lower_case: bool.
-
-  Returns:
-    (new vocabulary (list of str, same length), added words, skipped words).
+  """Puts `words` ((line number, str)) into `vocab`'s `[unused*]` slots, in
+  order, normalized as `FullTokenizer` sees them; words already there are
+  skipped. Returns (new vocabulary, added, skipped).
 
   Raises:
-    ValueError: for a word that splits, or more words than free slots.
+    ValueError: a word BERT's pre-tokenization splits, or more words than
+      free slots.
   """
   basic = tokenization.BasicTokenizer(do_lower_case=do_lower_case)
   present = set(vocab)
@@ -178,13 +151,9 @@ def add_extra_tokens(vocab, words, do_lower_case):
 
 
 def measure(vocab_file, do_lower_case, input_files):
-  """WordPiece statistics of `vocab_file` on the text of `input_files`.
-
-  Returns:
-    dict: `words` (int, BERT pre-tokenized words), `pieces` (int),
-    `pieces_per_word` (float), `unk_rate` (float, share of words that
-    become `[UNK]`).
-  """
+  """WordPiece statistics of `vocab_file` on `input_files`: dict of `words`,
+  `pieces` (ints), `pieces_per_word`, `unk_rate` (share of words that
+  become `[UNK]`)."""
   tokenizer = tokenization.FullTokenizer(vocab_file,
                                          do_lower_case=do_lower_case)
   wordpiece = tokenizer.wordpiece_tokenizer

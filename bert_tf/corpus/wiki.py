@@ -1,17 +1,10 @@
-"""MediaWiki pages and plain text to documents of sentences.
+"""MediaWiki pages and plain text to documents (lists of sentences).
 
-A MediaWiki XML dump (the `pages-articles` export format, `.xml` or
-`.xml.bz2`) is read with mwxml; redirects and pages outside the article
-namespace are skipped. Each article's wikitext is parsed with
-mwparserfromhell: templates, tables, references, comments, file, category
-and interlanguage links, headings, lists and the closing sections (See also,
-References, External links...) are removed, as BERT's Wikipedia text keeps
-text passages only (Devlin et al. 2018, section 3.1: "we extract only the
-text passages and ignore lists, tables, and headers"). Each paragraph left
-is split into sentences with sentencex (Wikimedia's rule-based splitter: no
-model, nothing to download).
-
-A document is a list of sentences (str, no newline).
+Dumps are read with mwxml (redirects and other namespaces skipped);
+wikitext is parsed with mwparserfromhell, keeping text passages only
+(Devlin et al. 2018, 3.1: no lists, tables or headers; no templates,
+references, links or closing sections); sentences are split with
+sentencex (rule-based, nothing to download).
 """
 
 import bz2
@@ -54,11 +47,8 @@ def _open_dump(path):
 
 
 def read_pages(path, namespaces=(0,), on_skip=None):
-  """Yields `(page_id, title, wikitext)` of each article of a dump.
-
-  Redirect pages (a `<redirect>` element or text starting `#REDIRECT`) and
-  pages outside `namespaces` (0: articles) are skipped; the page's last
-  revision is used. `on_skip()` is called for each page skipped.
+  """Yields `(page_id, title, wikitext)` of each page of a dump in
+  `namespaces`, its last revision, redirects skipped (`on_skip()` called).
 
   Raises:
     ValueError: when the file is not a MediaWiki XML export.
@@ -97,14 +87,7 @@ def _replace(code, node, text):
 
 
 def wikitext_paragraphs(wikitext):
-  """The prose paragraphs of an article's wikitext, as plain text.
-
-  Args:
-    wikitext: str, MediaWiki markup.
-
-  Returns:
-    list of str, one paragraph (a line of plain text) each.
-  """
+  """The prose paragraphs (lines of plain text) of an article's wikitext."""
   mwparserfromhell = beam_support.import_module("mwparserfromhell",
                                                 "input_file")
   code = mwparserfromhell.parse(wikitext)

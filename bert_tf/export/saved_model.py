@@ -1,33 +1,19 @@
-"""Exporting fine-tuned models as SavedModels for serving.
+"""Exporting fine-tuned models as SavedModels for serving (beyond the
+reference, which stops at checkpoints).
 
-Not in the reference release, which stops at checkpoints. An export is a
-folder `<export_dir>/<version>/` (the version is a Unix timestamp in seconds,
-the layout TensorFlow Serving's `--model_base_path` expects) holding:
-
-* `saved_model.pb` and `variables/`: the PREDICT graph of a script's own
-  `model_fn`, with the `serve` tag and one `serving_default` signature whose
-  inputs are `input_ids`, `input_mask` and `segment_ids`, int32 Tensors of
-  shape [batch_size, max_seq_length], and whose outputs are the task's
-  (`probabilities` [batch_size, num_labels] for classification,
-  `predictions` [batch_size] for regression, `start_logits` and `end_logits`
-  [batch_size, max_seq_length] for SQuAD, `probabilities` [batch_size,
-  max_seq_length, num_labels] for tagging; multiple choice takes each
-  question's choices, [batch_size, num_choices, max_seq_length], and serves
-  `probabilities` and `logits` [batch_size, num_choices]);
-* `assets.extra/vocab.txt`, `assets.extra/bert_config.json` and
-  `assets.extra/serving_config.json` (kind, `do_lower_case`,
-  `max_seq_length`, label list, output names and the task's own settings),
-  everything needed to turn raw text into the model's inputs.
-
-An existing version is never overwritten: each export is a new version
-(the next free number when two exports share a second), built in a hidden
-`.temp-<time>-<host>.<pid>.<random>/` folder beside it and renamed into
-place whole; work folders of killed exports are removed at the next one.
-
-The export builds the PREDICT graph itself and writes it with
-`SavedModelBuilder` (core TensorFlow, so it is the same on every stack and
-runner; a `TPUEstimator` export would carry TPU tags): the SavedModel loads
-with the default `serve` tag on CPU and GPU, on TensorFlow 2.15 and newer.
+An export is `<export_dir>/<version>/` (a Unix timestamp, as TensorFlow
+Serving expects): `saved_model.pb` and `variables/` with the `serve` tag and
+a `serving_default` signature (inputs `input_ids`, `input_mask`,
+`segment_ids`, int32 [batch_size, max_seq_length]; outputs `probabilities`
+[batch_size, num_labels] for classification, `predictions` [batch_size] for
+regression, `start_logits`/`end_logits` [batch_size, max_seq_length] for
+SQuAD, `probabilities` [batch_size, max_seq_length, num_labels] for
+tagging; multiple choice takes [batch_size, num_choices, max_seq_length]
+and serves `probabilities` and `logits` [batch_size, num_choices]), and
+`assets.extra/` with `vocab.txt`, `bert_config.json` and
+`serving_config.json`. A version is never overwritten: it is built in a
+hidden `.temp-...` folder and renamed into place whole. Written with
+`SavedModelBuilder`, the same on every stack and runner.
 """
 
 import json
@@ -94,27 +80,13 @@ NER_FEATURES = types.MappingProxyType(
 
 def serving_input_fn_builder(max_seq_length, extra_features=None,
                              bucket_by_length=False, choices=False):
-  """Builds the `serving_input_receiver_fn` of an export.
-
-  Args:
-    max_seq_length: int, the sequence length the model was fine-tuned with.
-    extra_features: dict name -> (dtype, shape after the batch dimension,
-      fill value) of features the model_fn reads that a client does not
-      send (e.g. `CLASSIFIER_FEATURES`), or None. A None dimension is the
-      inputs' sequence length.
-    bucket_by_length: bool; True takes inputs of any length up to
-      `max_seq_length` (placeholders [None, None]: a client pads a batch
-      to its longest input, `lengths.bucket_lengths` keeping the shapes
-      few); False, the reference's [None, max_seq_length].
-    choices: bool; True adds a dimension of any size after the batch's, the
-      choices of each question (multiple choice).
-
-  Returns:
-    A function returning (features, receivers): `receivers` the int32
-    placeholders `input_ids`, `input_mask` and `segment_ids` of shape
-    [None, max_seq_length] (the signature's inputs), `features` those plus
-    the filled `extra_features` (what the model_fn reads).
-  """
+  """The `serving_input_receiver_fn` of an export: returns (features,
+  receivers), `receivers` the int32 placeholders `input_ids`, `input_mask`,
+  `segment_ids` ([None, max_seq_length], or [None, None] with
+  `bucket_by_length`; `choices` adds a dimension of any size after the
+  batch's, multiple choice's), `features` those plus `extra_features`
+  (name -> (dtype, shape after the batch, fill value); None: the sequence
+  length) filled in."""
   extra_features = dict(extra_features or {})
 
   def serving_input_fn():
@@ -142,15 +114,8 @@ def _checkpoint_variables(checkpoint_path):
 
 
 def _serving_graph(model_fn, output_keys, checkpoint_path, inputs):
-  """Builds the PREDICT graph in the default graph; checks the checkpoint.
-
-  Every variable except the global step must be in the checkpoint; a
-  checkpoint without a global step (a converted or pre-trained one) is still
-  exported, its step 0.
-
-  Returns:
-    (outputs, saver): dict key -> Tensor of `output_keys`, and the `Saver`
-    that restores the model's variables from `checkpoint_path`.
+  """Builds the PREDICT graph; returns (outputs of `output_keys`, the
+  `Saver` restoring `checkpoint_path`), whose global step may be absent.
 
   Raises:
     ValueError: a model_fn that does not predict `output_keys`, or a
@@ -180,11 +145,8 @@ def _serving_graph(model_fn, output_keys, checkpoint_path, inputs):
 
 
 def _claim_version(export_dir, work_dir):
-  """Renames `work_dir` to the first free version at or after now.
-
-  Returns:
-    str, the version folder.
-  """
+  """Renames `work_dir` to the first free version at or after now; returns
+  the version folder."""
   version = int(time.time())
   while True:
     path = os.path.join(export_dir, str(version))
@@ -206,12 +168,8 @@ _HEAD_NAMES = ("output_weights", "output_bias", "kernel", "bias")
 
 
 def check_task_head(checkpoint_path):
-  """Refuses a checkpoint without a task head, before any work.
-
-  A pre-trained checkpoint (`bert_model.ckpt`) has the encoder and the
-  pre-training heads only; the serving graph of a task needs the head that
-  fine-tuning trains (without it the export failed after building the
-  whole graph, leaving folders behind).
+  """Refuses a checkpoint without a task head (a pre-trained one), before
+  any work.
 
   Raises:
     ValueError: `--export_dir: checkpoint <path> has no task head ...`.
@@ -234,11 +192,8 @@ _OLD_WORK_DIR = re.compile(r"temp-\d+$")
 
 
 def remove_killed_exports(export_dir):
-  """Removes the work folders of exports whose process is gone.
-
-  Returns:
-    list of str, the folders removed.
-  """
+  """Removes the work folders of exports whose process is gone; returns
+  them."""
   if "://" in export_dir or not os.path.isdir(export_dir):
     return []
   removed = []
@@ -263,33 +218,17 @@ def export_saved_model(model_fn, checkpoint_path, export_dir, max_seq_length,
                        kind, output_keys, vocab_file, bert_config_file,
                        do_lower_case, label_list=None, extra_features=None,
                        extra_config=None, bucket_by_length=False):
-  """Exports a fine-tuned model as a new SavedModel version.
+  """Exports a fine-tuned model as a new SavedModel version; returns its
+  folder.
 
-  Args:
-    model_fn: a script's `model_fn(features, labels, mode, params)` that
-      supports PREDICT mode (returning an `EstimatorSpec` or a
-      `TPUEstimatorSpec`). Build it without TPU options and without an
-      init checkpoint: the weights come from `checkpoint_path`.
-    checkpoint_path: str, the checkpoint prefix to export; it must hold
-      every variable of the model (the global step may be absent).
-    export_dir: str, the export base folder; created when absent.
-    max_seq_length: int, the input length of the serving signature.
-    kind: one of `KINDS`.
-    output_keys: list of str, the model_fn predictions to serve.
-    vocab_file: str, the WordPiece vocabulary, copied to the assets.
-    bert_config_file: str, the model's config JSON, copied to the assets.
-    do_lower_case: bool, how the text is tokenized.
-    label_list: list of str or None (regression, SQuAD), in label-id order.
-    extra_features: see `serving_input_fn_builder`.
-    extra_config: dict of JSON values added to `serving_config.json`
-      (e.g. the task name, SQuAD's `doc_stride`).
-    bucket_by_length: bool; True exports a signature of any input length
-      up to `max_seq_length`, and `serving_config.json` lists the
-      `bucket_lengths` a client pads a batch to (`serving.BertServingModel`
-      does).
-
-  Returns:
-    str, the new version folder.
+  `model_fn` supports PREDICT and is built without TPU options or init
+  checkpoint: the weights come from `checkpoint_path`. `kind`: one of
+  `KINDS`; `output_keys`: the predictions served; `vocab_file` and
+  `bert_config_file` are copied to the assets; `label_list` in label-id
+  order (None: regression, SQuAD); `extra_features`: see
+  `serving_input_fn_builder`; `extra_config`: JSON values added to
+  `serving_config.json`; `bucket_by_length`: a signature of any length up
+  to `max_seq_length`, with the `bucket_lengths` a client pads to.
 
   Raises:
     ValueError: an unknown kind, a checkpoint missing variables of the

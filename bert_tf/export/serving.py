@@ -1,18 +1,14 @@
 """Loading an exported BERT SavedModel and predicting from raw text.
 
-The export (see `bert_tf.export.saved_model`) carries its vocabulary, config and
-tokenization settings in `assets.extra/`, so a client needs nothing else:
+The export carries its vocabulary, config and tokenization settings in
+`assets.extra/` (`bert_tf.export.saved_model`):
 
-    from bert_tf.export import serving
     model = serving.BertServingModel("/tmp/mrpc_export")  # newest version
     model.classify("The cat sat.", "A cat was sitting.")  # {label: prob}
     model.answer("Who sat?", "The cat sat on the mat.")   # {"text": ...}
 
-Inputs are built exactly as at fine-tuning time: `[CLS] a [SEP] b [SEP]`
-through `bert_tf.tasks.features` for sentence (pair) tasks, and SQuAD's
-sliding document windows (`bert_tf.tasks.squad.data`) for questions, so a
-context longer than one window is answered by the span search of
-`bert_tf.tasks.squad.predictions.write_predictions` over all of them.
+Inputs are built as at fine-tuning time (`bert_tf.tasks.features`; SQuAD's
+document windows and span search, `bert_tf.tasks.squad`).
 """
 
 import logging as std_logging
@@ -39,16 +35,9 @@ __all__ = ["resolve_version", "read_assets", "check_serving_config",
 
 
 def resolve_version(model_dir):
-  """The SavedModel folder of `model_dir`: itself, or its newest version.
-
-  Args:
-    model_dir: str, a version folder (holding `saved_model.pb`), an export
-      base holding numbered version folders, or a folder of
-      predict_saved_model.py --convert_to (holding `model.tflite` or
-      `model.onnx`).
-
-  Returns:
-    str, the version folder (the largest number when there are several).
+  """The SavedModel folder of `model_dir`: a version folder itself, the
+  newest (largest number) of an export base, or a --convert_to folder
+  (`model.tflite`, `model.onnx`).
 
   Raises:
     ValueError: when `model_dir` is neither.
@@ -77,10 +66,7 @@ def resolve_version(model_dir):
 
 
 def read_assets(version_dir):
-  """Reads the export's `serving_config.json`; checks every asset is there.
-
-  Returns:
-    (config dict, vocab path, bert_config path).
+  """(config dict, vocab path, bert_config path) of an export.
 
   Raises:
     ValueError: naming the missing asset files, or a bad config.
@@ -146,23 +132,13 @@ _TSV_COLUMNS = {"text_a_column": ("integer", 0),
 
 
 def check_serving_config(config, path):
-  """Refuses a `serving_config.json` of the wrong shape.
-
-  Args:
-    config: the parsed JSON.
-    path: str, the file (for the message).
+  """Refuses a `serving_config.json` (at `path`) of the wrong shape.
 
   Raises:
-    ValueError: one line naming the file and the key path: not an object;
-      a missing `kind`, `do_lower_case`, `max_seq_length` or `output_keys`;
-      a value of the wrong JSON type or below its minimum; a
-      `max_seq_length` above 2^20; an unknown kind; `output_keys` empty,
-      with a name twice, or without what the kind serves (`probabilities`,
-      `predictions`, `start_logits` and `end_logits`); a classifier or NER
-      export without labels; a SQuAD export without `doc_stride` /
-      `max_query_length`, or whose query leaves no room for the document;
-      `bucket_lengths` empty, not increasing or not ending at
-      `max_seq_length`.
+    ValueError: one line naming the file and the key path: a missing or
+      mistyped key, a value out of range, an unknown kind, `output_keys`
+      without what the kind serves, labels missing, a SQuAD query leaving
+      no room for the document, bad `bucket_lengths`.
   """
   json_file.require(config, "object", path, "")
   for table, default in ((_SERVING_REQUIRED, json_file.MISSING),
@@ -238,14 +214,9 @@ def _check_bucket_lengths(config, path):
 
 
 def check_served_outputs(config, path, outputs):
-  """Refuses output_keys that the loaded signature does not have, and a
-  classifier's label_list of another length than its probabilities.
-
-  Args:
-    config: a checked `serving_config.json`.
-    path: str, the file (for the message).
-    outputs: dict, the `serving_default` signature's output names -> their
-      shapes (lists of int or None).
+  """Refuses output_keys that the loaded signature lacks (`outputs`: name
+  -> shape), and a classifier's label_list of another length than its
+  probabilities.
 
   Raises:
     ValueError: one line naming the file, the key and what the export has.
@@ -265,13 +236,9 @@ def check_served_outputs(config, path, outputs):
 
 
 def encode_text(tokenizer, text_a, text_b, max_seq_length):
-  """One text or a pair as model inputs, as at fine-tuning time.
-
-  Returns:
-    (input_ids, input_mask, segment_ids, truncated): three lists of
-    `max_seq_length` ints, and whether tokens were cut to fit (a pair
-    longest-first to `max_seq_length - 3`, one text to `- 2`).
-  """
+  """(input_ids, input_mask, segment_ids, truncated) of one text or a pair,
+  as at fine-tuning time: `max_seq_length` ints each, and whether tokens
+  were cut."""
   tokens_a = tokenizer.tokenize(text_a)
   tokens_b = None if text_b is None else tokenizer.tokenize(text_b)
   budget = max_seq_length - (2 if tokens_b is None else 3)
@@ -308,21 +275,13 @@ _CLASSIFY = {
 class BertServingModel(object):
   """A loaded export: its `serving_default` signature plus its tokenizer.
 
-  Args:
-    model_dir: str, an export folder (its newest version is loaded), a
-      version folder, or a TensorFlow Lite or ONNX folder written by
-      predict_saved_model.py --convert_to (run by `portable.RUNNERS`' class
-      for its format).
-
-  Attributes:
-    version_dir: str, the loaded version folder.
-    config: dict, `serving_config.json` (kind, label_list, max_seq_length,
-      do_lower_case, output_keys, task settings).
-    tokenizer: `tokenization.FullTokenizer` over the export's vocabulary.
+  `model_dir`: an export folder (newest version), a version folder, or a
+  --convert_to folder (run by `portable.RUNNERS`). Attributes:
+  `version_dir`, `config` (`serving_config.json`), `tokenizer`.
 
   Raises:
-    ValueError: a folder without an export, with missing assets, or whose
-      SavedModel cannot be loaded (damaged variables, no signature).
+    ValueError: no export, missing assets, or a SavedModel that does not
+      load.
   """
 
   def __init__(self, model_dir):
@@ -367,20 +326,9 @@ class BertServingModel(object):
     return outputs
 
   def run(self, input_ids, input_mask, segment_ids):
-    """Runs the signature on a batch.
-
-    An export made with --bucket_by_length (`bucket_lengths` in its
-    config) gets the batch cut to its longest input rounded up to one of
-    them; per-token outputs then have that length.
-
-    Args:
-      input_ids, input_mask, segment_ids: int arrays of shape
-        [batch_size, max_seq_length].
-
-    Returns:
-      dict output name -> numpy array (shapes: see
-      `bert_tf.export.saved_model`).
-    """
+    """Runs the signature on int arrays [batch_size, max_seq_length]; a
+    --bucket_by_length export gets the batch cut to a bucket (per-token
+    outputs then have that length). Returns name -> numpy array."""
     arrays = [np.asarray(value, dtype=np.int32)
               for value in (input_ids, input_mask, segment_ids)]
     buckets = self.config.get("bucket_lengths")
@@ -395,12 +343,8 @@ class BertServingModel(object):
     return {k: v.numpy() for k, v in self._signature(**inputs).items()}
 
   def classify(self, text_a, text_b=None):
-    """Classifies one text or pair (classifier or regression exports).
-
-    Returns:
-      dict label -> probability (classification), or the predicted float
-      (regression).
-    """
+    """Classifies one text or pair: {label: probability}, or the predicted
+    float of a regression export."""
     if self.kind not in _CLASSIFY:
       raise ValueError("classify: %s is a %s export" %
                        (self.version_dir, self.kind))
@@ -411,16 +355,9 @@ class BertServingModel(object):
 
   def answer(self, question, context, n_best_size=20, max_answer_length=30,
              null_score_diff_threshold=0.0, batch_size=8):
-    """Answers a question about a context (SQuAD exports).
-
-    A context longer than one window is split into overlapping windows
-    (`doc_stride` of the export) and the best span over all of them wins.
-
-    Returns:
-      dict with "text" (the answer; "" for no answer with a SQuAD 2.0
-      model) and "nbest" (list of {text, probability, start_logit,
-      end_logit}).
-    """
+    """Answers a question about a context (SQuAD exports), over windows of
+    the export's `doc_stride`: {"text" ("" for no answer), "nbest": list of
+    {text, probability, start_logit, end_logit}}."""
     if self.kind != export_utils.SQUAD:
       raise ValueError("answer: %s is a %s export" %
                        (self.version_dir, self.kind))
@@ -434,18 +371,10 @@ class BertServingModel(object):
 
 def predict_squad(model, examples, output_dir, n_best_size, max_answer_length,
                   null_score_diff_threshold, batch_size, log_every=100):
-  """Predicts SQuAD examples with a loaded export; writes the JSON files.
-
-  Features are made by `squad_data.convert_examples_to_features` with the
-  export's `max_seq_length`, `doc_stride` and `max_query_length`, run in
-  batches of `batch_size` as they are made, and decoded by
-  `squad_predictions.write_predictions` (predictions.json,
-  nbest_predictions.json and, for SQuAD 2.0 exports, null_odds.json in
-  `output_dir`; a temporary folder when None).
-
-  Returns:
-    `squad_predictions.WrittenPredictions`.
-  """
+  """Predicts SQuAD examples with a loaded export in batches of
+  `batch_size`, writing predictions.json, nbest_predictions.json (and
+  null_odds.json for 2.0) in `output_dir` (None: a temporary folder).
+  Returns `squad_predictions.WrittenPredictions`."""
   config = model.config
   metadata, results, pending = [], [], []
   truncated_questions = set()

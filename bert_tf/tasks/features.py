@@ -13,17 +13,8 @@ __all__ = [
 
 
 def truncate_seq_pair(tokens_a, tokens_b, max_length):
-  """Shortens a pair in place until it holds at most `max_length` tokens.
-
-  One token at a time is removed from the END of the longer list (from
-  `tokens_b` when both are equal), as the reference does: this keeps the most
-  of the shorter text, which usually carries more information per token.
-
-  Args:
-    tokens_a: list of str, modified in place.
-    tokens_b: list of str, modified in place.
-    max_length: int, the budget for both lists together.
-  """
+  """Shortens a pair in place to at most `max_length` tokens, removing from
+  the END of the longer list (`tokens_b` on ties), as the reference."""
   while len(tokens_a) + len(tokens_b) > max_length:
     if len(tokens_a) > len(tokens_b):
       tokens_a.pop()
@@ -32,19 +23,10 @@ def truncate_seq_pair(tokens_a, tokens_b, max_length):
 
 
 def pack_tokens(tokens_a, tokens_b, max_seq_length):
-  """Truncates and frames one text or a pair with `[CLS]` and `[SEP]`.
-
-  A pair is truncated longest-first to `max_seq_length - 3` tokens; a single
-  text is cut to `max_seq_length - 2`. The inputs are not modified.
-
-  Args:
-    tokens_a: list of str, the first text's WordPiece tokens.
-    tokens_b: list of str or None, the second text's tokens.
-    max_seq_length: int, the model's input length.
-
-  Returns:
-    (tokens, segment_ids): the framed, unpadded tokens and their segment ids
-    (0 for `[CLS] a [SEP]`, 1 for `b [SEP]`).
+  """(tokens, segment_ids) of one text or a pair framed with `[CLS]` and
+  `[SEP]`, unpadded: a pair truncated longest-first to `max_seq_length -
+  3`, one text cut to `- 2`; segment 0 for `[CLS] a [SEP]`, 1 for `b
+  [SEP]`. The inputs are not modified.
 
   Raises:
     ValueError: when `max_seq_length` cannot hold the special tokens.
@@ -71,17 +53,8 @@ def pack_tokens(tokens_a, tokens_b, max_seq_length):
 
 
 def pad_input(input_ids, segment_ids, max_seq_length):
-  """Pads ids with 0 and builds the attention mask.
-
-  Args:
-    input_ids: list of int, at most `max_seq_length` long.
-    segment_ids: list of int, same length.
-    max_seq_length: int.
-
-  Returns:
-    (input_ids, input_mask, segment_ids), each a new list of
-    `max_seq_length` ints; `input_mask` is 1 for real tokens, 0 for padding.
-  """
+  """(input_ids, input_mask, segment_ids): new lists of `max_seq_length`
+  ints, padded with 0; the mask 1 for real tokens."""
   return (io_utils.pad_to(input_ids, max_seq_length),
           io_utils.pad_to([1] * len(input_ids), max_seq_length),
           io_utils.pad_to(segment_ids, max_seq_length))

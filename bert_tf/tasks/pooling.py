@@ -1,23 +1,18 @@
 """One vector per input line: `extract_features.py --pooling`.
 
-Modes, all over the last encoder layer (float32 [batch, seq, hidden] in,
-float32 [batch, hidden] out):
+Modes, over the last layer (float32 [batch, seq, hidden] -> [batch, hidden]):
 
-  none         no pooling: every token's vectors of every `--layers` layer
-               (the reference's output).
-  mean         the mean over the attention mask: every real token, `[CLS]`
-               and `[SEP]` included, and for a pair `a ||| b` the tokens of
-               both segments, as the model sees them. This is
-               sentence-transformers' mean pooling (Reimers and Gurevych
-               2019), the way all-MiniLM-L6-v2 is meant to be used.
-  first_token  the vector at `[CLS]` (sentence-transformers' "cls" mode).
+  none         every token's vectors of every `--layers` layer (the
+               reference's output).
+  mean         the mean over the attention mask (`[CLS]`, `[SEP]` and both
+               segments of a pair included): sentence-transformers' mean
+               pooling (Reimers and Gurevych 2019), as all-MiniLM-L6-v2.
+  first_token  the vector at `[CLS]` (sentence-transformers' "cls").
   cls          BERT's pooled output, tanh(dense(first_token)) (Devlin et al.
-               2018, 3.2): what the reference's classifier is fine-tuned
-               on; needs `bert/pooler/*` in the checkpoint.
+               2018, 3.2); needs `bert/pooler/*` in the checkpoint.
 
-`--l2_normalize` divides each vector by its Euclidean norm (at least
-1e-12), as sentence-transformers' Normalize module does; the cosine
-similarity of two such vectors is their dot product.
+`--l2_normalize` divides by the Euclidean norm (at least 1e-12), as
+sentence-transformers' Normalize.
 """
 
 import json
@@ -34,15 +29,8 @@ _POOLER_KERNEL = "bert/pooler/dense/kernel"
 
 
 def flag_problems(pooling, l2_normalize, layers, layers_given):
-  """The one-line problems of a flag combination (list of str).
-
-  Args:
-    pooling: str, one of `MODES`.
-    l2_normalize: bool.
-    layers: str, `--layers`' value.
-    layers_given: bool, whether `--layers` was on the command line (its
-      default, four layers, is ignored when pooling).
-  """
+  """The one-line problems (list of str) of `pooling`, `l2_normalize` and
+  `--layers` (ignored when pooling unless `layers_given`)."""
   problems = []
   if l2_normalize and pooling == "none":
     problems.append(
@@ -71,17 +59,9 @@ def checkpoint_problems(pooling, init_checkpoint):
 
 def pool(pooling, sequence_output, input_mask, pooled_output,
          l2_normalize=False):
-  """One vector per example.
-
-  Args:
-    pooling: str, "mean", "first_token" or "cls".
-    sequence_output: float Tensor [batch, seq, hidden], the last layer.
-    input_mask: int Tensor [batch, seq], 1 for real tokens, 0 for padding.
-    pooled_output: float Tensor [batch, hidden], BERT's pooler output.
-    l2_normalize: bool, divide each vector by its norm.
-
-  Returns:
-    float32 Tensor [batch, hidden].
+  """One float32 vector [batch, hidden] per example, by `pooling` ("mean",
+  "first_token", "cls") of `sequence_output` [batch, seq, hidden] under
+  `input_mask` [batch, seq], or of `pooled_output` [batch, hidden].
 
   Raises:
     ValueError: for another `pooling`.

@@ -1,21 +1,12 @@
-"""Gradient accumulation: float32 sums of micro-batch gradients, and a counter.
+"""Gradient accumulation: float32 sums of micro-batch gradients, a counter.
 
-With N micro-batches per update, each run of the train op adds its gradient
-to the sums and advances the counter; `train_op` applies the mean of the N
-gradients every N-th run and zeroes the sums. On one device the state is
-checkpointed with the model. Under a strategy each replica keeps its own
-sums (no communication while accumulating; one all-reduce per update).
-
-Token-weighted losses (the masked-LM loss, NER's token loss) are means over
-the labelled tokens of the whole update, as one big batch gives them: the
-training input carries, in every micro-batch, its share of the update's
-token count (`with_update_shares`), which `model_fn.weighted_mean_loss`
-divides by in place of the micro-batch's own count. Only the input can
-know it (it looks ahead over the update's micro-batches), so it travels
-as a feature, both ends set from the same option: `runner/loop.py` adds it
-to the training input of a script that gives `Training.token_weights`,
-and the model_fn, built with the same `OptimizerOptions`, requires it
-(`update_share`) rather than fall back to the micro-batch's own count.
+`train_op` applies the mean of N micro-batches' gradients every N-th run;
+under a strategy each replica keeps its own sums (one all-reduce per
+update). Token-weighted losses (masked LM, NER) are means over the whole
+update's labelled tokens: the training input carries each micro-batch's
+share of the update's count (`with_update_shares`, added by
+`runner/loop.py` for `Training.token_weights`), which
+`model_fn.weighted_mean_loss` divides by (`update_share`).
 """
 
 from absl import logging
@@ -33,25 +24,11 @@ UPDATE_SHARE_KEY = "update_weight_share"
 
 
 def with_update_shares(dataset, micro_batches, weight_fn):
-  """Adds to each micro-batch its share of its update's total weight.
-
-  An update takes `micro_batches` consecutive elements of the pipeline (N
-  accumulation steps times the R replicas it feeds, which take its elements
-  in turn). The total of `weight_fn` over those elements, divided by their
-  number, is the share: the mean loss of the update is then
-  sum(w * loss) / share per element, averaged over the N micro-batches and
-  the replicas (`weighted_mean_loss` sums the shares of the replicas).
-
-  Args:
-    dataset: `tf.data.Dataset` of batched feature dicts (repeated: training).
-    micro_batches: int, elements per update fed by this pipeline.
-    weight_fn: function(feature dict of one micro-batch) -> float32
-      Tensor of its loss weights (0 or 1, any shape).
-
-  Returns:
-    The dataset, each element with `UPDATE_SHARE_KEY`: float32 [batch], the
-    share repeated for each example. Unchanged when `micro_batches` is 1.
-  """
+  """Adds to each element of `dataset` (batched feature dicts) its share of
+  its update's total weight: `UPDATE_SHARE_KEY`, float32 [batch], the
+  total of `weight_fn(features)` (0/1 loss weights) over the update's
+  `micro_batches` elements (N steps times the replicas fed) divided by
+  their number. Unchanged when `micro_batches` is 1."""
   if micro_batches <= 1:
     return dataset
 
@@ -84,18 +61,8 @@ def with_update_shares(dataset, micro_batches, weight_fn):
 
 
 def update_shares_input_fn(input_fn, accumulation_steps, weight_fn):
-  """`input_fn` whose micro-batches carry their update's weight share.
-
-  Args:
-    input_fn: a training `input_fn(params, config=None, input_context=None)`.
-    accumulation_steps: int, micro-batches per update
-      (`--gradient_accumulation_steps`).
-    weight_fn: as for `with_update_shares`.
-
-  Returns:
-    An input_fn of the same signature (`input_fn` itself when
-    `accumulation_steps` is 1: one batch is its own update).
-  """
+  """`input_fn` (same signature) whose micro-batches carry their update's
+  weight share; `input_fn` itself when `accumulation_steps` is 1."""
   if accumulation_steps <= 1:
     return input_fn
 
@@ -115,23 +82,13 @@ def update_shares_input_fn(input_fn, accumulation_steps, weight_fn):
 
 
 def update_share(features, options, mode, use_tpu):
-  """A training micro-batch's share of its update's token weight, or None.
-
-  None where a batch is its own update: one micro-batch per update,
-  evaluation and prediction, and TPU (the reference's per-batch mean).
-
-  Args:
-    features: the model_fn's feature dict.
-    options: `OptimizerOptions` or None (the reference's training).
-    mode: the model_fn's mode (`spec.ModeKeys`).
-    use_tpu: bool.
-
-  Returns:
-    float32 Tensor [batch_size], `features[UPDATE_SHARE_KEY]`, or None.
+  """`features[UPDATE_SHARE_KEY]` (float32 [batch_size]) of an
+  accumulating training micro-batch; None where a batch is its own update
+  (one micro-batch, evaluation, prediction, TPU).
 
   Raises:
-    ValueError: the training input of an accumulating run lacks the share
-      (it was not built with `loop.Training(token_weights=...)`).
+    ValueError: the training input lacks the share (not built with
+      `loop.Training(token_weights=...)`).
   """
   if (mode != spec_lib.ModeKeys.TRAIN or use_tpu or options is None or
       options.runs_per_update == 1):
@@ -146,30 +103,18 @@ def update_share(features, options, mode, use_tpu):
 
 
 class Accumulators(object):
-  """Float32 gradient sums, one per variable, and a micro-batch counter.
+  """Float32 gradient sums `<var>/gradient_accumulator` and the int64
+  counter `gradient_accumulation/micro_steps` (attribute `micro_steps`).
 
-  Variables: `<var>/gradient_accumulator` (the variable's shape) and
-  `gradient_accumulation/micro_steps` (int64). On one device they are global
-  variables, saved with every checkpoint, so a run restarted from any
-  checkpoint finishes the update it was in exactly. Under a strategy the
-  sums are per-replica local variables (`tf.VariableSynchronization.ON_READ`)
-  and the counter is a mirrored local variable; none is checkpointed (a
-  checkpoint of replica-local values would need every worker to save): step
-  checkpoints fall between updates anyway, and a run restarted from a
-  checkpoint taken inside an update (a preemption) begins that update again.
-
-  Attributes:
-    micro_steps: the int64 counter variable (micro-batches accumulated).
+  On one device they are global variables, checkpointed: a restart finishes
+  its update exactly. Under a strategy they are replica-local (ON_READ
+  sums, a mirrored counter) and not checkpointed: a restart from inside an
+  update begins it again.
   """
 
   def __init__(self, variables, strategy):
-    """Creates the sums and the counter.
-
-    Args:
-      variables: list of the trainable variables that have a gradient.
-      strategy: None on one device; otherwise the `tf.distribute` strategy
-        (called in cross-replica context).
-    """
+    """Sums for `variables` (those with a gradient); `strategy` None on one
+    device, else called in cross-replica context."""
     self._strategy = strategy
     local = ({} if strategy is None else
              dict(collections=[tf.GraphKeys.LOCAL_VARIABLES]))

@@ -20,48 +20,12 @@ class AdamWeightDecayOptimizer(optimizer_base.PerVariableOptimizer):
     v = beta_2 * v + (1 - beta_2) * g^2
     update = m / (sqrt(v) + epsilon) [+ weight_decay_rate * param]
     param = param - learning_rate * update
-  Kept for parity: no bias correction of m and v (the released models were
-  trained this way). Weight decay is added to the update rather than to the
-  loss, so it does not interact with m and v.
-
-  Slot variables are named `<var>/adam_m` and `<var>/adam_v` (the names in
-  the released pre-training checkpoints), in the root variable scope.
-
-  `apply_gradients` (`optimizer_base.PerVariableOptimizer`) skips pairs
-  whose gradient is None, creates each variable's slots and applies
-  `_apply_one` to it, grouping the assignments into one op; under a
-  `tf.distribute` strategy it runs in cross-replica context, averages the
-  gradients across replicas (unless the caller already did) and gives every
-  replica's copy of each variable and slot the same update.
+  Kept for parity: no bias correction (the released models were trained
+  so). Slots `<var>/adam_m`, `<var>/adam_v` (the released checkpoints'
+  names), root scope.
   """
 
   _SLOT_NAMES = ("adam_m", "adam_v")
-
-  def __init__(self,
-               learning_rate,
-               weight_decay_rate=0.0,
-               beta_1=0.9,
-               beta_2=0.999,
-               epsilon=1e-6,
-               exclude_from_weight_decay=None,
-               name="AdamWeightDecayOptimizer"):
-    """Constructs the optimizer.
-
-    Args:
-      learning_rate: float or float32 scalar Tensor.
-      weight_decay_rate: float, decoupled weight decay per unit of learning
-        rate (0.0 disables it).
-      beta_1: float, decay of the first-moment estimate.
-      beta_2: float, decay of the second-moment estimate.
-      epsilon: float, added to sqrt(v).
-      exclude_from_weight_decay: (optional) list of regular expressions;
-        variables whose name matches any (`re.search`) get no weight decay.
-      name: str, name of the update op.
-    """
-    super(AdamWeightDecayOptimizer, self).__init__(
-        learning_rate, weight_decay_rate=weight_decay_rate, beta_1=beta_1,
-        beta_2=beta_2, epsilon=epsilon,
-        exclude_from_weight_decay=exclude_from_weight_decay, name=name)
 
   def _apply_one(self, grad, param, param_name, adam_m, adam_v):
     """The three assignments (param, m, v) of one variable's update."""

@@ -1,15 +1,8 @@
-"""The reference's AdamW through TensorFlow's fused Adam kernel.
-
-`--optimizer=adamw_fused` (off by default): the update rule of
-`adamw.AdamWeightDecayOptimizer` (Adam without bias correction, epsilon
-added to sqrt(v), decoupled weight decay), computed per variable by one
-`ResourceApplyAdam` op (TensorFlow's fused kernel: it reads the gradient
-and writes the variable and both moments in one pass) after one
-weight-decay assignment, instead of about a dozen elementwise ops. Same
-slots (`<var>/adam_m`, `<var>/adam_v`), so checkpoints interchange with
-`--optimizer=adamw`; the numbers agree to float32 rounding (see
-`FusedAdamWeightDecayOptimizer`).
-"""
+"""The reference's AdamW through TensorFlow's fused Adam kernel
+(`--optimizer=adamw_fused`, off by default): one weight-decay assignment
+and one `ResourceApplyAdam` per variable instead of about a dozen ops; the
+same slots (`<var>/adam_m`, `<var>/adam_v`, checkpoints interchange) and
+the same numbers to float32 rounding."""
 
 import math
 
@@ -24,52 +17,19 @@ __all__ = ["FusedAdamWeightDecayOptimizer"]
 class FusedAdamWeightDecayOptimizer(adamw.AdamWeightDecayOptimizer):
   """`AdamWeightDecayOptimizer`'s update through `ResourceApplyAdam`.
 
-  TensorFlow's `ResourceApplyAdam` computes, with t the update count,
-    lr_t = lr * sqrt(1 - beta_2^t) / (1 - beta_1^t)
-    m = m + (g - m) * (1 - beta_1),  v = v + (g^2 - v) * (1 - beta_2)
-    param = param - lr_t * m / (sqrt(v) + epsilon)
-  (epsilon after the square root, as in the reference). Given beta_1^t =
-  beta_2^t = 0 its lr_t is lr: Adam without bias correction, the
-  reference's rule. Its (1 - beta) is computed in float32 from float32
-  beta, the reference's in double (for beta_2 = 0.999, 1.3e-5 apart), so
-  its moments are constant multiples of the reference's (`_moment_scales`);
-  the rate and epsilon it is given are scaled to cancel that, exactly in
-  exact arithmetic. The stored `adam_v` stays that multiple (1.3e-5
-  larger, relatively, for beta_2 = 0.999; `adam_m` 2.3e-7): resuming
-  either optimizer from the other's checkpoint moves the next updates by
-  about 6e-6 of their size, fading as v renews.
-
-  The decoupled weight decay, which the reference adds to the update
-  before the learning rate multiplies it,
-    param = param - lr * (m / (sqrt(v) + epsilon) + weight_decay_rate * param),
-  is applied first, as its own assignment
-    param = param - lr * (weight_decay_rate * param),
-  to the same variables (`exclude_from_weight_decay`); the fused op then
-  reads the decayed variable. The two orders are equal in exact arithmetic.
-  Over the 20 steps of the reference's conformance trajectories
-  (tests/data/conformance/optimization), the variables stay within 7.2e-7
-  of the reference's (`adamw`: 6.0e-7), the moments within 7e-7
-  (tests/test_optimizers.py).
-
-  Variables that are not resource variables (TF1 reference variables,
-  `use_resource=False`) get `AdamWeightDecayOptimizer`'s unfused ops: the
-  fused op reads resource handles.
+  The kernel computes lr_t = lr * sqrt(1 - beta_2^t) / (1 - beta_1^t),
+  m += (g - m)(1 - beta_1), v += (g^2 - v)(1 - beta_2), param -= lr_t * m /
+  (sqrt(v) + epsilon); given beta^t = 0, lr_t = lr: no bias correction, as
+  the reference. Its float32 (1 - beta) makes its moments constant
+  multiples of the reference's (`_moment_scales`; 1.3e-5 for beta_2 =
+  0.999), cancelled by scaling the rate and epsilon; resuming from the
+  other optimizer's checkpoint moves the next updates by about 6e-6 of
+  their size. The decoupled decay, param -= lr * weight_decay_rate * param,
+  is applied first as its own assignment (equal in exact arithmetic). Over
+  the 20 conformance steps the variables stay within 7.2e-7 of the
+  reference's (`adamw`: 6.0e-7), the moments within 7e-7. Non-resource
+  variables get the unfused ops.
   """
-
-  def __init__(self,
-               learning_rate,
-               weight_decay_rate=0.0,
-               beta_1=0.9,
-               beta_2=0.999,
-               epsilon=1e-6,
-               exclude_from_weight_decay=None,
-               name="FusedAdamWeightDecayOptimizer"):
-    """Constructs the optimizer; the arguments are
-    `AdamWeightDecayOptimizer`'s."""
-    super(FusedAdamWeightDecayOptimizer, self).__init__(
-        learning_rate, weight_decay_rate=weight_decay_rate, beta_1=beta_1,
-        beta_2=beta_2, epsilon=epsilon,
-        exclude_from_weight_decay=exclude_from_weight_decay, name=name)
 
   def _apply_one(self, grad, param, param_name, adam_m, adam_v):
     """The weight decay (where it applies) and the fused Adam op."""
@@ -105,14 +65,9 @@ class FusedAdamWeightDecayOptimizer(adamw.AdamWeightDecayOptimizer):
 
 
 def _moment_scales(beta_1, beta_2):
-  """How much larger the fused kernel's moments are than the reference's.
-
-  The kernel weighs the new gradient by (1 - beta) computed in float32 from
-  float32 beta; the reference by float32(1 - beta) computed in double
-  (beta_2 = 0.999: 0.00099998713 against 0.001, 1.3e-5 apart). Both decay
-  the old moment by float32(beta), so each moment of the kernel is the
-  reference's times a constant, at every step: this ratio (m's, v's).
-  """
+  """(m's, v's) ratio of the fused kernel's moments to the reference's:
+  (1 - beta) computed in float32 against float32(1 - beta) computed in
+  double (beta_2 = 0.999: 0.00099998713 against 0.001)."""
   scales = []
   for beta in (beta_1, beta_2):
     kernel = float(np.float32(1.0) - np.float32(beta))  # Exact (Sterbenz).

@@ -1,16 +1,12 @@
 """Evaluation during fine-tuning: the best checkpoint and early stopping.
 
-`--eval_every_steps=N` trains to the next multiple of N with the runner's
-`train(max_steps=...)`, evaluates the checkpoint written there with
-`evaluate`, and repeats (`train_with_evaluation`): the same calls on every
-runner. The options are `options.EvalOptions`; `runner/loop.py` calls
-`train`. `--keep_best_by=<key>` copies the checkpoint with the best value of
-that `eval_results.txt` key, with its `eval_results.txt`, into
-`<output_dir>/best/` (`BestKeeper`); keys ending in `loss` are better lower,
-the others higher. `--early_stopping_patience=K` stops after K evaluations
-in a row without improvement. The record (`best/best.json`: the best step
-and value, every evaluation so far) is rewritten atomically after each
-evaluation, so a run killed and resumed carries on with it.
+`--eval_every_steps=N` trains to each multiple of N and evaluates there
+(`train_with_evaluation`); `--keep_best_by=<key>` copies the best
+checkpoint by that `eval_results.txt` key (lower is better for `*loss`)
+with its results into `<output_dir>/best/` (`BestKeeper`);
+`--early_stopping_patience=K` stops after K evaluations without
+improvement. `best/best.json` is rewritten atomically after each
+evaluation, so a resumed run carries on with it.
 """
 
 import json
@@ -56,11 +52,8 @@ def read_record(path):
   """The saved record of a `BestKeeper` (`best/best.json`), checked.
 
   Raises:
-    ValueError: not JSON, a key of the wrong type (each evaluation an
-      object with an integer `global_step`), or a `best_checkpoint` that is
-      not a checkpoint of the record's folder (`checkpoints.named_in`),
-      naming the file and key and saying to delete the file to start the
-      record anew.
+    ValueError: bad JSON, a key of the wrong type, or a `best_checkpoint`
+      outside the folder; naming the file and key, and saying to delete it.
   """
   try:
     saved = json_file.load(path, max_bytes=2 ** 26)
@@ -79,14 +72,8 @@ def read_record(path):
 
 
 class BestKeeper(object):
-  """Keeps the best checkpoint of a run in `<output_dir>/best/`.
-
-  Args:
-    output_dir: str, the run's model directory.
-    key: str or None, the eval key that ranks checkpoints (None: only the
-      evaluations are recorded).
-    patience: int or None, see `should_stop`.
-  """
+  """Keeps the best checkpoint of a run in `<output_dir>/best/` by `key`
+  (None: evaluations recorded only); `patience`: see `should_stop`."""
 
   def __init__(self, output_dir, key=None, patience=None):
     self.best_dir = os.path.join(output_dir, BEST_DIR)
@@ -122,15 +109,8 @@ class BestKeeper(object):
     return bool(self.patience and self.record["since_best"] >= self.patience)
 
   def update(self, results, checkpoint_path):
-    """Records one evaluation; keeps its checkpoint when it is the best.
-
-    Args:
-      results: dict key -> value of `runner.evaluate` (with
-        `global_step`).
-      checkpoint_path: str, the prefix of the checkpoint evaluated.
-
-    Returns:
-      bool, whether this checkpoint became the best.
+    """Records one evaluation (`results` with `global_step`) and keeps
+    `checkpoint_path` when best; returns whether it became the best.
 
     Raises:
       ValueError: `key` is not among the results' keys.
@@ -176,21 +156,11 @@ def train_with_evaluation(model_runner, train_fn, evaluate_fn, num_train_steps,
                           every_steps, keeper):
   """Trains to `num_train_steps`, evaluating every `every_steps` steps.
 
-  Resumes where the model directory's latest checkpoint is; a step that was
-  trained to but not evaluated (a run killed in between) is evaluated first.
-
-  Args:
-    model_runner: the runner (its `model_dir` holds the checkpoints).
-    train_fn: `train_fn(max_steps)`, one runner `train` call (with the
-      script's input and hooks) that trains up to `max_steps`.
-    evaluate_fn: `evaluate_fn()` -> results of the latest checkpoint.
-    num_train_steps: int, the last step.
-    every_steps: int, the evaluation interval in steps.
-    keeper: a `BestKeeper`; None on a worker that is not the chief of a
-      multi-worker run: it trains to the same steps and evaluates nothing.
-
-  Returns:
-    The results of the last evaluation (None when nothing was evaluated).
+  Resumes from the latest checkpoint; a step trained to but not evaluated
+  is evaluated first. `train_fn(max_steps)` is one runner `train` call;
+  `evaluate_fn()` the latest checkpoint's results; `keeper` None on a
+  non-chief worker (it trains the same steps, evaluates nothing). Returns
+  the last evaluation's results, or None.
   """
   model_dir = model_runner.model_dir
 
@@ -231,20 +201,9 @@ def train_with_evaluation(model_runner, train_fn, evaluate_fn, num_train_steps,
 
 def train(model_runner, train_fn, evaluate_fn, num_train_steps, options,
           evaluates):
-  """A fine-tuning script's training: plain, or evaluating as it goes.
-
-  Args:
-    model_runner, train_fn, evaluate_fn, num_train_steps: as for
-      `train_with_evaluation`.
-    options: `options.EvalOptions`; without `eval_every_steps`, one
-      `train_fn` call.
-    evaluates: bool, whether this process evaluates (`--do_eval`; False on
-      a worker that is not the chief, which trains to the same steps).
-
-  Returns:
-    (keeper, results): the `BestKeeper` (None when none is kept) and the
-    last evaluation's results (None when nothing was evaluated).
-  """
+  """A fine-tuning script's training, plain or evaluating as it goes
+  (`options`: `EvalOptions`; `evaluates`: this process evaluates). Returns
+  (keeper or None, last results or None)."""
   if not options.eval_every_steps:
     train_fn(num_train_steps)
     return None, None

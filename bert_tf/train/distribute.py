@@ -1,17 +1,9 @@
-"""Data-parallel training on `tf.distribute`: one machine or several.
+"""Data-parallel training on `tf.distribute`, one machine or several.
 
-A `MirroredStrategy` (several GPUs, or logical CPUs, of one machine) or a
-`MultiWorkerMirroredStrategy` (several machines, described by the
-`TF_CONFIG` environment variable) trains the scripts' `model_fn` in either
-runner (`bert_tf/runner/`); TPUs keep the `TPUEstimator`. A script's `main`
-checks its options (`check_options`, through `options.from_flags`),
-prepares the runtime (`setup`: logical CPU devices, graph mode for
-multi-worker), and the runner makes the strategy (`make_strategy`).
-
-Batch sizes stay global, as on TPU: `--train_batch_size` examples per step
-over all replicas. Under a strategy every replica reads its own batch of
-`params["batch_size"]` examples, so that is the global size divided by the
-replica count.
+`MirroredStrategy` (GPUs or logical CPUs of one machine) or
+`MultiWorkerMirroredStrategy` (machines of `TF_CONFIG`) in either runner;
+TPUs keep the `TPUEstimator`. Batch sizes stay global, as on TPU: each
+replica reads `params["batch_size"]`, the global size over the replicas.
 """
 
 import os
@@ -43,13 +35,8 @@ STRATEGIES = ("none", "mirrored", "multi_worker_mirrored")
 
 
 def parse_tf_config(text):
-  """Reads and checks a `TF_CONFIG` JSON string.
-
-  Expected: `{"cluster": {"worker": ["host:port", ...], ("chief": [...])},
-  "task": {"type": "worker", "index": 0}}`.
-
-  Returns:
-    dict, the parsed JSON.
+  """The parsed `TF_CONFIG` JSON, checked: `{"cluster": {"worker": [...],
+  ("chief": [...])}, "task": {"type": ..., "index": ...}}`.
 
   Raises:
     ValueError: naming the key at fault (`TF_CONFIG: task.index ...`).
@@ -113,12 +100,8 @@ def tf_config():
 
 
 def is_chief():
-  """Whether this process writes checkpoints, summaries and result files.
-
-  True without `TF_CONFIG` (one process), for the `chief` task, and for
-  worker 0 of a cluster with no `chief` job (as `MultiWorkerMirroredStrategy`
-  decides).
-  """
+  """Whether this process writes checkpoints, summaries and results: no
+  `TF_CONFIG`, the `chief` task, or worker 0 without a chief."""
   config = tf_config()
   if config is None:
     return True
@@ -143,8 +126,7 @@ def check_global_batch(batch_size, num_replicas, flag_name):
   """Per-replica batch size of a global batch.
 
   Raises:
-    ValueError: when `batch_size` is not a positive multiple of
-      `num_replicas`.
+    ValueError: `batch_size` is not a positive multiple of `num_replicas`.
   """
   if batch_size < 1:
     raise ValueError("--%s=%d: expected an integer >= 1 (the global batch, "
@@ -157,12 +139,7 @@ def check_global_batch(batch_size, num_replicas, flag_name):
 
 
 def check_options(run, num_visible_gpus):
-  """Problems with the tf.distribute options, as one ValueError.
-
-  Args:
-    run: `options.RunOptions`: its `distribute` options, `tpu.use_tpu`,
-      `do_train`, `train_batch_size` and `flags_given`.
-    num_visible_gpus: int, the GPUs TensorFlow sees.
+  """Checks `run`'s tf.distribute options against `num_visible_gpus`.
 
   Raises:
     ValueError: the first problem, one line naming the flag or the
@@ -219,19 +196,9 @@ def check_options(run, num_visible_gpus):
 
 def batch_sizes(strategy, train_batch_size, eval_batch_size,
                 predict_batch_size):
-  """`params["batch_size"]` of each mode's input_fn, from global batches.
-
-  Training splits the global `train_batch_size` over the strategy's replicas
-  (each reads its own batch, logged here); evaluation and prediction run on
-  one device, with the global sizes.
-
-  Args:
-    strategy: the training strategy, or None (one device).
-    train_batch_size, eval_batch_size, predict_batch_size: int or None.
-
-  Returns:
-    dict mode ("train", "eval", "infer": the `ModeKeys` values) -> int or
-    None.
+  """{mode ("train", "eval", "infer"): `params["batch_size"]` or None}:
+  training splits the global batch over `strategy`'s replicas (None: one
+  device); evaluation and prediction run on one device.
 
   Raises:
     ValueError: a training batch that the replicas do not divide.
@@ -261,16 +228,9 @@ def _replica_count(options):
 
 
 def setup(options):
-  """Prepares the runtime for `DistributeOptions` (in `main`, before work).
-
-  Splits the CPU into `num_cpu_devices` logical devices, which must happen
-  before TensorFlow creates any device. For multi-worker training: turns off
-  eager execution (the estimator's multi-worker path builds its graphs in
-  TF1 style, and a strategy made eagerly fails there).
-
-  Args:
-    options: checked `options.DistributeOptions`.
-  """
+  """Prepares the runtime for checked `DistributeOptions`, in `main` before
+  TensorFlow makes devices: the logical CPU split, and graph mode for
+  multi-worker (the estimator's path fails on an eager strategy)."""
   if options.num_cpu_devices > 1:
     cpu = tf2.config.list_physical_devices("CPU")[0]
     tf2.config.set_logical_device_configuration(
@@ -281,13 +241,8 @@ def setup(options):
 
 
 def session_config(num_cpu_devices):
-  """The `ConfigProto` of the estimator's sessions under a strategy.
-
-  Replicas block in input and all-reduce ops: with TensorFlow's default of
-  as many inter-op threads as cores, two CPU replicas on a 2-core machine
-  wait on each other forever (measured), so at least 8 threads are used.
-  The session also needs the `num_cpu_devices` split itself.
-  """
+  """The estimator's `ConfigProto` under a strategy: the CPU split and at
+  least 8 inter-op threads (two CPU replicas on 2 cores deadlocked)."""
   return tf.ConfigProto(
       allow_soft_placement=True,
       inter_op_parallelism_threads=max(8, 2 * (os.cpu_count() or 1)),
@@ -295,14 +250,9 @@ def session_config(num_cpu_devices):
 
 
 def make_strategy(options, use_tpu=False):
-  """The `tf.distribute` strategy `DistributeOptions` ask for, or None.
-
-  mirrored: `MirroredStrategy` over GPUs 0..num_gpus-1, or over the
-  `num_cpu_devices` logical CPUs (one CPU when 0 or 1) with `num_gpus=0`.
-  multi_worker_mirrored: `MultiWorkerMirroredStrategy` over the `TF_CONFIG`
-  cluster, each task using its `num_gpus` GPUs (or its CPU). None for
-  `none` and on TPU.
-  """
+  """The strategy `DistributeOptions` ask for: `MirroredStrategy` over
+  GPUs 0..num_gpus-1 or the logical CPUs, `MultiWorkerMirroredStrategy`
+  over `TF_CONFIG`; None for `none` and on TPU."""
   name = options.distribution_strategy
   if name == "none" or use_tpu:
     return None
@@ -338,24 +288,11 @@ def _reachable(address, timeout):
 def start_peer_watchdog(timeout_secs, poll_secs=2.0):
   """Ends the process if a peer in `TF_CONFIG` is not reachable in time.
 
-  TensorFlow waits for missing workers without a limit (and holds the Python
-  lock while it does, at places), so a background thread polls every other
-  task's address by TCP. At start-up, when one still refuses after
-  `timeout_secs`, it prints `error: ...` naming the address, removes the
-  command's own temporary folder (`io_utils.remove_own_temp_dir`: the exit
-  skips `atexit`) and ends the process with status 1. Once all have answered it keeps polling until told
-  to stop: a task that stops answering for `timeout_secs` (killed, its
-  machine lost) ends this one the same way, saying how to restart (a lost
-  task cannot rejoin a running cluster: the chief would wait for it
-  forever, the others restore again and again).
-
-  Args:
-    timeout_secs: int, `--worker_timeout_secs`.
-    poll_secs: float, seconds between polls once all have answered.
-
-  Returns:
-    A `threading.Event`: set it when the cluster's work is over (a task
-    that finished may then go); None without `TF_CONFIG` or peers.
+  TensorFlow waits for missing workers forever, so a thread polls every
+  other task by TCP: one refusing for `timeout_secs` (at start-up or
+  later) prints `error: ...` naming it and how to restart, removes this
+  command's temp folder and exits with status 1. Returns a
+  `threading.Event` to set when the work is over (None without peers).
   """
   config = tf_config()
   if config is None or not peer_addresses(config):

@@ -1,15 +1,9 @@
-"""The hooks of every run, whichever runner runs it, to lose little.
-
-`runner/loop.py` (how every script trains) puts them together, with
-`checkpoints.TimedCheckpointHook` (checkpoints by time as well as by
-steps). During training: `ProgressHook` (the step, examples/sec and the
-time left), `PreemptionHook` (SIGTERM or Ctrl-C saves a checkpoint at the
-current step) and `SummaryFlushHook` (summaries at the final step and at a
-bounded interval). After: `exit_if_preempted`, which ends a
-run that a signal stopped with `PREEMPTED_EXIT_STATUS` (or
-`INTERRUPTED_EXIT_STATUS`). `write_eval_summaries` adds the scores computed
-after an evaluation to its TensorBoard folder.
-"""
+"""The hooks of every run, whichever runner runs it (`runner/loop.py` puts
+them together): `ProgressHook` (step, examples/sec, time left),
+`PreemptionHook` (SIGTERM or Ctrl-C: a checkpoint at the current step and
+a stop), `SummaryFlushHook` (summaries at the final step and at a bounded
+interval), then `exit_if_preempted`; `write_eval_summaries` adds
+after-evaluation scores to TensorBoard."""
 
 import os
 import signal
@@ -37,28 +31,15 @@ INTERRUPTED_EXIT_STATUS = 130
 class ProgressHook(tf.train.SessionRunHook):
   """Logs the global step, examples/sec and the estimated time left.
 
-  A line at the first step of a run (a fresh start or a resume), every
-  `every_n_steps` steps or `every_n_secs` seconds, whichever comes first,
-  and at `total_steps`. In prediction (`training=False`) it counts
-  batches. With gradient accumulation (or fp16 loss scaling) a step is an
-  update, not a run (`conditional=True`): the line, the rate and the ETA
-  follow the global step, read after each run.
-
-  Args:
-    batch_size: int, examples per step (per update) or per batch.
-    total_steps: int or None, the step (or batch) at which the run ends,
-      for the ETA.
-    every_n_steps: int, how often to log, in steps.
-    every_n_secs: float, how often to log at least, in seconds.
-    training: bool, whether the session trains (counts global steps) or
-      predicts (counts batches).
-    conditional: bool, training only: whether a run may leave the global
-      step as it is (`OptimizerOptions.conditional_update`).
+  At a run's first step, every `every_n_steps` steps or `every_n_secs`
+  seconds, and at `total_steps` (None: no ETA). `batch_size` counts
+  examples per step (update) or per batch; `training=False` counts
+  prediction batches; `conditional` (`OptimizerOptions.conditional_update`)
+  follows the global step, read after each run.
 
   Attributes:
     last_step: int or None, the step (or batch) the latest run reached.
-    running: bool, whether a run began whose end this hook has not seen (a
-      hook before it stopped the session there: the NaN check).
+    running: bool, a run began whose end this hook has not seen.
   """
 
   def __init__(self, batch_size, total_steps=None, every_n_steps=100,
@@ -150,19 +131,13 @@ _SIGNAL_NAMES = {signal.SIGTERM: "SIGTERM", signal.SIGINT: "Ctrl-C (SIGINT)"}
 
 
 class PreemptionHook(tf.train.SessionRunHook):
-  """Turns SIGTERM or Ctrl-C into a checkpoint at the current step and a stop.
-
-  The handler only sets a flag; after the running step the hook asks the
-  session to stop, and the runner's checkpoint hook saves the current
-  step as the session ends. `exit_if_preempted` then exits (143 after
-  SIGTERM, 130 after Ctrl-C, the shell's 128 + signal number). A second
-  Ctrl-C stops the process at once (the default SIGINT action, no
-  checkpoint), as Ctrl-C does in any program.
+  """Turns SIGTERM or Ctrl-C into a checkpoint at the current step and a
+  stop (`exit_if_preempted`: 143 or 130, 128 + the signal); a second
+  Ctrl-C stops at once, without a checkpoint.
 
   Attributes:
-    stopped_at_step: int, the global step at which a signal stopped the
-      run; None while none has.
-    stopped_by: the signal number that stopped it (None while none has).
+    stopped_at_step: int or None, the global step a signal stopped at.
+    stopped_by: the signal number, or None.
   """
 
   def __init__(self):
@@ -210,34 +185,14 @@ class PreemptionHook(tf.train.SessionRunHook):
 
 
 class SummaryFlushHook(tf.train.SessionRunHook):
-  """Summaries at the final step and at least every `every_secs`, flushed.
+  """Summaries at the final step and at least every `every_secs`, each time
+  flushed (the runners' hook misses the last step and flushes every 2 min).
 
-  The runners write summaries every `runner_summary_steps` runs (the
-  summary hook of `MonitoredTrainingSession`, which the Estimator uses
-  too), and its event file is flushed every 2 minutes: a 200-step run never
-  showed its last step, and a killed run's events could be lost. This hook
-  also writes them at the last step and after `every_secs`, and flushes the
-  event file each time.
-
-  With gradient accumulation a run is a micro-batch, and the runners' hook
-  wrote at the first run, before any update (step 0), and twice at some
-  steps. Such runs give the runner no summary interval
-  (`runner/config.summary_steps`), and this hook writes the summaries per
-  update: at the first, every `summary_steps`-th and the final update,
-  once each, at the step the update reached (read after the run).
-
-  Args:
-    output_dir: str, the model directory (the runner's event file).
-    total_steps: int, the step the run ends at.
-    every_secs: float, seconds between writes at least.
-    summary_steps: int, the interval of the per-update summaries.
-    runner_summary_steps: int or None, the runner's own summary interval in
-      runs (`runner/config.summary_steps`); None or with
-      `runs_per_update` > 1, this hook writes the per-update summaries.
-    runs_per_update: int, session runs per update
-      (`OptimizerOptions.runs_per_update`).
-    conditional: bool, whether a run may leave the global step as it is
-      (`OptimizerOptions.conditional_update`).
+  With `runs_per_update` > 1 (accumulation) or no `runner_summary_steps`,
+  this hook writes the per-update summaries: at the first, every
+  `summary_steps`-th and the final update, at the step it reached
+  (`conditional`: `OptimizerOptions.conditional_update`). `output_dir`: the
+  runner's event file; `total_steps`: the step the run ends at.
   """
 
   def __init__(self, output_dir, total_steps, every_secs=60.0,
@@ -312,20 +267,9 @@ class SummaryFlushHook(tf.train.SessionRunHook):
 
 
 def write_eval_summaries(output_dir, values, global_step, name=None):
-  """Adds scalars computed after an evaluation to its TensorBoard folder.
-
-  Both runners write the in-graph metrics of an evaluation to
-  `<output_dir>/eval[_<name>]/`; scores computed from the predictions
-  afterwards (NER's entity precision, recall and F1) go to the same folder
-  at the same step, so they show beside `eval_loss` (as the classifier's
-  accuracy and F1 do). Only the chief writes.
-
-  Args:
-    output_dir: str, the model directory (None: nothing is written).
-    values: dict name -> number (non-numbers are left out).
-    global_step: int, the evaluated checkpoint's step.
-    name: str or None, the evaluation's name.
-  """
+  """Adds `values` (name -> number; others left out) computed after an
+  evaluation to its TensorBoard folder `<output_dir>/eval[_<name>]/` at
+  `global_step`, beside `eval_loss`. Chief only; `output_dir` None: no-op."""
   if not output_dir or not distribute_utils.is_chief():
     return
   summary = tf.Summary()
@@ -345,19 +289,12 @@ def write_eval_summaries(output_dir, values, global_step, name=None):
 
 
 def exit_if_preempted(output_dir, hooks):
-  """Exits (143; 130 after Ctrl-C) after a signal stopped training: one line.
-
-  Call right after the runner's `train`: a preempted run must not go on to
-  evaluate or predict with a half-trained model.
-
-  Args:
-    output_dir: str, the model directory (its latest checkpoint is named).
-    hooks: the hooks `train` ran; their `PreemptionHook` knows whether a
-      signal stopped it.
+  """Exits after a signal stopped training (one line naming the latest
+  checkpoint in `output_dir`); call right after the runner's `train`.
 
   Raises:
-    SystemExit: with `PREEMPTED_EXIT_STATUS` (`INTERRUPTED_EXIT_STATUS`
-      after Ctrl-C), when it did.
+    SystemExit: `PREEMPTED_EXIT_STATUS` (`INTERRUPTED_EXIT_STATUS` after
+      Ctrl-C), when a `PreemptionHook` of `hooks` was stopped.
   """
   stopped = [hook for hook in hooks if isinstance(hook, PreemptionHook)
              and hook.stopped_at_step is not None]

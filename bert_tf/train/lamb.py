@@ -1,11 +1,4 @@
-"""LAMB, the layer-wise adaptive large-batch optimizer.
-
-You et al. 2019, "Large Batch Optimization for Deep Learning: Training BERT
-in 76 minutes", algorithm 2: Adam's moments with bias correction, the update
-of each variable scaled by a trust ratio ||w|| / ||update||. Selected with
-`--optimizer=lamb` (`OptimizerOptions(optimizer="lamb")`); re-exported by
-`optimization`.
-"""
+"""LAMB (You et al. 2019, algorithm 2), `--optimizer=lamb`."""
 
 import tensorflow.compat.v1 as tf
 
@@ -18,42 +11,20 @@ __all__ = ["LAMBOptimizer"]
 class LAMBOptimizer(optimizer_base.PerVariableOptimizer):
   """LAMB: Adam moments with bias correction, scaled per layer by a trust ratio.
 
-  You et al. 2019, algorithm 2. Per variable w (one "layer"), at update t
-  (1, 2, ...), with gradient g:
+  Per variable w, at update t (1, 2, ...), with gradient g:
     m = beta_1 * m + (1 - beta_1) * g
     v = beta_2 * v + (1 - beta_2) * g^2
     m_hat = m / (1 - beta_1^t),  v_hat = v / (1 - beta_2^t)
     update = m_hat / (sqrt(v_hat) + epsilon) [+ weight_decay_rate * w]
     ratio = ||w|| / ||update||, or 1.0 where either norm is 0
     w = w - learning_rate * ratio * update
-  Norms are Euclidean over the whole variable. Weight decay is skipped for
-  the names in `exclude_from_weight_decay`, as in AdamW; the trust ratio
-  applies to every variable.
-
-  Variables (root scope, non-trainable, float32 unless said): slots
-  `<var>/lamb_m` (first moment) and `<var>/lamb_v` (second moment), and
-  `lamb/update_count` (int64, t of the last update, for the bias correction).
-  Strategy handling as in `optimizer_base.PerVariableOptimizer`.
+  Decay skips `exclude_from_weight_decay`; the ratio applies to all. Slots
+  `<var>/lamb_m`, `<var>/lamb_v`; `lamb/update_count` (int64) is t.
   """
 
   _SLOT_NAMES = ("lamb_m", "lamb_v")
 
-  def __init__(self,
-               learning_rate,
-               weight_decay_rate=0.0,
-               beta_1=0.9,
-               beta_2=0.999,
-               epsilon=1e-6,
-               exclude_from_weight_decay=None,
-               name="LAMBOptimizer"):
-    """Constructs the optimizer; the arguments mean what they mean for
-    `optimization.AdamWeightDecayOptimizer` (`epsilon` is added to
-    sqrt(v_hat) here)."""
-    super(LAMBOptimizer, self).__init__(
-        learning_rate, weight_decay_rate=weight_decay_rate, beta_1=beta_1,
-        beta_2=beta_2, epsilon=epsilon,
-        exclude_from_weight_decay=exclude_from_weight_decay, name=name)
-    self._update_count = None
+  _update_count = None  # `lamb/update_count`, made by the first update.
 
   def _shared_variables(self):
     if self._update_count is None:

@@ -1,23 +1,11 @@
 """Length-bucketed batches (`--bucket_by_length`): less padding computed.
 
-The reference pads every input to `--max_seq_length`, so a 20-token GLUE
-sentence costs as much as a 128-token one. With buckets, a batch is cut to
-its longest input, rounded up to one of a few lengths (`bucket_lengths`),
-so that only a few shapes reach the graph (few XLA clusters, few TF
-Serving batch shapes). The records on disk keep the reference's fixed
-length; the cut happens in the input pipeline.
-
-Padding is masked out of attention (an additive -10000 before the
-softmax, whose exp is exactly 0 in float32) and every other op works per
-token, so a cut batch gives each real token the same values as the padded
-one, within float32 rounding. Training also groups inputs of similar
-length into the same batch (`group_by_length`); evaluation and prediction
-keep the input order, each batch cut to its own longest input.
-
-TPUs need static shapes: the flag is refused with `--use_tpu`
-(`flag_problems`). Under a strategy each replica's batch has its own
-length; the embedding's gradient is then all-reduced dense
-(`train_op.gradients`).
+A batch is cut in the input pipeline to its longest input rounded up to a
+few lengths (`bucket_lengths`); records keep the fixed length. Padding is
+masked out of attention (exp(-10000) is 0 in float32) and the other ops are
+per token, so real tokens get the same values within float32 rounding.
+Training groups similar lengths (`group_by_length`); evaluation and
+prediction keep the input order. Refused with `--use_tpu` (static shapes).
 """
 
 import tensorflow.compat.v1 as tf
@@ -33,18 +21,9 @@ _SHORTEST = 16
 
 
 def bucket_lengths(max_seq_length):
-  """The lengths a batch may be cut to: powers of two and their midpoints
-  from 16 (16, 24, 32, 48, 64, 96, 128, 192, ...), below
-  `max_seq_length`, then `max_seq_length` itself.
-
-  Args:
-    max_seq_length: int >= 1.
-
-  Returns:
-    Sorted tuple of ints; the last is `max_seq_length`. Each step is at
-    most 1.5x the one before, so a batch computes at most 1.5x its longest
-    input (plus the rounding up to 16).
-  """
+  """Sorted tuple of lengths a batch may be cut to: 16, 24, 32, 48, 64, 96,
+  ... below `max_seq_length`, then `max_seq_length` (each step at most
+  1.5x the one before)."""
   lengths = []
   power = _SHORTEST
   while power < max_seq_length:
@@ -83,19 +62,9 @@ def _longest(mask):
 
 
 def trim_batch(features, lengths, sequence_keys, mask_key="input_mask"):
-  """Cuts a batch's sequence features to its bucket length.
-
-  Args:
-    features: dict name -> Tensor; those in `sequence_keys` are
-      [batch_size, seq_length, ...], padded to the records' fixed length.
-    lengths: `bucket_lengths(...)` of that fixed length.
-    sequence_keys: names of the features to cut (along axis 1).
-    mask_key: the feature whose row sums are the inputs' lengths.
-
-  Returns:
-    A new dict: the sequence features [batch_size, L, ...] with L =
-    `bucket_length(lengths, longest input)`; the others unchanged.
-  """
+  """A new dict with the `sequence_keys` features ([batch_size,
+  seq_length, ...]) cut along axis 1 to the bucket of the longest input
+  (row sums of `mask_key`); others unchanged."""
   length = bucket_length(lengths, _longest(features[mask_key]))
   trimmed = dict(features)
   for key in sequence_keys:
@@ -114,24 +83,9 @@ def cut_batches(dataset, lengths, sequence_keys=BASE_KEYS,
 def group_by_length(dataset, batch_size, lengths, drop_remainder,
                     mask_key="input_mask"):
   """Batches an unbatched dataset so that each batch's inputs share a
-  bucket (inputs of similar length train together).
-
-  Each bucket fills its own batch of `batch_size` as inputs arrive; the
-  batches come out in the order they fill, so a shuffled input still gives
-  shuffled batches.
-
-  Args:
-    dataset: `tf.data.Dataset` of feature dicts, one input each, with
-      `mask_key` [seq_length].
-    batch_size: int.
-    lengths: `bucket_lengths(seq_length)`.
-    drop_remainder: bool, whether each bucket drops its last partial batch.
-    mask_key: the feature whose sum is an input's length.
-
-  Returns:
-    A `tf.data.Dataset` of batched feature dicts, still padded to the
-    records' length (`trim_batch` cuts them).
-  """
+  bucket; batches come out in the order they fill (shuffled input stays
+  shuffled), still padded (`trim_batch` cuts them); `drop_remainder` per
+  bucket."""
 
   def bucket(features):
     length = tf.reduce_sum(tf.cast(features[mask_key], tf.int32))

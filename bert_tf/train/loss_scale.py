@@ -1,13 +1,7 @@
-"""Dynamic loss scaling for float16 training.
-
-Micikevicius et al. 2018, "Mixed Precision Training", section 3.2: the loss
-is multiplied by a scale before the backward pass, so that small float16
-gradients do not flush to zero, and the gradients are divided by it after.
-A gradient with an inf or NaN skips its micro-batch (no accumulation, no
-update, no global-step increment) and halves the scale (not below 1); after
-a run of finite gradients the scale doubles. `train_op` decides what a skip
-means for the update; this module holds the scale and its rule.
-"""
+"""Dynamic loss scaling for float16 training (Micikevicius et al. 2018,
+section 3.2): the loss times a scale, the gradients divided by it; an inf or
+NaN skips the micro-batch and halves the scale (not below 1); a run of
+finite gradients doubles it."""
 
 import tensorflow.compat.v1 as tf
 
@@ -25,14 +19,10 @@ def all_finite(grads):
 class DynamicLossScale(object):
   """fp16 dynamic loss scale: halve on non-finite gradients, grow when stable.
 
-  Variables (root scope, non-trainable, saved in checkpoints): `loss_scale`
-  (float32), `loss_scale/good_steps` (int64, finite gradients in a row) and
-  `loss_scale/skipped_updates` (int64, gradients skipped for being
-  non-finite). The scale and the skip count are written as summaries
-  (`loss_scale`, `skipped_updates`) off TPU; the train step that made the
-  scale hands it on (`update.TrainStep.loss_scale`) for logging.
-  Under a strategy the variables are mirrored and `update` runs in
-  cross-replica context, so every replica keeps the same scale.
+  Non-trainable, checkpointed root-scope variables `loss_scale` (float32),
+  `loss_scale/good_steps` and `loss_scale/skipped_updates` (int64), also
+  summaries off TPU; mirrored under a strategy (`update` in cross-replica
+  context).
 
   Attributes:
     scale, good_steps, skipped: the three variables above.
@@ -40,12 +30,8 @@ class DynamicLossScale(object):
   """
 
   def __init__(self, initial_scale, growth_steps):
-    """Creates the variables.
-
-    Args:
-      initial_scale: float >= 1, the scale at the start.
-      growth_steps: int >= 1, finite gradients in a row that double it.
-    """
+    """The variables: the scale starts at `initial_scale` (>= 1) and doubles
+    after `growth_steps` finite gradients in a row."""
     self._growth_steps = growth_steps
     self.scale = variables_lib.root_variable(
         "loss_scale", [], tf.float32, tf.constant_initializer(initial_scale))
@@ -73,15 +59,8 @@ class DynamicLossScale(object):
           tags=tag, values=tf.cast(value, tf.float32)))
 
   def update(self, finite):
-    """The op that adjusts the scale after a gradient.
-
-    Args:
-      finite: bool scalar Tensor, whether this step's gradient (over all
-        replicas) was finite.
-
-    Returns:
-      The output of a `tf.cond` (kept out of XLA under a strategy).
-    """
+    """The op (a `tf.cond`, kept out of XLA under a strategy) adjusting the
+    scale after a gradient; `finite`: bool scalar, over all replicas."""
 
     def on_finite():
       good = self.good_steps.read_value() + 1

@@ -1,13 +1,7 @@
-"""The one `model_fn` of every task, and the pieces it is made of.
-
-The reference release writes a `model_fn_builder` in each `run_*.py`; here
-there is one (`build_model_fn`): the encoder, the task's `Head` on it, the
-checkpoint initialization (with the reference's `*INIT_FROM_CKPT*` log) and
-the spec of the mode. A task differs only by its head. Also here: the steps
-of a number of epochs, and a weighted mean loss that holds under a
-strategy. Runner-neutral: the specs are `spec.model_spec`s, which both
-runners (`bert_tf/runner/`) read.
-"""
+"""The one `model_fn` of every task (`build_model_fn`: the encoder, the
+task's `Head`, the checkpoint initialization with the reference's
+`*INIT_FROM_CKPT*` log, the mode's `spec.model_spec`), the steps of a
+number of epochs, and a weighted mean loss that holds under a strategy."""
 
 import abc
 import dataclasses
@@ -44,60 +38,33 @@ class HeadOutput:
 
 
 class Head(abc.ABC):
-  """A task's output layer on the encoder, as one value.
-
-  A head is chosen once (by the script, from its flags and data) and passed
-  as a value: `build_model_fn` calls `build`, and whatever else needs to
-  know the task's outputs (evaluation keys, exports, prediction files) asks
-  the head instead of testing booleans.
-  """
+  """A task's output layer on the encoder, chosen once and passed as a
+  value: `build_model_fn` calls `build`; whatever needs the task's outputs
+  (eval keys, exports, prediction files) asks the head."""
 
   #: The modes the head supports (the reference's scripts refuse others).
   modes = (spec_lib.ModeKeys.TRAIN, spec_lib.ModeKeys.EVAL,
            spec_lib.ModeKeys.PREDICT)
 
   def prepare(self, features, mode):
-    """(Optional) ops the head needs before the encoder is built.
-
-    A head whose inputs need ops of their own (label weights, a cast of a
-    feature) makes them here, ahead of the encoder's: under a graph seed
-    each random op's seed counts the ops made before it, so this keeps the
-    order (and the dropout and initializers) of a model that made them
-    first.
-
-    Returns:
-      The feature dict that the encoder and `build` read (default:
-      `features`).
-    """
+    """(Optional) ops the head needs before the encoder is built, so that
+    a graph seed's per-op seeds keep their order. Returns the feature dict
+    the encoder and `build` read (default: `features`)."""
     del mode  # Unused by default.
     return features
 
   @abc.abstractmethod
   def build(self, model, features, mode, update_share=None):
-    """Builds the head's variables and outputs on `model` for `mode`.
-
-    Args:
-      model: the `modeling.BertModel` over `features`.
-      features: the model_fn's feature dict (int32/float32 Tensors).
-      mode: a `spec.ModeKeys` value.
-      update_share: float32 Tensor [batch_size] or None, see
-        `accumulation.update_share` (for token-weighted losses).
-
-    Returns:
-      A `HeadOutput`.
-    """
+    """Builds the head's variables and outputs on `model` (a `BertModel`
+    over `features`) for `mode`; `update_share` is None or float32
+    [batch_size] (`accumulation.update_share`). Returns a `HeadOutput`."""
 
 
 @dataclasses.dataclass(frozen=True)
 class TrainingSchedule:
-  """How a `model_fn` trains: peak rate, steps (updates), warmup, options.
-
-  Attributes:
-    learning_rate: float, peak learning rate.
-    num_train_steps: int or None (no training), updates of the decay.
-    num_warmup_steps: int or None, updates of linear warmup.
-    options: `OptimizerOptions` or None (the reference's training).
-  """
+  """How a `model_fn` trains: peak `learning_rate`, `num_train_steps` and
+  `num_warmup_steps` (updates; None: no training) and `options`
+  (`OptimizerOptions`; None: the reference's)."""
 
   learning_rate: float = 0.0
   num_train_steps: Optional[int] = None
@@ -112,26 +79,14 @@ def build_model_fn(head, bert_config, init_checkpoint, use_tpu,
                    encoder: Optional[Callable] = None):
   """The `model_fn(features, labels, mode, params)` of a task.
 
-  Builds `modeling.BertModel` over `input_ids`, `input_mask` and
-  `segment_ids` (dropout only in TRAIN; low-precision weights cast once in
-  PREDICT and EVAL off TPU), the head on it, then initializes from
-  `init_checkpoint` and returns the mode's `spec.model_spec`: TRAIN with
-  `update.build_train_step`'s train op, EVAL with the head's loss and
-  metrics, PREDICT with its predictions.
-
-  Args:
-    head: a `Head`.
-    bert_config: `modeling.BertConfig`.
-    init_checkpoint: str or None, checkpoint prefix for a fresh run.
-    use_tpu: bool.
-    use_one_hot_embeddings: bool, one-hot word-embedding lookup (TPU).
-    schedule: `TrainingSchedule`, or None where the model is never trained
-      (prediction, export).
-    compute_dtype: the encoder's compute dtype (weights stay float32).
-    log_features: bool, log each feature's name and shape first (the
-      reference's "*** Features ***").
-    encoder: (optional) `encoder(features, mode) -> BertModel` in place of
-      the standard one, for inputs of another layout.
+  `modeling.BertModel` over `input_ids`, `input_mask`, `segment_ids`
+  (dropout in TRAIN only), `head` on it, initialization from
+  `init_checkpoint`, then the mode's `spec.model_spec`: TRAIN with
+  `update.build_train_step`'s op, EVAL with the head's loss and metrics,
+  PREDICT with its predictions. `schedule` (`TrainingSchedule`) is None
+  where the model never trains; `compute_dtype` is the encoder's (weights
+  stay float32); `log_features` logs the reference's "*** Features ***";
+  `encoder(features, mode) -> BertModel` replaces the standard encoder.
 
   Raises:
     ValueError: (when called) for a mode the head does not support.
@@ -179,18 +134,9 @@ def build_model_fn(head, bert_config, init_checkpoint, use_tpu,
 
 def fine_tuning_steps(num_examples, train_batch_size, num_train_epochs,
                       warmup_proportion):
-  """Training and warmup steps for a number of epochs, as the reference.
-
-  Args:
-    num_examples: int, training examples (one epoch).
-    train_batch_size: int, examples per step.
-    num_train_epochs: float, epochs.
-    warmup_proportion: float, fraction of the steps spent warming up.
-
-  Returns:
-    (num_train_steps, num_warmup_steps); at least one training step, where
-    the reference failed on a training set smaller than a batch.
-  """
+  """(num_train_steps, num_warmup_steps) of `num_train_epochs` over
+  `num_examples`, as the reference; at least one training step (the
+  reference failed on a training set smaller than a batch)."""
   num_train_steps = int(num_examples / train_batch_size * num_train_epochs)
   if num_train_steps < 1:
     logging.warning("%d examples / batch size %d * %s epochs is under one "
@@ -201,32 +147,17 @@ def fine_tuning_steps(num_examples, train_batch_size, num_train_epochs,
 
 
 def cast_weights_once(mode, use_tpu):
-  """`BertModel(cast_weights_once=...)` for a `model_fn`'s graph.
-
-  True for PREDICT and EVAL graphs off TPU: they never update the weights,
-  so a low-precision model reads copies cast once after the restore
-  (`modeling.dense_layer`). Never in TRAIN; not on TPU, where this project
-  cannot test it (the per-step casts stay there, as in the reference).
-  """
+  """`BertModel(cast_weights_once=...)`: True for PREDICT and EVAL graphs
+  off TPU (they never update the weights, so low-precision copies are cast
+  once after the restore); never in TRAIN or on TPU."""
   return mode != spec_lib.ModeKeys.TRAIN and not use_tpu
 
 
 def init_from_checkpoint(init_checkpoint, use_tpu):
-  """Initializes the graph's trainable variables from `init_checkpoint`.
-
-  Call inside a `model_fn`, after the model is built. Variables whose names
-  (and shapes) appear in the checkpoint are mapped through
-  `modeling.get_assignment_map_from_checkpoint`; every trainable variable is
-  logged with its shape, the initialized ones marked `*INIT_FROM_CKPT*`, as
-  the reference does.
-
-  Args:
-    init_checkpoint: str or None, a checkpoint prefix (`.../bert_model.ckpt`).
-    use_tpu: bool; on TPU the initialization runs inside a `Scaffold`.
-
-  Returns:
-    A `scaffold_fn` for `TPUEstimatorSpec` on TPU, else None.
-  """
+  """Initializes the trainable variables found (name and shape) in
+  `init_checkpoint` (`modeling.get_assignment_map_from_checkpoint`),
+  logging each, marked `*INIT_FROM_CKPT*`, as the reference. Call after
+  building the model. Returns the `scaffold_fn` on TPU, else None."""
   tvars = tf.trainable_variables()
   initialized = {}
   scaffold_fn = None
@@ -267,31 +198,17 @@ def init_from_checkpoint(init_checkpoint, use_tpu):
 def weighted_mean_loss(values, weights, update_share=None):
   """sum(weights * values) / (sum(weights) + 1e-5), over the global batch.
 
-  On one device (or TPU, per core) this is the plain weighted mean of the
-  batch. In the replica context of a `tf.distribute` strategy, each replica
-  sees only its share of the batch, and the optimizer averages the replicas'
-  gradients (`update.build_train_step`): a per-replica weighted mean
-  would weigh every replica's share alike, whatever its total weight (with
-  token weights: its number of labelled tokens). So the denominator is the
-  sum of the weights over all replicas (one scalar all-reduce, no gradient)
-  and the numerator is scaled by the number of replicas: the mean of the
-  replicas' losses and gradients is that of the global batch's weighted
-  mean, as on one device.
-
-  With gradient accumulation the mean is over the whole update: each
-  micro-batch divides by `update_share`, the update's total weight over its
-  micro-batches (`accumulation.with_update_shares`), so the accumulated mean
-  of the N micro-batches' gradients is that of one batch N times larger,
-  however the labelled tokens fall among them (dividing each micro-batch by
-  its own count weighs a token of a sparse micro-batch more). The loss
-  value of one micro-batch is then its part of the update's mean, times N.
+  Under a `tf.distribute` strategy the denominator is summed over all
+  replicas (one all-reduce, no gradient) and the numerator scaled by their
+  number, so the averaged gradients are the global batch's weighted mean,
+  as on one device. With accumulation each micro-batch divides by
+  `update_share` (float32 [batch_size], the update's total weight,
+  `accumulation.with_update_shares`; None: the batch is its own update),
+  so N micro-batches give the gradient of one batch N times larger.
 
   Args:
     values: float32 Tensor, e.g. per-token losses [batch_size, seq_length].
     weights: float32 Tensor of the same shape (0 leaves a value out).
-    update_share: (optional) float32 Tensor [batch_size], the feature
-      `accumulation.UPDATE_SHARE_KEY` (every entry the same); None: the
-      batch is its own update.
 
   Returns:
     A float32 scalar Tensor; 0 when every weight is 0.
@@ -314,24 +231,11 @@ def weighted_mean_loss(values, weights, update_share=None):
 
 def train_spec(total_loss, learning_rate, num_train_steps, num_warmup_steps,
                use_tpu, scaffold_fn=None, options=None):
-  """The `TPUEstimatorSpec` of a training step, as every script builds it.
-
-  Args:
-    total_loss: float32 scalar Tensor to minimize.
-    learning_rate: float, peak learning rate.
-    num_train_steps: int, steps (updates) of the learning-rate decay.
-    num_warmup_steps: int, steps (updates) of linear warmup.
-    use_tpu: bool; on TPU gradients are averaged across shards.
-    scaffold_fn: from `init_from_checkpoint`, or None.
-    options: (optional) `OptimizerOptions` (optimizer, accumulation, fp16
-      loss scaling); default the reference's training.
-
-  Returns:
-    A `spec.model_spec` in TRAIN mode whose train op is
-    `update.build_train_step`'s (the update and the global-step increment,
-    as `optimization.create_optimizer`). With fp16 loss scaling off TPU, a
-    hook logs the loss scale and the skipped updates every 100 steps.
-  """
+  """The TRAIN `spec.model_spec` of `total_loss`, with
+  `update.build_train_step`'s train op (the update and the global-step
+  increment, as `optimization.create_optimizer`; `options`, an
+  `OptimizerOptions`, default the reference's). With fp16 loss scaling off
+  TPU, a hook logs the loss scale and skipped updates every 100 steps."""
   step = update.build_train_step(total_loss, learning_rate, num_train_steps,
                                  num_warmup_steps, use_tpu, options=options)
   hooks = []

@@ -1,14 +1,6 @@
-"""The plumbing that AdamW and LAMB share: per-variable updates on any strategy.
-
-`PerVariableOptimizer.apply_gradients` loops over (gradient, variable) pairs,
-creates each variable's two moment slots and lets the subclass's
-`_apply_one` compute that variable's update: directly on one device (or
-TPU), and under a `tf.distribute` strategy in cross-replica context, once
-on every replica's copy, so mirrored variables stay identical. Weight decay
-exclusion by name and the `tf.train.Optimizer` slot interface live here
-too. The update rules themselves are in the subclasses:
-`adamw.AdamWeightDecayOptimizer` and `lamb.LAMBOptimizer`.
-"""
+"""The plumbing that the per-variable optimizers share: each variable's
+slots, its update (`_apply_one`) once on every replica's copy under a
+`tf.distribute` strategy, and weight-decay exclusion by name."""
 
 import re
 
@@ -21,20 +13,13 @@ __all__ = ["PerVariableOptimizer"]
 
 
 class PerVariableOptimizer(tf.train.Optimizer):
-  """Base class: an update computed variable by variable, with two moments.
+  """Base class: an update computed variable by variable.
 
-  Subclasses set `_SLOT_NAMES` (two suffixes: the moment slots are
-  `<var>/<suffix>`, in the root variable scope) and implement
-  `_apply_one(grad, param, param_name, *slots, *shared)`, returning the
-  assignments of one variable's update; they may add variables that every
-  update reads (`_shared_variables`) and ops that run after all of them
-  (`_finish`).
-
-  Under a `tf.distribute` strategy, `apply_gradients` runs the update in
-  cross-replica context (through `merge_call` when called in replica
-  context): gradients are averaged across replicas (unless the caller
-  already did) and every replica's copy of each variable and slot gets the
-  same update.
+  Subclasses set `_SLOT_NAMES` (slots `<var>/<suffix>`, root scope) and
+  implement `_apply_one(grad, param, param_name, *slots, *shared)`
+  returning one variable's assignments; `_shared_variables` and `_finish`
+  add variables every update reads and ops after all. Under a strategy the
+  update runs in cross-replica context, the same on every copy.
 
   Attributes:
     learning_rate: float or float32 scalar Tensor.
@@ -44,10 +29,13 @@ class PerVariableOptimizer(tf.train.Optimizer):
 
   _SLOT_NAMES = ()
 
-  def __init__(self, learning_rate, weight_decay_rate, beta_1, beta_2,
-               epsilon, exclude_from_weight_decay, name=None):
-    """Stores the hyperparameters (see the subclasses for their meaning);
-    `name` defaults to the class's."""
+  def __init__(self, learning_rate, weight_decay_rate=0.0, beta_1=0.9,
+               beta_2=0.999, epsilon=1e-6, exclude_from_weight_decay=None,
+               name=None):
+    """Stores the hyperparameters (the reference's defaults);
+    `exclude_from_weight_decay`: regular expressions (`re.search`) of
+    variables without decay; `name` (of the update op) defaults to the
+    class's."""
     super(PerVariableOptimizer, self).__init__(
         False, name or type(self).__name__.lstrip("_"))
     self.learning_rate = learning_rate
@@ -60,24 +48,10 @@ class PerVariableOptimizer(tf.train.Optimizer):
 
   def apply_gradients(self, grads_and_vars, global_step=None, name=None,
                       aggregate_gradients=True):
-    """Returns an op applying one step to every (gradient, variable).
-
-    Pairs whose gradient is None are skipped. `global_step` is accepted for
-    the `tf.train.Optimizer` interface but not incremented (kept for parity;
-    `create_optimizer` increments it).
-
-    Args:
-      grads_and_vars: list of (gradient Tensor or IndexedSlices, Variable).
-      global_step: ignored.
-      name: (optional) str, name of the returned op.
-      aggregate_gradients: bool; under a `tf.distribute` strategy, average
-        the gradients across replicas first. False when the caller has
-        already all-reduced them (as `create_optimizer` does, to clip the
-        global gradient). No effect without a strategy.
-
-    Returns:
-      The update Operation.
-    """
+    """The update Operation of every (gradient, variable) pair whose
+    gradient is not None. `global_step` is not incremented (as the
+    reference); `aggregate_gradients` averages over replicas first (False
+    when already all-reduced)."""
     del global_step  # Incremented by create_optimizer.
     pairs = [(g, p) for g, p in grads_and_vars
              if g is not None and p is not None]

@@ -1,17 +1,7 @@
-"""`OptimizerOptions`: everything about an update beyond the learning rate.
-
-One frozen value that `optimization.create_optimizer` (and through it every
-trainer) takes; its defaults are the reference release's training (AdamW,
-weight decay 0.01, clipping at global norm 1.0, linear decay, one batch per
-update, no loss scaling). The scripts build it from the command-line flags
-(`bert_tf.train.options.TrainingOptions.optimizer_options`). The model's
-compute dtype is not here: it is an argument of `modeling.BertModel`.
-
-Its fields are checked in one place, `problems`: on construction (a
-`ValueError` naming the field) and, for options read from flags, among a
-script's start-up problems (`bert_tf.train.options.training_problems`,
-which names the flag).
-"""
+"""`OptimizerOptions`: everything about an update beyond the learning rate,
+one frozen value that `optimization.create_optimizer` takes; the defaults
+are the reference's training. Checked in one place (`problems`): on
+construction, and among a script's start-up problems (naming the flag)."""
 
 import dataclasses
 
@@ -24,31 +14,22 @@ _EXCLUDE_FROM_WEIGHT_DECAY = ("LayerNorm", "layer_norm", "bias")
 
 @dataclasses.dataclass(frozen=True)
 class OptimizerOptions:
-  """Everything about the update beyond the learning rate, as one value.
-
-  The defaults are the reference release's training.
+  """Everything about the update beyond the learning rate; the defaults are
+  the reference release's training.
 
   Attributes:
-    optimizer: a name of `optimizers.REGISTRY`: "adamw"
-      (`AdamWeightDecayOptimizer`, the reference's), "lamb"
-      (`LAMBOptimizer`), "adamw_fused" (`FusedAdamWeightDecayOptimizer`).
-    weight_decay_rate: float, decoupled weight decay per unit of learning
-      rate.
-    beta_1, beta_2: floats, decay rates of the first and second moments.
-    epsilon: float, added to the square root of the second moment.
-    clip_norm: float, gradients are clipped to this global norm (of the mean
-      gradient of an update).
-    poly_power: float, power of the polynomial learning-rate decay
-      (1.0 = linear, the reference's).
+    optimizer: a name of `optimizers.REGISTRY` ("adamw", the reference's;
+      "lamb"; "adamw_fused").
+    weight_decay_rate: float, decoupled decay per unit of learning rate.
+    beta_1, beta_2, epsilon: Adam's moment decays and epsilon.
+    clip_norm: float, the global norm an update's mean gradient is
+      clipped to.
+    poly_power: float, the learning-rate decay's power (1.0: linear).
     gradient_accumulation_steps: int >= 1, micro-batches per update.
-    loss_scaling: bool, dynamic loss scaling (for a float16 model; Micikevicius
-      et al. 2018, "Mixed Precision Training", section 3.2). bfloat16 has
-      float32's range and needs none.
-    initial_loss_scale: float, the loss scale at the start.
-    loss_scale_growth_steps: int, consecutive finite gradients after which
-      the loss scale doubles.
-    exclude_from_weight_decay: tuple of regular expressions; variables whose
-      name matches one get no weight decay.
+    loss_scaling: bool, fp16 dynamic loss scaling (Micikevicius et al.
+      2018, section 3.2), with `initial_loss_scale` doubling after
+      `loss_scale_growth_steps` finite gradients.
+    exclude_from_weight_decay: tuple of regular expressions.
 
   Raises:
     ValueError: (on construction) one line naming the bad field; not
@@ -96,12 +77,8 @@ class OptimizerOptions:
 
 
 def problems(options):
-  """What is wrong with an `OptimizerOptions`' fields.
-
-  Returns:
-    list of (field name, value, what was expected), in field order; empty
-    when the options are good.
-  """
+  """(field name, value, what was expected) of each bad field, in field
+  order; empty when the options are good."""
   found = []
 
   def expect(name, good, expected):

@@ -1,21 +1,13 @@
 """The optimizers by name: one table behind `--optimizer`.
 
-`REGISTRY` maps each name to how its optimizer is built and a one-line
-summary. The `--optimizer` flag's allowed values and help
-(`bert_tf/cli/flags.py`), the check of `OptimizerOptions.optimizer` and the
-optimizer the train op uses (`update.build_train_step`, through
-`build`) all read it, so a new optimizer is its module and one
-`register` line below (docs/layout.md, "Adding an optimizer").
-
-A registered optimizer is built by `factory(learning_rate, options)`, where
-`learning_rate` is the float32 scalar Tensor of the schedule and `options`
-the run's `OptimizerOptions`; it returns a `tf.compat.v1.train.Optimizer`
-whose `apply_gradients(grads_and_vars, global_step=..., [aggregate_gradients=
-False under a strategy])` updates the variables and leaves the global step
-alone (the train op increments it). Subclassing
-`optimizer_base.PerVariableOptimizer` gives that, slots named
-`<var>/<suffix>` in the root scope, and correct updates under a
-`tf.distribute` strategy.
+`REGISTRY` maps each name to its factory and a one-line summary; the flag's
+values and help, the check of `OptimizerOptions.optimizer` and the train op
+all read it, so a new optimizer is its module and one `register` line
+(docs/layout.md, "Adding an optimizer"). `factory(learning_rate, options)`
+(a float32 scalar Tensor, `OptimizerOptions`) returns a
+`tf.compat.v1.train.Optimizer` whose `apply_gradients` leaves the global
+step alone; `optimizer_base.PerVariableOptimizer` gives that, root-scope
+slots `<var>/<suffix>` and strategy-correct updates.
 """
 
 import collections
@@ -43,13 +35,8 @@ REGISTRY = types.MappingProxyType(_ENTRIES)
 
 
 def register(name, factory, summary):
-  """Adds an optimizer to the table under `name`.
-
-  Args:
-    name: str, the `--optimizer` value (letters, digits, underscores).
-    factory: callable (learning_rate, options) -> optimizer; see the module
-      docstring for what the optimizer must do.
-    summary: str, one sentence for the flag's help.
+  """Adds `factory` (see the module docstring) under `name` (the
+  `--optimizer` value), with `summary`, one sentence for the help.
 
   Raises:
     ValueError: if `name` is taken or not a plain identifier.
@@ -89,14 +76,7 @@ def from_options(cls):
 
 
 def build(learning_rate, options):
-  """The optimizer that `options.optimizer` names, built from `options`.
-
-  Args:
-    learning_rate: float or float32 scalar Tensor.
-    options: `OptimizerOptions`.
-
-  Returns:
-    The optimizer.
+  """The optimizer `options.optimizer` names, built from `options`.
 
   Raises:
     ValueError: if the name is not registered (one line, listing the names).

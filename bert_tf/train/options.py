@@ -1,27 +1,13 @@
 """A run's options (training, TPU, tf.distribute, evaluation during
 training), read from the flags once.
 
-Each script's `main` builds one `RunOptions` from its parsed flags and
-passes it (or its parts) down: the compute dtype to the model, the
-optimizer options to `train_spec`, the whole value to the training loop
-(`bert_tf/runner/loop.py`), the runner and the hooks. Nothing below the
-scripts reads a flag.
-
-  problems = Problems()
-  run = options.from_flags(FLAGS, problems)   # read once, problems added
-  ...                                         # the other start-up checks
-  problems.raise_if_any()
-
-The dataclasses' fields are named after the flags (`cli/flags.py`) and
-filled from them generically (`read_flags`): a new option is one field, one
-flag row and the code that uses it. A choice's values are listed once, here
-(`PRECISION_DTYPES`; `OPTIMIZERS`, a view of the optimizer table
-`optimizers.REGISTRY`; `distribute.STRATEGIES`), and the flag table makes
-its enum flags from them. The optimizer's options are one
-`OptimizerOptions`, held by `TrainingOptions` and filled from the flags
-listed in that field's metadata. Each field's default is the reference's
-behaviour (float32, AdamW, one batch per update, no XLA, no
-extra determinism, one device).
+`main` builds one `RunOptions` (`from_flags(FLAGS, problems)`) and passes
+it, or its parts, down; nothing below the scripts reads a flag. Fields are
+named after the flags (`cli/flags.py`) and filled generically
+(`read_flags`); a choice's values are listed once here (`PRECISION_DTYPES`,
+`OPTIMIZERS` from `optimizers.REGISTRY`, `distribute.STRATEGIES`). Every
+default is the reference's behaviour (float32, AdamW, one batch per update,
+no XLA, one device).
 """
 
 import dataclasses
@@ -68,11 +54,8 @@ class TrainingOptions:
 
   Attributes:
     precision: a key of `PRECISION_DTYPES`: the encoder's arithmetic.
-    optimizer_options: `optimizer_options_lib.OptimizerOptions`, the update:
-      the flags its field's metadata names fill the fields of those names
-      (`--optimizer`, `--gradient_accumulation_steps`, `--poly_power`), the
-      rest keep the reference's defaults, and its `loss_scaling` follows
-      `precision` (fp16), whatever the value given.
+    optimizer_options: `OptimizerOptions`, filled from the flags its
+      field's metadata names; `loss_scaling` follows `precision` (fp16).
     use_xla: bool, compile clusters of ops with XLA.
     deterministic: bool, op determinism and fixed seeds.
   """
@@ -137,15 +120,10 @@ class TpuOptions:
 
 @dataclasses.dataclass(frozen=True)
 class DistributeOptions:
-  """The tf.distribute flags (`cli.flags.DISTRIBUTE_FLAGS`).
-
-  Attributes:
-    distribution_strategy: one of `distribute.STRATEGIES`.
-    num_gpus: int, GPUs per machine.
-    num_cpu_devices: int, logical CPU replicas (0: no split).
-    worker_timeout_secs: int, seconds to wait for the other tasks.
-    random_seed: int or None, the graph and input seed.
-  """
+  """The tf.distribute flags (`cli.flags.DISTRIBUTE_FLAGS`): strategy (one
+  of `distribute.STRATEGIES`), GPUs per machine, logical CPU replicas (0:
+  no split), seconds to wait for the other tasks, the graph and input
+  seed."""
 
   distribution_strategy: str = "none"
   num_gpus: int = 1
@@ -156,15 +134,9 @@ class DistributeOptions:
 
 @dataclasses.dataclass(frozen=True)
 class EvalOptions:
-  """Evaluation during fine-tuning (`cli.flags.BEST_CHECKPOINT_FLAGS`;
-  `best.py`).
-
-  Attributes:
-    eval_every_steps: int or None, evaluate after every this many steps.
-    keep_best_by: str or None, the eval key that ranks checkpoints.
-    early_stopping_patience: int or None, evaluations without improvement
-      before stopping.
-  """
+  """Evaluation during fine-tuning (`cli.flags.BEST_CHECKPOINT_FLAGS`):
+  evaluate every this many steps, the eval key that ranks checkpoints,
+  evaluations without improvement before stopping (each None: off)."""
 
   eval_every_steps: Optional[int] = None
   keep_best_by: Optional[str] = None
@@ -177,14 +149,12 @@ class RunOptions:
 
   Attributes:
     training, tpu, distribute, evaluation: the groups of options.
-    do_train, do_eval, do_predict: the steps this process runs: the flags,
-      except that a multi-worker task other than the chief neither
-      evaluates nor predicts (the chief alone writes result files).
+    do_train, do_eval, do_predict: the flags, except that a multi-worker
+      task other than the chief neither evaluates nor predicts.
     train_batch_size: int or None, the global training batch.
     save_checkpoints_steps, save_checkpoints_secs, iterations_per_loop:
-      the checkpoint and TPU-loop flags (None where the script has none).
-    flags_given: frozenset of the names above set on the command line (a
-      combination is refused only where the user asked for it).
+      the flags (None where the script has none).
+    flags_given: frozenset of these names set on the command line.
   """
 
   training: TrainingOptions = dataclasses.field(
@@ -253,13 +223,8 @@ def _flag(flag_values, name):
 
 
 def read_flags(flag_values):
-  """A `RunOptions` filled from parsed flags, unchecked.
-
-  Args:
-    flag_values: the parsed `absl.flags.FLAGS` (or any object with the
-      flags as attributes); a flag the script does not define takes the
-      field's default.
-  """
+  """A `RunOptions` filled from parsed flags (any object with them as
+  attributes; an undefined flag takes the field's default), unchecked."""
   given = set()
   run = _read(RunOptions, flag_values, given)
   return dataclasses.replace(run, flags_given=frozenset(given))
@@ -286,25 +251,15 @@ def training_problems(training):
 
 
 def check(run):
-  """Every problem of a `RunOptions`' runner, devices and training options.
-
-  The runner (`runner_problems`) and tf.distribute options first
-  (`distribution_problems`: its first problem only), then each training
-  option (`training_problems`).
-
-  Returns:
-    list of str.
-  """
+  """Every problem (list of str) of a `RunOptions`: the runner, the first
+  tf.distribute problem, then each training option."""
   return (runner_problems(run) + distribution_problems(run) +
           training_problems(run.training))
 
 
 def runner_problems(run):
-  """The runner flag's problem, as a list of at most one.
-
-  The Estimator needs `tf.estimator` (TensorFlow 2.15 and older), and TPUs
-  need the Estimator.
-  """
+  """The runner's problem, as a list of at most one (the Estimator needs
+  `tf.estimator`, TF 2.15 and older; TPUs need the Estimator)."""
   tpu = run.tpu
   if tpu.runner not in RUNNERS:
     return ["--runner=%s: expected one of %s" % (tpu.runner,
@@ -324,11 +279,8 @@ def runner_problems(run):
 
 
 def distribution_problems(run):
-  """The tf.distribute options' first problem, as a list of at most one.
-
-  `distribute_utils.check_options` stops at its first problem: the later
-  ones depend on it.
-  """
+  """The tf.distribute options' first problem (the later ones depend on
+  it), as a list of at most one."""
   try:
     distribute_utils.check_options(
         run, len(tf.config.list_physical_devices("GPU")))
@@ -338,12 +290,8 @@ def distribution_problems(run):
 
 
 def _default_gpus(run):
-  """`run` with `--num_gpus` left at its default made the visible GPUs.
-
-  Under a mirrored strategy an unset `--num_gpus` means every GPU that
-  TensorFlow sees, or none (the CPU) with `--num_cpu_devices` or on a
-  machine without GPUs: `--num_cpu_devices=2` alone needs no GPU flag.
-  """
+  """`run` with an unset `--num_gpus` under a mirrored strategy: every GPU
+  TensorFlow sees, or none with `--num_cpu_devices` or without GPUs."""
   options = run.distribute
   if ("num_gpus" in run.flags_given or run.tpu.use_tpu or
       options.distribution_strategy not in ("mirrored",
@@ -356,11 +304,8 @@ def _default_gpus(run):
 
 
 def evaluation_problems(run):
-  """The problems of the evaluation-during-training options, one line each.
-
-  Checked against the flags as given (`do_train`, `do_eval`), before a
-  multi-worker task other than the chief leaves evaluation to the chief.
-  """
+  """The evaluation-during-training options' problems, one line each,
+  checked against `do_train`/`do_eval` as given."""
   options = run.evaluation
   every = options.eval_every_steps
   problems = []
@@ -391,42 +336,18 @@ def evaluation_problems(run):
 
 
 def number_flag_problems(flag_values):
-  """The number flags that are not finite or out of range.
-
-  Every integer and float flag has its range in `bert_tf.checks.numbers`
-  (`RANGES`): a batch size of 0 or -4, a NaN learning rate,
-  `--num_train_epochs=inf` or `-1`, a negative `--save_checkpoints_steps`
-  (the session runner then wrote no checkpoint) or a warmup share above 1
-  are refused before any work. Flags the script does not define are
-  skipped.
-
-  Args:
-    flag_values: the parsed flags (or any object with them as attributes).
-
-  Returns:
-    list of one-line messages.
-  """
+  """One-line messages for the number flags (defined by the script) that
+  are not finite or out of their `bert_tf.checks.numbers.RANGES` range."""
   return number_checks.flag_problems(flag_values)
 
 
 def from_flags(flag_values, problems):
   """The `RunOptions` of a script's parsed flags (call it once, in `main`).
 
-  Every problem of the options (`check`, `evaluation_problems`,
-  `number_flag_problems`) is added to `problems`, which the script reports
-  together with the rest of its start-up checks (`Problems.raise_if_any`,
-  before it sets up devices or does any work); nothing is raised here.
-
-  A multi-worker task other than the chief gets `do_eval` and
-  `do_predict` off when it trains (logged here, once): the chief alone
-  writes results.
-
-  Args:
-    flag_values: the parsed `absl.flags.FLAGS`.
-    problems: `checks.problems.Problems`, added to.
-
-  Returns:
-    `RunOptions`; usable once `problems` holds none.
+  Every problem is added to `problems` (`checks.problems.Problems`), which
+  the script raises with its other start-up checks; nothing is raised
+  here. A multi-worker task other than the chief gets `do_eval` and
+  `do_predict` off (the chief alone writes results).
   """
   run = _default_gpus(read_flags(flag_values))
   problems.extend(check(run) + evaluation_problems(run))
@@ -443,17 +364,11 @@ def from_flags(flag_values, problems):
 
 
 def default_session_config():
-  """The `ConfigProto` both runners start from (the same graph under the
-  same config gives the same numbers in either runner).
-
-  Soft placement, as the Estimator's default, and two passes of Grappler's
-  meta optimizer, as a plain `tf.Session` and a loaded SavedModel have (the
-  Estimator's default is one): the remapper fuses `modeling.gelu` into the
-  matmul only in its second pass, so with one pass the scripts' predictions
-  differed from their exported model's in the last float32 digit and ran
-  7% (fp32) to 18% (bf16) slower in inference. Training numbers move by
-  float32 rounding only (6e-8 after 3 steps, measured).
-  """
+  """The `ConfigProto` both runners start from: soft placement and two
+  passes of Grappler's meta optimizer, as a plain `tf.Session` and a loaded
+  SavedModel have (the remapper fuses `modeling.gelu` into the matmul only
+  in its second pass: with one, predictions differed from the export's in
+  the last float32 digit and ran 7-18% slower)."""
   config = tf.ConfigProto(allow_soft_placement=True)
   rewrite = config.graph_options.rewrite_options
   rewrite.meta_optimizer_iterations = type(rewrite).TWO
@@ -461,30 +376,14 @@ def default_session_config():
 
 
 def session_settings(training, session_config=None, seed=None):
-  """The session config and graph seed of a run: --use_xla, --deterministic.
+  """(session_config, seed) of a run's --use_xla and --deterministic.
 
-  XLA: the session's `global_jit_level` is set to ON_1 (auto-clustering).
-  On CPU that clusters nothing without `--tf_xla_cpu_global_jit` in the
-  TF_XLA_FLAGS environment variable, which TensorFlow reads once per
-  process, when it first lists its devices (right after absl parses the
-  flags); `entry.run_main` sets it then (`enable_xla_cpu_clustering`), and
-  a warning here says when it is missing.
-
-  Determinism: `tf.config.experimental.enable_op_determinism()` (which also
-  makes tf.data keep its input order and run stateful map functions
-  serially) and the graph seed `DETERMINISTIC_SEED` (dropout and shuffling
-  then repeat from run to run).
-
-  Args:
-    training: `TrainingOptions`.
-    session_config: `tf.ConfigProto` or None (the runner's default), the
-      config before these options; not modified.
-    seed: int or None, the graph seed before these options.
-
-  Returns:
-    (session_config, seed): a new `ConfigProto` where XLA asks for one
-    (else `session_config` itself) and `DETERMINISTIC_SEED` where
-    determinism asks for it (else `seed`).
+  XLA: `global_jit_level` ON_1 (on CPU it needs `--tf_xla_cpu_global_jit`
+  in TF_XLA_FLAGS, set by `entry.run_main`; a warning says when missing).
+  Determinism: `enable_op_determinism()` (tf.data keeps its order) and the
+  graph seed `DETERMINISTIC_SEED`. `session_config` (None: the runner's
+  default) is not modified: XLA returns a new one; `seed` is returned
+  unless determinism replaces it.
   """
   if training.use_xla:
     if _CPU_JIT_FLAG not in os.environ.get("TF_XLA_FLAGS", "").split():
@@ -507,11 +406,8 @@ def session_settings(training, session_config=None, seed=None):
 
 
 def enable_xla_cpu_clustering():
-  """Adds `--tf_xla_cpu_global_jit` to TF_XLA_FLAGS (before TF lists devices).
-
-  Called by `entry.run_main` right after the flags are parsed, when
-  --use_xla is set: later the variable has no effect.
-  """
+  """Adds `--tf_xla_cpu_global_jit` to TF_XLA_FLAGS; `entry.run_main` calls
+  it right after parsing --use_xla (later it has no effect)."""
   current = os.environ.get("TF_XLA_FLAGS", "")
   if _CPU_JIT_FLAG not in current.split():
     os.environ["TF_XLA_FLAGS"] = (current + " " + _CPU_JIT_FLAG).strip()

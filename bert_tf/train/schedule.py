@@ -1,13 +1,6 @@
-"""The learning-rate schedule, written once for the graph and for messages.
-
-`learning_rate` is the reference release's schedule: linear warmup from 0
-over `num_warmup_steps` updates, else polynomial decay from the peak to 0
-at `num_train_steps` (power 1.0, linear, as released), the two switched by
-a 0/1 float weight. It evaluates the same formula on a Tensor (the rate
-the train op applies, `update.build_train_step`) or on a Python number
-(the rate a message names, e.g. the runner's divergence error), so the two
-cannot drift apart.
-"""
+"""The learning-rate schedule, written once: the reference's (linear warmup,
+then polynomial decay to 0) evaluated on a Tensor (the train op's rate) or
+a Python number (a message's), so the two cannot drift apart."""
 
 import numbers
 
@@ -58,24 +51,11 @@ def learning_rate(step, init_lr, num_train_steps, num_warmup_steps,
       rate    = (1 - is_warmup) * decayed + is_warmup * warmup,
                 is_warmup = 1.0 if step < num_warmup_steps else 0.0
 
-  (Devlin et al. 2018, section A.2: warmup, then linear decay; the power is
-  this project's `--poly_power`.) Without warmup (`num_warmup_steps` 0) the
-  rate is `decayed`. Kept for parity: step 0 has rate 0.0 when there is a
-  warmup, and the rate drops from the warmup line onto the decay curve,
-  never quite reaching `init_lr` (the released models were trained so).
-
-  Args:
-    step: the global step before this update's increment (with gradient
-      accumulation, the count of updates): an integer scalar Tensor or
-      Variable (the graph's rate), or a Python or NumPy number.
-    init_lr: float, the peak learning rate.
-    num_train_steps: int > 0, the update at which the rate reaches 0.
-    num_warmup_steps: int >= 0, updates of linear warmup.
-    power: float > 0, the power of the decay (1.0: linear).
-
-  Returns:
-    A float32 scalar Tensor when `step` is a Tensor or Variable, else a
-    Python float.
+  (Devlin et al. 2018, A.2; `power` is `--poly_power`.) Kept for parity:
+  step 0 has rate 0.0 with warmup, and the rate drops from the warmup line
+  onto the decay curve. `step`: the update count before its increment, a
+  Tensor/Variable (returns a float32 scalar Tensor) or a number (returns a
+  float).
   """
   if isinstance(step, numbers.Number):
     math = _PythonMath

@@ -1,12 +1,7 @@
-"""The pieces of the train op: gradients, all-reduce, the conditional update.
-
-`update.build_train_step` (behind `optimization.create_optimizer`) builds the
-reference's train op (gradients, clip, apply, global-step increment) from
-`gradients`, `all_reduce_mean` and `apply_gradients`. With gradient accumulation or fp16 loss scaling the update
-does not run on every step; `conditional_train_op` builds that op, on one
-device and under a `tf.distribute` strategy, with every collective operation
-placed where all replicas run it together.
-"""
+"""The pieces of the train op: gradients, all-reduce, the conditional
+update (`conditional_train_op`: accumulation or fp16 loss scaling, with
+every collective where all replicas run it together);
+`update.build_train_step` builds the reference's op from them."""
 
 import tensorflow.compat.v1 as tf
 
@@ -18,22 +13,12 @@ __all__ = ["gradients", "all_reduce_mean", "clip", "apply_gradients",
            "conditional_train_op"]
 
 def gradients(loss, tvars):
-  """The gradients of `loss` with respect to the variables that have one.
+  """(gradients, variables) of `loss` over `tvars`, None gradients left out.
 
-  Args:
-    loss: float32 scalar Tensor.
-    tvars: list of trainable variables.
-
-  Under a strategy of several replicas, a sparse gradient (`IndexedSlices`,
-  the embedding's) whose row count has no static size (--bucket_by_length)
-  is made dense: TensorFlow all-reduces such slices in a `cond` whose
-  collectives the session prunes on one device and not the other, and the
-  next step's all-reduce then pairs with the previous one's ("Shape
-  mismatch in the collective instance", TF 2.15 and 2.21).
-
-  Returns:
-    (gradients, variables): two lists of the same length, None gradients
-    (variables the loss does not depend on) left out.
+  Under several replicas, a sparse gradient without a static row count
+  (--bucket_by_length) is made dense: TensorFlow all-reduces such slices in
+  a `cond` pruned on one device only ("Shape mismatch in the collective
+  instance", TF 2.15 and 2.21).
 
   Raises:
     ValueError: if `loss` depends on none of `tvars`.
@@ -54,23 +39,10 @@ def gradients(loss, tvars):
 
 
 def all_reduce_mean(grads, variables):
-  """Averages per-replica gradients under a strategy; unchanged otherwise.
-
-  Each replica's loss is the mean over its (equal) share of the global
-  batch's examples, or for token-level means a share scaled to the global
-  batch (`model_fn_utils.weighted_mean_loss`), so the mean over replicas is
-  the gradient of the global batch's mean loss. The
-  reduced gradient of each variable lands on that variable's devices.
-  (`ReplicaContext.all_reduce` is not used: in graph mode its gradient
-  wrapper looks the replicas' variables up by names that do not exist.)
-
-  Args:
-    grads: list of gradient Tensors (this replica's, in replica context).
-    variables: list of the variables they belong to.
-
-  Returns:
-    list of gradients (mirrored values under a strategy).
-  """
+  """Averages this replica's `grads` over the replicas under a strategy
+  (each on its variable's devices); unchanged otherwise. Not
+  `ReplicaContext.all_reduce`: its graph-mode gradient wrapper looks up
+  names that do not exist."""
   if (not tf.distribute.has_strategy() or
       tf.distribute.in_cross_replica_context()):
     return grads
@@ -90,21 +62,9 @@ def clip(grads, variables, clip_norm):
 
 
 def apply_gradients(optimizer, grads_and_vars, global_step):
-  """`optimizer.apply_gradients`, saying when gradients are already averaged.
-
-  Under a strategy the gradients reaching here have been all-reduced (to
-  clip the global gradient), so our optimizers are told not to average them
-  again (`aggregate_gradients=False`).
-
-  Args:
-    optimizer: a `optimizer_base.PerVariableOptimizer` (or, without a
-      strategy, any `tf.train.Optimizer`, e.g. `CrossShardOptimizer`).
-    grads_and_vars: list of (gradient, variable).
-    global_step: the global step (passed on; our optimizers leave it alone).
-
-  Returns:
-    The update Operation.
-  """
+  """`optimizer.apply_gradients(grads_and_vars, global_step)`, with
+  `aggregate_gradients=False` under a strategy (already all-reduced to
+  clip the global norm). Returns the update Operation."""
   if tf.distribute.has_strategy():
     return optimizer.apply_gradients(grads_and_vars, global_step=global_step,
                                      aggregate_gradients=False)
@@ -131,35 +91,16 @@ def conditional_train_op(loss, tvars, optimizer, global_step, learning_rate,
                          options, use_tpu):
   """The train op with gradient accumulation and/or fp16 loss scaling.
 
-  On one device (or TPU) everything below runs in the replica's own graph.
-  Under a `tf.distribute` strategy (called in replica context, once per
-  replica) each replica takes the gradient of its share of the batch, and
-  the rest runs once, in cross-replica context (`merge_call`), so that
-  every collective operation sits in a branch that all replicas take
-  together:
-
-  * fp16: whether a replica's gradient has an inf or NaN is summed over all
-    replicas (one scalar all-reduce per micro-batch), so every replica skips
-    or takes the same micro-batches and keeps the same loss scale.
-  * Accumulation: each replica adds its own gradient to its own accumulators
-    (see `accumulation.Accumulators`), with no communication; every N-th
-    micro-batch the sums are all-reduced once (mean over replicas), divided
-    by N, clipped, and applied to every replica's copy of every variable.
-
-  Args:
-    loss: float32 scalar Tensor, the micro-batch's mean loss.
-    tvars: list of trainable variables.
-    optimizer: the optimizer (wrapped in `CrossShardOptimizer` on TPU).
-    global_step: the global step variable, incremented after each update.
-    learning_rate: float32 scalar Tensor of this step (the increment waits
-      for it).
-    options: `OptimizerOptions` (clip_norm, gradient_accumulation_steps,
-      loss_scaling and its settings).
-    use_tpu: bool; no loss-scale summaries on TPU.
+  Under a strategy each replica takes its gradient, and the rest runs once
+  in cross-replica context (`merge_call`): fp16's inf/NaN check is summed
+  over replicas (all skip the same micro-batches); each replica accumulates
+  its own gradients and every N-th micro-batch the sums are all-reduced,
+  divided by N, clipped and applied. `learning_rate`: this step's float32
+  scalar; `options`: `OptimizerOptions`; no loss-scale summaries on TPU.
 
   Returns:
-    (train_op, loss_scale): the train Operation, one micro-batch per run,
-    and the `loss_scale.DynamicLossScale` (None without loss scaling).
+    (train_op, loss_scale): one micro-batch per run, and the
+    `loss_scale.DynamicLossScale` (None without loss scaling).
 
   Raises:
     ValueError: if `loss` depends on none of `tvars`.
@@ -204,19 +145,10 @@ def conditional_train_op(loss, tvars, optimizer, global_step, learning_rate,
 
 def _gated_train_op(strategy, grads, variables, finite, update, num_micro,
                     loss_scale):
-  """Skips non-finite gradients, accumulates, updates every `num_micro`-th.
-
-  `strategy` is None on one device; otherwise this runs in cross-replica
-  context and `grads` are per-replica values. `update(mean_grads)` applies
-  one update and returns the global-step increment.
-
-  Under a strategy the update starts from the all-reduced gradient of the
-  first device (a mirrored value converted to a Tensor), which every copy
-  then uses, but only once every device's all-reduce has finished: an
-  all-reduce whose result nothing uses is pruned from the step, and the
-  other devices wait for it forever (measured: two CPU replicas under the
-  Estimator hung at the first update with accumulation).
-  """
+  """Skips non-finite gradients, accumulates, updates every `num_micro`-th
+  (`update(mean_grads)` returns the step increment; `strategy` None: one
+  device). Under a strategy the update waits for every device's
+  all-reduce: an unused one is pruned and the others hang."""
 
   def mean_over_replicas(values):
     if strategy is None:

@@ -1,16 +1,7 @@
-"""One training step's update: the learning-rate schedule, the optimizer and
-the train op, returned with what the rest of a run needs to know of it.
-
-`build_train_step` is what the root `optimization.create_optimizer` (the
-reference's public name) and every script's `model_fn` call. It returns a
-`TrainStep`: the train op, the learning rate of the step and the fp16 loss
-scale (or None). Whoever needs those values gets them from this value,
-passed on as parameters; nothing is left in graph collections for others
-to find. How many session runs make an update, and whether a run may leave
-the global step as it is, are properties of the `OptimizerOptions` the op
-is built from (`runs_per_update`, `conditional_update`), which the hooks
-are given too.
-"""
+"""One training step's update (`build_train_step`: the schedule, the
+optimizer, the train op), returned as a `TrainStep` value passed on as a
+parameter (nothing in graph collections); `optimization.create_optimizer`
+and every `model_fn` call it."""
 
 import dataclasses
 from typing import Any, Optional
@@ -29,13 +20,8 @@ __all__ = ["TrainStep", "build_train_step", "learning_rate_schedule",
 
 @dataclasses.dataclass(frozen=True)
 class TrainStep:
-  """A built train op and the facts about it that hooks and logs need.
-
-  Attributes:
-    train_op: the Operation one session run executes (one micro-batch).
-    learning_rate: float32 scalar Tensor, the rate of the current update.
-    loss_scale: `loss_scale.DynamicLossScale` of an fp16 run, else None.
-  """
+  """A built train op (one session run: one micro-batch), the float32 rate
+  of the current update, and the fp16 `DynamicLossScale` (else None)."""
 
   train_op: Any
   learning_rate: Any
@@ -44,22 +30,8 @@ class TrainStep:
 
 def build_train_step(loss, init_lr, num_train_steps, num_warmup_steps,
                      use_tpu, options=None):
-  """The train op of `optimization.create_optimizer`, as a `TrainStep`.
-
-  See `optimization.create_optimizer` for the schedule, the update rules,
-  accumulation and loss scaling (the reference's behaviour and this
-  project's additions).
-
-  Args:
-    loss: float32 scalar Tensor to minimize (the micro-batch's mean).
-    init_lr: float, peak learning rate.
-    num_train_steps: int, updates over which the rate decays to 0.
-    num_warmup_steps: int, updates of linear warmup (0: none).
-    use_tpu: bool; `CrossShardOptimizer` and no summaries on TPU.
-    options: `OptimizerOptions` or None (the reference's training).
-
-  Returns:
-    A `TrainStep`.
+  """The train op of `optimization.create_optimizer` (see there), as a
+  `TrainStep`. `options`: `OptimizerOptions`, None for the reference's.
 
   Raises:
     ValueError: if `loss` depends on no trainable variable.
@@ -106,38 +78,17 @@ def build_train_step(loss, init_lr, num_train_steps, num_warmup_steps,
 
 def learning_rate_schedule(global_step, init_lr, num_train_steps,
                            num_warmup_steps, power=1.0):
-  """The learning rate at a given global step, as a float32 scalar Tensor.
-
-  `schedule.learning_rate` on a Tensor (see there for the formula): linear
-  warmup from 0 over `num_warmup_steps`, else polynomial decay from
-  `init_lr` to 0.0 at `num_train_steps` (and 0.0 afterwards; power 1.0 is
-  the reference's linear decay), in the reference's float32 ops.
-
-  Args:
-    global_step: integer scalar Tensor or Variable, the step *before* this
-      step's increment (with gradient accumulation: the update count).
-    init_lr: float, peak learning rate.
-    num_train_steps: int, steps over which the rate decays to 0.
-    num_warmup_steps: int, warmup steps (0 for none).
-    power: (optional) float, power of the polynomial decay.
-
-  Returns:
-    float32 scalar Tensor.
-  """
+  """The float32 learning rate at `global_step` (before this step's
+  increment; the update count), `schedule.learning_rate` in the
+  reference's float32 ops: linear warmup, then polynomial decay (`power`)
+  to 0 at `num_train_steps`."""
   return schedule.learning_rate(tf.convert_to_tensor(global_step), init_lr,
                                 num_train_steps, num_warmup_steps,
                                 power=power)
 
 
 def make_optimizer(learning_rate, options=None):
-  """The optimizer that `options.optimizer` names (`optimizers.REGISTRY`).
-
-  Args:
-    learning_rate: float or float32 scalar Tensor.
-    options: (optional) `OptimizerOptions`; default the reference's.
-
-  Returns:
-    The optimizer, its hyperparameters from `options`.
-  """
+  """The optimizer `options.optimizer` names (`optimizers.REGISTRY`; None:
+  the reference's), its hyperparameters from `options`."""
   return optimizers.build(learning_rate,
                           options or options_lib.OptimizerOptions())

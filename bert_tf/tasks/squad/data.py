@@ -1,12 +1,10 @@
 """SQuAD data: examples from SQuAD JSON, and the windowed features.
 
-The reference release's `run_squad.py` reading and feature conversion
-(Devlin et al. 2018, section 4.2 and 4.3): whitespace-split document words,
-training answers located by `answer_start`, WordPiece sub-tokens, and
-`[CLS] query [SEP] span [SEP]` features over sliding document spans
-(`doc_stride`), each token's "max context" span marked. `run_squad.py`
-imports every public name from here; the windowing rules (`DocSpan`,
-`doc_spans`, `is_max_context`) are shared with NER.
+The reference's reading and conversion (Devlin et al. 2018, sections 4.2
+and 4.3): whitespace-split words, training answers at `answer_start`,
+`[CLS] query [SEP] span [SEP]` over sliding spans (`doc_stride`), each
+token's "max context" span marked; the windowing (`doc_spans`,
+`is_max_context`) is shared with NER.
 """
 
 import collections
@@ -45,13 +43,11 @@ class SquadExample:
   """One question about one paragraph.
 
   Attributes:
-    qas_id: the question's id in the SQuAD file.
-    question_text: str, the question.
+    qas_id: the question's id; question_text: str.
     doc_tokens: list of str, the paragraph's whitespace-separated words.
     orig_answer_text: str or None, the training answer as written.
     start_position, end_position: int or None, the answer's first and last
-      word in `doc_tokens` (training only; -1/-1 for an impossible SQuAD 2.0
-      question; None when predicting).
+      word (training only; -1/-1 for an impossible 2.0 question).
     is_impossible: bool, a SQuAD 2.0 question without an answer.
   """
 
@@ -71,26 +67,17 @@ class SquadExample:
 
 
 def read_squad_examples(input_file, is_training, version_2_with_negative=False):
-  """Reads a SQuAD JSON file into `SquadExample`s, in file order.
+  """Reads a SQuAD 1.1/2.0 JSON file into `SquadExample`s, in file order.
 
-  When training, an answer whose text is not found in the document words at
-  its `answer_start` (or that is on no word, as in a context of only
-  whitespace) is skipped with a warning (reference behaviour), and the
-  number skipped is logged at the end.
-
-  Args:
-    input_file: str, path of a SQuAD 1.1 / 2.0 JSON file.
-    is_training: bool; only then are answers and `is_impossible` read.
-    version_2_with_negative: bool, honour `is_impossible` (SQuAD 2.0).
-
-  Returns:
-    list of `SquadExample`.
+  Answers and `is_impossible` (with `version_2_with_negative`) are read
+  when training; an answer not found at its `answer_start` is skipped with
+  a warning (reference behaviour), the count logged at the end.
 
   Raises:
     FileNotFoundError: `input_file` does not exist.
-    ValueError: the file is not JSON or not SQuAD-shaped (the message names
-      the missing field), a question id appears twice, or an answerable
-      training question does not have exactly one answer.
+    ValueError: not JSON or not SQuAD-shaped (naming the field), a question
+      id twice, or an answerable training question without exactly one
+      answer.
   """
   examples = []
   skipped = 0
@@ -124,7 +111,7 @@ def read_squad_examples(input_file, is_training, version_2_with_negative=False):
 
 
 def load_squad_data(input_file):
-  """Returns the list under the top-level "data" key of a SQuAD JSON file.
+  """The list under a SQuAD JSON file's top-level "data" key.
 
   Raises:
     FileNotFoundError: `input_file` does not exist.
@@ -161,15 +148,9 @@ def _iter_paragraphs(input_file):
 
 
 def split_document(context):
-  """Splits a paragraph into words as the reference's SQuAD reader does.
-
-  Words are separated by space, tab, CR, LF and U+202F only.
-
-  Returns:
-    (doc_tokens, char_to_word_offset): the words, and for every character of
-    `context` the index of its word (a separator maps to the word before it,
-    -1 before the first word).
-  """
+  """(doc_tokens, char_to_word_offset) of a paragraph, as the reference:
+  words split at space, tab, CR, LF and U+202F only; each character's word
+  index (a separator: the word before, -1 before the first)."""
   doc_tokens = []
   char_to_word_offset = []
   word_start = None
@@ -245,19 +226,15 @@ class InputFeatures:
 
   Attributes:
     unique_id: int, counts features from 1000000000.
-    example_index: int, the example's index in the converted list.
-    doc_span_index: int, the span's index among its example's spans.
+    example_index, doc_span_index: int, the example's and span's indexes.
     tokens: list of str, `[CLS] query [SEP] span [SEP]`.
-    token_to_orig_map: dict position in `tokens` -> document word index
+    token_to_orig_map, token_is_max_context: dict position in `tokens` ->
+      document word index / whether this span is its max context
       (document tokens only).
-    token_is_max_context: dict position in `tokens` -> bool, whether this
-      span is the token's max-context span (document tokens only).
-    input_ids, input_mask, segment_ids: lists of `max_seq_length` ints,
-      padded with 0.
-    start_position, end_position: int or None, the answer's positions in
-      `tokens` (training only; 0/0 = `[CLS]` when the span does not hold the
-      answer or the question is impossible).
-    is_impossible: bool or None, the example's flag (training only).
+    input_ids, input_mask, segment_ids: lists of `max_seq_length` ints.
+    start_position, end_position: int or None, the answer in `tokens`
+      (training only; 0/0, `[CLS]`, when the span lacks it).
+    is_impossible: bool or None (training only).
   """
 
   unique_id: int
@@ -284,8 +261,8 @@ def check_span_lengths(max_seq_length, doc_stride, max_query_length):
   """Refuses span settings that leave no room for the document.
 
   Raises:
-    ValueError: `max_seq_length` cannot hold `max_query_length` query tokens,
-      `[CLS]` and two `[SEP]`s and one document token, or `doc_stride` < 1.
+    ValueError: `max_seq_length` cannot hold the query, `[CLS]`, two
+      `[SEP]`s and one document token, or `doc_stride` < 1.
   """
   needed = max_query_length + 4
   if max_seq_length < needed:
@@ -300,22 +277,9 @@ def check_span_lengths(max_seq_length, doc_stride, max_query_length):
 def convert_examples_to_features(examples, tokenizer, max_seq_length,
                                  doc_stride, max_query_length, is_training,
                                  output_fn):
-  """Turns examples into span features, handing each to `output_fn`.
-
-  Features are streamed: none is kept here, so memory does not grow with
-  their number. `unique_id`s count from 1000000000 in output order.
-
-  Args:
-    examples: iterable of `SquadExample`.
-    tokenizer: a `tokenization.FullTokenizer`.
-    max_seq_length: int, tokens per feature.
-    doc_stride: int, tokens between consecutive span starts.
-    max_query_length: int, questions are cut to this many tokens.
-    is_training: bool; then answer positions are filled in.
-    output_fn: callable taking one `InputFeatures`.
-
-  Returns:
-    int, the number of features written.
+  """Streams the span features of `examples` to `output_fn`, one
+  `InputFeatures` at a time (`unique_id`s from 1000000000), with answer
+  positions when `is_training`; returns their number.
 
   Raises:
     ValueError: from `check_span_lengths`.
@@ -385,13 +349,9 @@ def _answer_token_span(example, doc, tokenizer):
 
 
 def _improve_answer_span(doc_tokens, start, end, tokenizer, answer_text):
-  """Narrows a word-level span to the sub-tokens that spell the answer.
-
-  The answer "1895" in the word "(1895-1943)." should cover only the
-  sub-token `1895`. Starts are scanned left to right and, for each start,
-  ends right to left; the first span whose tokens equal the tokenized answer
-  wins. With no match, the word-level span is kept.
-  """
+  """Narrows a word-level span to the sub-tokens that spell the answer
+  ("1895" in "(1895-1943)."): the first match, starts left to right, ends
+  right to left; else the word-level span."""
   answer_tokens = " ".join(tokenizer.tokenize(answer_text))
   for new_start in range(start, end + 1):
     for new_end in range(end, new_start - 1, -1):
@@ -401,11 +361,8 @@ def _improve_answer_span(doc_tokens, start, end, tokenizer, answer_text):
 
 
 def doc_spans(num_tokens, max_tokens_for_doc, doc_stride):
-  """Overlapping windows of at most `max_tokens_for_doc` tokens.
-
-  Windows start at 0 and advance by min(length, doc_stride) until one
-  reaches the end of the document.
-  """
+  """Windows of at most `max_tokens_for_doc` tokens from 0, advancing by
+  min(length, doc_stride) until one reaches the end."""
   spans = []
   start = 0
   while start < num_tokens:
@@ -418,11 +375,8 @@ def doc_spans(num_tokens, max_tokens_for_doc, doc_stride):
 
 
 def is_max_context(spans, span_index, position):
-  """Whether `spans[span_index]` gives token `position` its most context.
-
-  The score of a span for a token is min(left context, right context) +
-  0.01 * span length; the earliest best-scoring span wins ties.
-  """
+  """Whether `spans[span_index]` gives token `position` its most context:
+  min(left, right context) + 0.01 * span length; the earliest wins ties."""
   best_score, best_index = None, None
   for index, span in enumerate(spans):
     end = span.start + span.length - 1
@@ -479,14 +433,11 @@ _EVAL_WIRE_ORDER = ("unique_ids", "input_mask", "input_ids", "segment_ids")
 
 
 class FeatureWriter(object):
-  """Writes `InputFeatures` to a TFRecord file, atomically.
-
-  Records are written to a temporary file renamed to `filename` by `close()`.
-  Used as a context manager, an exception discards the temporary file.
-  Keys, in this order (the serialized bytes depend on it): `unique_ids`,
-  `input_ids`, `input_mask`, `segment_ids`, and when training
-  `start_positions`, `end_positions`, `is_impossible` (0 or 1).
-  """
+  """Writes `InputFeatures` to a TFRecord file, atomically (renamed by
+  `close()`; an exception in the `with` block discards it). Keys in this
+  order (the bytes depend on it): `unique_ids`, `input_ids`, `input_mask`,
+  `segment_ids`, and when training `start_positions`, `end_positions`,
+  `is_impossible`."""
 
   def __init__(self, filename, is_training):
     self.filename = filename

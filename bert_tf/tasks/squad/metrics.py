@@ -1,22 +1,15 @@
-"""Official SQuAD scores (exact match and token F1), computed in-process.
+"""Official SQuAD scores (exact match and token F1), computed in-process
+when the predicted file carries answers (the reference leaves them to
+`evaluate-v1.1.py` and `evaluate-v2.0.py`); the official keys, 0-100.
 
-The reference release leaves scoring to the separate official scripts
-(`evaluate-v1.1.py`, `evaluate-v2.0.py`). `run_squad.py` calls this module
-right after prediction when the prediction file carries answers. The numbers
-and key names are the official ones, on the 0-100 scale:
+* 1.1: `exact_match`, `f1`, each question's best over its gold answers.
+* 2.0: `exact`, `f1`, `total`, the same for `HasAns_*` and `NoAns_*` (for
+  groups not empty), and `best_exact`, `best_f1` with their thresholds
+  over the null odds.
 
-* SQuAD 1.1: `exact_match`, `f1`. Every question with at least one gold answer
-  counts; the score of a question is the maximum over its gold answers.
-* SQuAD 2.0: `exact`, `f1`, `total`, then the same three for the answerable
-  (`HasAns_*`) and unanswerable (`NoAns_*`) questions (each group only when it
-  is not empty, as the official script does), and `best_exact`,
-  `best_exact_thresh`, `best_f1`, `best_f1_thresh`: the best scores reachable
-  by moving the null threshold over the null odds.
-
-Answer normalization (both versions): lowercase, drop ASCII punctuation, drop
-the articles a/an/the, collapse whitespace. The two official scripts differ on
-one point, kept here: in 1.1 an empty prediction against an empty gold answer
-has F1 0, in 2.0 it has F1 1 (that is how a correct "no answer" scores).
+Normalization: lowercase, no ASCII punctuation, no a/an/the, collapsed
+whitespace. As the official scripts, an empty prediction against an empty
+gold has F1 0 in 1.1 and 1 in 2.0.
 """
 
 import collections
@@ -53,18 +46,9 @@ def exact_match(prediction, gold):
 
 
 def token_f1(prediction, gold, empty_matches_empty=True):
-  """Harmonic mean of token precision and recall after normalization.
-
-  Args:
-    prediction: str, the predicted answer.
-    gold: str, one gold answer.
-    empty_matches_empty: bool; True (SQuAD 2.0) scores an empty side as 1 when
-      both are empty and 0 otherwise; False (SQuAD 1.1) scores any empty side
-      as 0.
-
-  Returns:
-    float in [0, 1].
-  """
+  """Token F1 (in [0, 1]) of `prediction` against one `gold` answer after
+  normalization; an empty side scores 0, or with `empty_matches_empty`
+  (2.0) 1 when both are empty."""
   pred_tokens = normalize_answer(prediction).split()
   gold_tokens = normalize_answer(gold).split()
   if empty_matches_empty and (not pred_tokens or not gold_tokens):
@@ -79,18 +63,11 @@ def token_f1(prediction, gold, empty_matches_empty=True):
 
 
 def gold_answers(dataset, source="the SQuAD file"):
-  """Gold answer texts per question of a parsed SQuAD JSON `data` list.
-
-  Args:
-    dataset: the list under the file's top-level "data" key.
-    source: str, the file, for the messages.
-
-  Returns:
-    OrderedDict qas_id -> list of answer texts, or None for a question that
-    has no "answers" field (it cannot be scored).
+  """OrderedDict qas_id -> gold answer texts (None: no "answers" field) of
+  a SQuAD JSON's "data" list.
 
   Raises:
-    ValueError: a value of the wrong type, naming the file and key path.
+    ValueError: a value of the wrong type, naming `source` and key path.
   """
   gold = collections.OrderedDict()
   for a, article in enumerate(dataset):
@@ -114,16 +91,8 @@ def gold_answers(dataset, source="the SQuAD file"):
 
 
 def evaluate_v1(gold, predictions):
-  """SQuAD 1.1 scores, as `evaluate-v1.1.py` computes them.
-
-  Args:
-    gold: dict qas_id -> list of gold answer texts (questions with none are
-      left out by the caller).
-    predictions: dict qas_id -> predicted text; a missing one scores 0.
-
-  Returns:
-    OrderedDict with `exact_match` and `f1` (0-100).
-  """
+  """`exact_match` and `f1` (0-100) as `evaluate-v1.1.py`: `gold` qas_id
+  -> texts, `predictions` qas_id -> text (a missing one scores 0)."""
   exact = f1 = 0.0
   for qas_id, answers in gold.items():
     prediction = predictions.get(qas_id)
@@ -157,24 +126,10 @@ def _mean_dict(exact, f1, qas_ids):
 
 
 def best_threshold(scores, null_odds, has_answer, answers):
-  """Best score over null thresholds, as the official 2.0 script finds it.
-
-  A question is predicted "no answer" when its null odds exceed the threshold.
-  Questions are visited in increasing null odds; the threshold that maximises
-  the total is kept. When predicting "no answer" everywhere is best, the
-  official script reports the threshold 0.0, and so does this function; the
-  third value then says that no threshold among the odds does better.
-
-  Args:
-    scores: dict qas_id -> score (0/1 scale) of `answers[qas_id]`.
-    null_odds: dict qas_id -> float, null score minus best non-null score.
-    has_answer: dict qas_id -> bool.
-    answers: dict qas_id -> the non-null text predicted when answering.
-
-  Returns:
-    (best score on the 0-100 scale, threshold, all_null): `all_null` is True
-    when the best score is the one of predicting "no answer" everywhere.
-  """
+  """(best score 0-100, threshold, all_null) over null thresholds, as the
+  official 2.0 script: questions visited in increasing `null_odds`;
+  predicting "no answer" everywhere reports the threshold 0.0 and
+  `all_null` True. `scores` (0/1) are of `answers`, the non-null texts."""
   current = best = sum(1 for q in scores if not has_answer[q])
   threshold, all_null = 0.0, True
   for qas_id in sorted(null_odds, key=lambda q: null_odds[q]):
@@ -190,22 +145,12 @@ def best_threshold(scores, null_odds, has_answer, answers):
 
 
 def evaluate_v2(gold, predictions, null_odds, best_non_null):
-  """SQuAD 2.0 scores, as `evaluate-v2.0.py` with `--na-prob-file` computes.
+  """SQuAD 2.0 scores, as `evaluate-v2.0.py --na-prob-file`.
 
-  `exact`/`f1` score `predictions` as decided. The `best_*` entries sweep the
-  null threshold over `null_odds`, answering with `best_non_null` (each
-  question's best non-null text) wherever the odds do not exceed it, so the
-  reported threshold can be passed as `--null_score_diff_threshold`.
-
-  Args:
-    gold: dict qas_id -> list of gold texts ([] for unanswerable questions).
-    predictions: dict qas_id -> predicted text ("" = no answer).
-    null_odds: dict qas_id -> float.
-    best_non_null: dict qas_id -> best non-null text ("" if there is none).
-
-  Returns:
-    OrderedDict with the keys of `V2_KEYS` (HasAns_*/NoAns_* only for
-    non-empty groups).
+  `exact`/`f1` score `predictions` ("" = no answer) against `gold` ([] for
+  unanswerable); `best_*` sweep the threshold over `null_odds`, answering
+  with `best_non_null`, so the threshold suits
+  `--null_score_diff_threshold`. Returns an OrderedDict of `V2_KEYS`.
   """
   has_answer = {q: any(normalize_answer(a) for a in answers)
                 for q, answers in gold.items()}
@@ -227,19 +172,9 @@ def evaluate_v2(gold, predictions, null_odds, best_non_null):
 
 
 def best_f1_predictions(gold, null_odds, best_non_null):
-  """Predictions re-decided at the null threshold that gives `best_f1`.
-
-  A question whose null odds exceed the threshold gets "" (no answer), the
-  others their best non-null text. When "no answer" everywhere is best (the
-  official `best_f1_thresh` then reads 0.0), every prediction is "".
-
-  Args:
-    gold, null_odds, best_non_null: as for `evaluate_v2`; every question of
-      `best_non_null` is re-decided, scored or not.
-
-  Returns:
-    (OrderedDict qas_id -> text, the threshold used or None for all "").
-  """
+  """(qas_id -> text, threshold or None) re-decided at the `best_f1`
+  threshold: "" where the null odds exceed it (everywhere when "no answer"
+  everywhere is best), else the best non-null text."""
   has_answer = {q: any(normalize_answer(a) for a in answers)
                 for q, answers in gold.items()}
   _, f1 = _v2_raw_scores(gold, best_non_null)

@@ -1,13 +1,8 @@
-"""The SQuAD model: BERT and a per-token start/end classifier.
-
-The reference release's `run_squad.py` head (Devlin et al. 2018, section
-4.2): one dense layer `cls/squad/output_weights` [2, hidden_size],
-`cls/squad/output_bias` [2] over the sequence output giving start and end
-logits, trained on the mean of the start and end cross-entropies, as a
-`model_fn.Head` (`SpanHead`); its `model_fn` for `TPUEstimator` (TRAIN and
-PREDICT) and the `input_fn` over a `FeatureWriter` file. `run_squad.py`
-imports every public name from here.
-"""
+"""The SQuAD model: BERT and the reference's per-token start/end layer
+(Devlin et al. 2018, 4.2): `cls/squad/output_weights` [2, hidden_size] and
+`cls/squad/output_bias` [2], trained on the mean of the start and end
+cross-entropies (`SpanHead`); the reference's `model_fn_builder` and the
+`input_fn` over a `FeatureWriter` file."""
 
 import tensorflow.compat.v1 as tf
 
@@ -46,24 +41,10 @@ def _span_logits(model):
 def create_model(bert_config, is_training, input_ids, input_mask, segment_ids,
                  use_one_hot_embeddings, compute_dtype=tf.float32,
                  cast_weights_once=False):
-  """BERT with a per-token start/end classifier.
-
-  Args:
-    bert_config: `modeling.BertConfig`.
-    is_training: bool, enables dropout.
-    input_ids: int32 Tensor of shape [batch_size, seq_length].
-    input_mask: int32 Tensor of shape [batch_size, seq_length].
-    segment_ids: int32 Tensor of shape [batch_size, seq_length].
-    use_one_hot_embeddings: bool, one-hot matmul embeddings (for TPUs).
-    compute_dtype: the encoder's compute dtype (see `modeling.BertModel`);
-      the logits are float32.
-    cast_weights_once: bool, see `modeling.BertModel`: for prediction and
-      evaluation graphs off TPU.
-
-  Returns:
-    (start_logits, end_logits): float32 Tensors of shape
-    [batch_size, seq_length].
-  """
+  """BERT with a per-token start/end classifier: (start_logits,
+  end_logits), float32 [batch_size, seq_length], of int32 [batch_size,
+  seq_length] inputs. `compute_dtype`, `cast_weights_once`: see
+  `modeling.BertModel`."""
   return _span_logits(modeling.BertModel(
       config=bert_config, is_training=is_training, input_ids=input_ids,
       input_mask=input_mask, token_type_ids=segment_ids,
@@ -72,17 +53,9 @@ def create_model(bert_config, is_training, input_ids, input_mask, segment_ids,
 
 
 def span_loss(start_logits, end_logits, start_positions, end_positions):
-  """Mean of the start and end cross-entropies over the batch.
-
-  Args:
-    start_logits: float32 Tensor of shape [batch_size, seq_length].
-    end_logits: float32 Tensor of shape [batch_size, seq_length].
-    start_positions: int32 Tensor of shape [batch_size].
-    end_positions: int32 Tensor of shape [batch_size].
-
-  Returns:
-    float32 scalar Tensor.
-  """
+  """Mean of the start and end cross-entropies over the batch (float32
+  scalar) of logits [batch_size, seq_length] and int32 positions
+  [batch_size]."""
   seq_length = modeling.get_shape_list(start_logits, expected_rank=2)[1]
 
   def cross_entropy(logits, positions):

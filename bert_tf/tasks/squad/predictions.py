@@ -1,13 +1,7 @@
-"""SQuAD predictions: the n-best span search and the answer files.
-
-The reference release's `write_predictions`: for each question, the best
-start/end pairs over all its document spans (only where the span holds the
-token's max context), mapped back onto the original text by
-`get_final_text`, and for SQuAD 2.0 the null answer against
-`null_score_diff_threshold`. Beyond the reference, `score_predictions`
-computes the official scores (`squad_metrics`) when the predicted file
-carries answers. `run_squad.py` imports every public name from here.
-"""
+"""SQuAD predictions: the reference's n-best span search over each
+question's spans (where the token has its max context), `get_final_text`,
+SQuAD 2.0's null answer; and, beyond it, the official scores
+(`score_predictions`) when the predicted file carries answers."""
 
 import collections
 import contextlib
@@ -57,25 +51,14 @@ def write_predictions(all_examples, all_features, all_results, n_best_size,
                       null_score_diff_threshold=0.0, verbose_logging=False):
   """Picks each question's answer from the logits and writes the JSON files.
 
-  Writes `output_prediction_file` (id -> text, "" = no answer),
-  `output_nbest_file` (id -> list of {text, probability, start_logit,
-  end_logit}) and, with `version_2_with_negative`,
-  `output_null_log_odds_file` (id -> null score minus best non-null score).
-  Each is `json.dumps(obj, indent=4)` plus a newline, written atomically.
-
-  Args:
-    all_examples: list of `SquadExample` (prediction mode).
-    all_features: the examples' features, or any objects with their
-      `unique_id`, `example_index`, `tokens`, `token_to_orig_map` and
-      `token_is_max_context`.
-    all_results: iterable of `RawResult`, one per feature.
-    n_best_size: int, candidates per question.
-    max_answer_length: int, longest answer in sub-tokens.
-    do_lower_case: bool, as the tokenizer was configured.
-    output_prediction_file, output_nbest_file, output_null_log_odds_file: str.
-    version_2_with_negative: bool, allow "no answer" (SQuAD 2.0).
-    null_score_diff_threshold: float, predict "" when the null odds exceed it.
-    verbose_logging: bool, log spans that cannot be mapped back.
+  `output_prediction_file` (id -> text, "" = no answer), `output_nbest_file`
+  (id -> list of {text, probability, start_logit, end_logit}) and, for 2.0,
+  `output_null_log_odds_file` (id -> null score minus best non-null);
+  each `json.dumps(obj, indent=4)` plus a newline, atomically.
+  `all_features`: objects with `unique_id`, `example_index`, `tokens`,
+  `token_to_orig_map`, `token_is_max_context`; `all_results`: one
+  `RawResult` each. `max_answer_length` counts sub-tokens; "" is predicted
+  when the null odds exceed `null_score_diff_threshold`.
 
   Returns:
     `WrittenPredictions` holding the three dicts.
@@ -119,12 +102,9 @@ def _best_indexes(logits, n_best_size):
 
 
 def _feature_spans(feature, result, n_best_size, max_answer_length):
-  """(start, end) pairs of one feature, in start-rank then end-rank order.
-
-  A pair is kept when both ends are document tokens of this feature, the
-  start token has its maximal context here, and the span is at most
-  `max_answer_length` sub-tokens long, end not before start.
-  """
+  """(start, end) pairs of one feature, in start-rank then end-rank order:
+  document tokens of this feature, start at its max context, at most
+  `max_answer_length` long, end not before start."""
   num_tokens = len(feature.tokens)
   starts = [i for i in _best_indexes(result.start_logits, n_best_size)
             if i < num_tokens and i in feature.token_to_orig_map and
@@ -137,14 +117,9 @@ def _feature_spans(feature, result, n_best_size, max_answer_length):
 
 def _span_candidates(features, results_by_id, n_best_size, max_answer_length,
                      version_2_with_negative):
-  """All valid spans of an example's features, best first.
-
-  Returns:
-    (candidates, null): `_Candidate`s sorted by start + end logit (a stable
-    sort, so ties keep feature, start-rank, end-rank order, null last), and
-    (null score, null `_Candidate`) for the feature with the lowest `[CLS]`
-    score (None for SQuAD 1.1 or an example without features).
-  """
+  """(candidates, null) of an example: `_Candidate`s by start + end logit
+  (stable: ties keep feature, start-rank, end-rank order, null last), and
+  the lowest `[CLS]` score's (score, `_Candidate`) (None for 1.1)."""
   candidates = []
   null = None
   for feature_index, feature in enumerate(features):
@@ -225,12 +200,8 @@ def _softmax(scores):
 
 
 def _decide_null(null, nbest, threshold):
-  """SQuAD 2.0: (null odds, predicted text) for one question.
-
-  The odds are the null score minus the best non-null entry's start and end
-  logits (in that order). Without any non-null entry the prediction is ""
-  and the odds are taken against zero logits.
-  """
+  """SQuAD 2.0: (null odds, predicted text): the null score minus the best
+  non-null entry's logits ("" against zero logits when there is none)."""
   score_null = null[0] if null is not None else 0.0
   best = next((entry for entry in nbest if entry.text), None)
   if best is None:
@@ -257,30 +228,13 @@ def _write_json_files(outputs):
 def get_final_text(pred_text, orig_text, do_lower_case, verbose_logging=False):
   """Maps a normalized predicted answer back onto the original text.
 
-  `pred_text` comes from sub-tokens, so it is lower-cased, accent-stripped
-  and punctuation-split ("steve smith"), while `orig_text` is the span's
-  original words ("Steve Smith's"). The original text is run through
-  `BasicTokenizer`, the prediction is found there (first occurrence), and its
-  character positions are carried back to `orig_text` ("Steve Smith").
-
-  Difference from the reference: the reference aligns the two texts by
-  removing U+0020 spaces only, so any other character the tokenizer drops or
-  turns into a space (U+00A0 and the other Unicode spaces, U+2028/U+2029,
-  control and format characters such as U+200B; also decomposed accents
-  dropped and Hangul syllables split into jamo when lower-casing) breaks the
-  alignment and the whole original text is returned ("10<NBSP>km" for "km").
-  Here every original character is aligned with what the tokenizer makes of
-  it, so such characters no longer matter. Texts without them give the
-  reference's result.
-
-  Args:
-    pred_text: str, the prediction in tokenizer-normalized form.
-    orig_text: str, the original words of the span, joined with spaces.
-    do_lower_case: bool, as the tokenizer was configured.
-    verbose_logging: bool, log why a mapping failed.
-
-  Returns:
-    str, a substring of `orig_text` (all of it when no mapping is found).
+  `pred_text` ("steve smith") is found in `orig_text` ("Steve Smith's")
+  through `BasicTokenizer`, and its characters carried back ("Steve
+  Smith"); all of `orig_text` when no mapping is found. Unlike the
+  reference, which aligns by removing U+0020 only, every character is
+  aligned with what the tokenizer makes of it, so other spaces, controls,
+  dropped accents and split Hangul no longer return the whole text; other
+  texts give the reference's result.
   """
   tokenizer = tokenization.BasicTokenizer(do_lower_case=do_lower_case)
   tok_text = " ".join(tokenizer.tokenize(orig_text))
@@ -310,11 +264,8 @@ def get_final_text(pred_text, orig_text, do_lower_case, verbose_logging=False):
 
 
 def _extend_over_dropped_marks(text, end, origins):
-  """Moves `end` past combining marks the tokenizer dropped (accents).
-
-  "Cafe" + U+0301 (a decomposed accent) lower-cased is "cafe": the answer
-  must keep its accent.
-  """
+  """Moves `end` past combining marks the tokenizer dropped ("Cafe" +
+  U+0301 keeps its accent)."""
   produced = set(origins)  # characters that left something after tokenizing
   while (end + 1 < len(text) and end + 1 not in produced and
          unicodedata.category(text[end + 1]) == "Mn"):
@@ -331,15 +282,8 @@ def _normalized_length(char, do_lower_case):
 
 
 def _normalized_char_origins(text, tokenizer):
-  """For each non-space character the tokenizer makes of `text`, its source.
-
-  Each character is normalized on its own (dropped, a space, or itself,
-  lower-cased and accent-stripped, possibly several characters); lengths
-  add up over a word, so this lines up with tokenizing the whole text.
-
-  Returns:
-    list of int, indexes into `text`.
-  """
+  """The index in `text` of each non-space character the tokenizer makes of
+  it (each character normalized alone; lengths add up over a word)."""
   lower = bool(tokenizer.do_lower_case)
   origins = []
   for index, char in enumerate(text):
@@ -359,19 +303,10 @@ def score_predictions(predict_file, written, version_2_with_negative,
                       output_dir):
   """Official SQuAD scores of `written` against `predict_file`'s answers.
 
-  Writes `eval_results.json` to `output_dir` and, for SQuAD 2.0,
-  `predictions_best_threshold.json` (predictions re-decided at the null
-  threshold that gives `best_f1`). Questions without gold answers are left
-  out (SQuAD 1.1: no or empty "answers"; SQuAD 2.0: no "answers" field).
-
-  Args:
-    predict_file: str, the SQuAD JSON that was predicted.
-    written: `WrittenPredictions` from `write_predictions`.
-    version_2_with_negative: bool.
-    output_dir: str.
-
-  Returns:
-    OrderedDict of scores, or None when the file carries no answers.
+  Writes `eval_results.json` to `output_dir` and, for 2.0,
+  `predictions_best_threshold.json` (re-decided at the best-F1 threshold).
+  Questions without gold answers are left out. Returns an OrderedDict of
+  scores, or None when the file carries no answers.
   """
   gold = squad_metrics.gold_answers(
       squad_data.load_squad_data(predict_file), predict_file)
