@@ -2,13 +2,26 @@
 packed rows equal to each example run alone (bert_tf/train/packing.py,
 modeling.BertModel's `position_ids`, `block_diagonal`, `pool_positions`)."""
 
+import json
+import os
+
 import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
-from bert_tf.train import packing
+from helpers import data_path
+from helpers import read_lines
+from helpers import run_script
+from helpers import shared_path
+from helpers import write_tsv
+
+from bert_tf.tasks.classifier import data
+from bert_tf.tasks.classifier import model as model_lib
+from bert_tf.tasks.classifier import task as task_lib
 from bert_tf.train import model_fn as model_fn_utils
+from bert_tf.train import packing
 import modeling
+import tokenization
 
 _LENGTHS = [9, 5, 12, 7, 3, 20, 2, 14]
 _SEQ_LENGTH, _MAX_PER_ROW = 32, 3
@@ -160,3 +173,105 @@ def test_packed_gradient_equals_unpacked(graph):
     # The packed mean divides by (8 + 1e-5): a relative 1.3e-6 apart.
     np.testing.assert_allclose(rows, alone, rtol=2e-5,
                                atol=1e-6 * np.abs(alone).max() + 1e-9)
+
+
+# ----------------------------------------------------------------------------
+# The classifier: packed records, their input_fn and model_fn (TPU path).
+# ----------------------------------------------------------------------------
+
+
+def _mrpc_lines(split, count):
+  return read_lines(shared_path("data", "glue", "MRPC", split + ".tsv"))[
+      :count + 1]
+
+
+def test_tpu_rows_have_static_shapes_and_every_example_comes_back(tmp_path):
+  vocab = data_path("conformance", "modeling", "vocab.txt")
+  processor = data.get_processor("mrpc")
+  write_tsv(str(tmp_path / "dev.tsv"), _mrpc_lines("dev", 10))
+  examples = processor.get_dev_examples(str(tmp_path))
+  head = model_lib.head_for(processor, processor.get_labels())
+  task = task_lib.ClassifierTask(
+      "mrpc", processor, processor.get_labels(), head,
+      tokenization.FullTokenizer(vocab), max_seq_length=64,
+      output_dir=str(tmp_path), use_tpu=True, max_examples_per_row=3)
+  path = str(tmp_path / "rows.tf_record")
+  num_rows, owners = task.write_records(path, examples, batch_size=4)
+  assert owners is None and num_rows % 4 == 0
+  config = modeling.BertConfig.from_json_file(
+      data_path("conformance", "modeling", "bert_config.json"))
+  def batch():
+    return tf.data.make_one_shot_iterator(
+        task.input_fn(path)({"batch_size": 4})).get_next()
+
+  with tf.Graph().as_default():
+    _, tensors = task.model_fn(config, None)(batch(), None, "eval",
+                                             {}).eval_metrics
+    assert [t.shape.as_list() for t in tensors][-1] == [12]  # Per slot.
+  with tf.Graph().as_default():
+    features = batch()
+    assert features["input_ids"].shape.as_list() == [4, 64]
+    assert features["position_ids"].shape.as_list() == [4, 64]
+    assert features["cls_positions"].shape.as_list() == [4, 3]
+    assert features["label_ids"].shape.as_list() == [4, 3]
+    spec = task.model_fn(config, None)(features, None, "infer", {})
+    assert spec.predictions["probabilities"].shape.as_list() == [4, 3, 2]
+    with tf.Session() as session:
+      session.run(tf.global_variables_initializer())
+      rows = []
+      for _ in range(num_rows // 4):
+        values = session.run(spec.predictions)
+        rows += [{k: v[i] for k, v in values.items()} for i in range(4)]
+  unpacked = packing.unpack(rows, len(examples))
+  assert len(unpacked) == 10
+  for item in unpacked:
+    assert item["probabilities"].sum() == pytest.approx(1.0, abs=1e-5)
+
+
+def _eval_results(path):
+  return {line.split(" = ")[0]: float(line.split(" = ")[1])
+          for line in read_lines(path)}
+
+
+@pytest.mark.slow
+def test_classifier_trains_packed_and_predicts_as_unpacked(tmp_path):
+  """64 MRPC pairs at 128 tokens (about 2.3 a row), a random 2-layer
+  32-wide BERT with the released uncased vocabulary: training with packing
+  counts its steps in examples and learns the label prior; evaluation and
+  prediction from its checkpoint equal the unpacked run's per example."""
+  data_dir = tmp_path / "data"
+  for split in ("train", "dev", "test"):
+    write_tsv(str(data_dir / (split + ".tsv")), _mrpc_lines(split, 64))
+  config = dict(vocab_size=30522, hidden_size=32, num_hidden_layers=2,
+                num_attention_heads=4, intermediate_size=37,
+                max_position_embeddings=128, type_vocab_size=2)
+  (tmp_path / "bert_config.json").write_text(json.dumps(config))
+  common = ["--task_name=MRPC", "--data_dir=%s" % data_dir,
+            "--max_seq_length=128", "--eval_batch_size=8",
+            "--predict_batch_size=8", "--do_eval", "--do_predict",
+            "--bert_config_file=%s" % (tmp_path / "bert_config.json"),
+            "--vocab_file=%s" % shared_path(
+                "data", "vocab", "uncased_L-12_H-768_A-12", "vocab.txt")]
+  packed, unpacked = str(tmp_path / "packed"), str(tmp_path / "unpacked")
+  result = run_script("run_classifier.py", common + [
+      "--output_dir=" + packed, "--do_train", "--pack_sequences",
+      "--train_batch_size=16", "--num_train_epochs=3",
+      "--learning_rate=1e-3"])
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert "Packed 64 inputs into 28 rows of 128 tokens" in result.stderr
+  result = run_script("run_classifier.py", common + [
+      "--output_dir=" + unpacked, "--init_checkpoint=" + packed])
+  assert result.returncode == 0, result.stderr[-3000:]
+  got = _eval_results(os.path.join(packed, "eval_results.txt"))
+  want = _eval_results(os.path.join(unpacked, "eval_results.txt"))
+  assert got["global_step"] == 12  # 64 examples / 16 * 3 epochs.
+  assert got["eval_loss"] < 0.69  # Below log(2): it learned.
+  for key in ("eval_loss", "eval_accuracy", "eval_f1"):
+    assert got[key] == pytest.approx(want[key], abs=1e-5), key
+  lines = {name: np.array([[float(x) for x in line.split("\t")]
+                           for line in read_lines(os.path.join(
+                               folder, "test_results.tsv"))])
+           for name, folder in (("packed", packed), ("unpacked", unpacked))}
+  assert lines["packed"].shape == (64, 2)
+  np.testing.assert_allclose(lines["packed"], lines["unpacked"], atol=1e-5,
+                             rtol=0)

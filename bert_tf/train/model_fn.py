@@ -18,6 +18,7 @@ import tensorflow.compat.v1 as tf
 
 from bert_tf.checks import checkpoint as checkpoint_checks
 from bert_tf.train import accumulation
+from bert_tf.train import packing
 from bert_tf.train import spec as spec_lib
 from bert_tf.train import update
 import modeling
@@ -113,7 +114,8 @@ def build_model_fn(head, bert_config, init_checkpoint, use_tpu,
   """The `model_fn(features, labels, mode, params)` of a task.
 
   Builds `modeling.BertModel` over `input_ids`, `input_mask` and
-  `segment_ids` (dropout only in TRAIN; low-precision weights cast once in
+  `segment_ids` (and packed rows' `position_ids` and `cls_positions`,
+  `packing.encoder_inputs`; dropout only in TRAIN; low-precision weights cast once in
   PREDICT and EVAL off TPU), the head on it, then initializes from
   `init_checkpoint` and returns the mode's `spec.model_spec`: TRAIN with
   `update.build_train_step`'s train op, EVAL with the head's loss and
@@ -157,7 +159,8 @@ def build_model_fn(head, bert_config, init_checkpoint, use_tpu,
           token_type_ids=features["segment_ids"],
           use_one_hot_embeddings=use_one_hot_embeddings,
           compute_dtype=compute_dtype,
-          cast_weights_once=cast_weights_once(mode, use_tpu))
+          cast_weights_once=cast_weights_once(mode, use_tpu),
+          **packing.encoder_inputs(features))
     output = head.build(
         model, features, mode,
         update_share=accumulation.update_share(features, schedule.options,

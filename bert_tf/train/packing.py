@@ -20,9 +20,11 @@ the model_fn (`encoder_inputs`) and the heads (`slots`) read the rows.
 import numpy as np
 import tensorflow.compat.v1 as tf
 
+from bert_tf import io as io_utils
 import modeling
 
-__all__ = ["first_fit_decreasing", "pack", "add_slot_values",
+__all__ = ["first_fit_decreasing", "pack", "empty_row", "add_slot_values",
+           "write_rows",
            "encoder_inputs", "slots", "unslot", "unpack",
            "scale_batch_size", "input_features"]
 
@@ -116,12 +118,35 @@ def pack(sequences, max_seq_length, max_per_row):
   return rows
 
 
+def empty_row(max_seq_length, max_per_row):
+  """A row of padding only (TPU's whole batches): `pack`'s keys."""
+  row = {name: [0] * max_seq_length for name in (
+      "input_ids", "segment_ids", "input_mask", "position_ids")}
+  row.update(cls_positions=[0] * max_per_row,
+             example_index=[-1] * max_per_row,
+             is_real_example=[0] * max_per_row)
+  return row
+
+
 def add_slot_values(rows, name, values, padding):
   """Adds feature `name` to every row: each slot's item's value (a list),
   `padding` (a list) for an empty slot; concatenated over the K slots."""
   for row in rows:
     row[name] = [value for index in row["example_index"]
                  for value in (values[index] if index >= 0 else padding)]
+
+
+def write_rows(path, rows):
+  """Writes rows (dicts name -> list of ints or floats) to a TFRecord file
+  of `tf.train.Example`s, which appears under its name only when complete."""
+  with io_utils.atomic_path(path) as temp, tf.io.TFRecordWriter(temp) as out:
+    for row in rows:
+      features = {name: (io_utils.float_feature(values)
+                         if any(isinstance(v, float) for v in values) else
+                         io_utils.int64_feature(values))
+                  for name, values in row.items()}
+      out.write(tf.train.Example(features=tf.train.Features(
+          feature=features)).SerializeToString())
 
 
 def input_features(seq_length, max_per_row, label_feature=None):
