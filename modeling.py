@@ -774,7 +774,8 @@ def embedding_postprocessor(input_tensor,
         shape=[max_position_embeddings, width],
         initializer=create_initializer(initializer_range))
     if position_ids is not None:  # Each token's own row: [B, T, W].
-      output += _cast(tf.gather(full_position_table, position_ids), dtype)
+      with tf.control_dependencies(seq_check):
+        output += _cast(tf.gather(full_position_table, position_ids), dtype)
     else:
       with tf.control_dependencies(seq_check):
         # Rows 0..T-1 of the table, broadcast over the batch: [1, T, W].

@@ -275,3 +275,30 @@ def test_classifier_trains_packed_and_predicts_as_unpacked(tmp_path):
   assert lines["packed"].shape == (64, 2)
   np.testing.assert_allclose(lines["packed"], lines["unpacked"], atol=1e-5,
                              rtol=0)
+
+
+def test_multi_label_windows_pack_with_each_windows_labels(tmp_path):
+  vocab = data_path("conformance", "modeling", "vocab.txt")
+  words = [w.strip() for w in open(vocab, encoding="utf-8")][200:260]
+  examples = [data.InputExample("t-%d" % i, " ".join(words[i:i + n]), None,
+                                labels)
+              for i, (n, labels) in enumerate([(30, ["a"]), (5, []),
+                                               (12, ["b", "c"])])]
+  head = model_lib.MultiLabelHead(["a", "b", "c"]).windowed(8)
+  task = task_lib.ClassifierTask(
+      "tsv", None, ["a", "b", "c"], head, tokenization.FullTokenizer(vocab),
+      max_seq_length=16, output_dir=str(tmp_path), max_examples_per_row=4)
+  path = str(tmp_path / "rows.tf_record")
+  num_rows, owners = task.write_records(path, examples)
+  assert owners.count(0) > 2 and sorted(set(owners)) == [0, 1, 2]
+  batch = next(iter(task.input_fn(path)({"batch_size": num_rows})))
+  assert batch["label_ids"].shape == (num_rows, 4, 3)
+  want = {0: [1, 0, 0], 1: [0, 0, 0], 2: [0, 1, 1]}
+  seen = 0
+  for row_labels, row_index in zip(batch["label_ids"].numpy(),
+                                   batch["example_index"].numpy()):
+    for labels, index in zip(row_labels, row_index):
+      if index >= 0:
+        seen += 1
+        assert list(labels) == want[owners[index]]
+  assert seen == len(owners)
