@@ -153,9 +153,6 @@ def _flag_problems(flag_values):
                       "in (0, 1)" % flag_values.multi_label_threshold)
     if not flag_values.label_separator:
       problems.append("--label_separator: expected a non-empty string")
-  if flag_values.pack_sequences and flag_values.bucket_by_length:
-    problems.append("--pack_sequences: rows are full already; leave "
-                    "--bucket_by_length off with it")
   if flag_values.doc_stride is not None and flag_values.doc_stride < 1:
     problems.append("--doc_stride: got %d, expected at least 1 token" %
                     flag_values.doc_stride)

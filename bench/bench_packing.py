@@ -73,17 +73,19 @@ def _inputs():
   for feature in features_lib.convert_examples_to_features(
       examples, processor.get_labels(), FLAGS.max_seq_length, tokenizer):
     length = sum(feature.input_mask)
-    inputs.append((feature.input_ids[:length], feature.segment_ids[:length]))
+    inputs.append({"input_ids": feature.input_ids[:length],
+                   "segment_ids": feature.segment_ids[:length]})
   return inputs
 
 
 def _padded(batch, length):
   ids = np.zeros([len(batch), length], np.int32)
   types, mask = np.zeros_like(ids), np.zeros_like(ids)
-  for i, (input_ids, segment_ids) in enumerate(batch):
-    ids[i, :len(input_ids)] = input_ids
-    types[i, :len(input_ids)] = segment_ids
-    mask[i, :len(input_ids)] = 1
+  for i, item in enumerate(batch):
+    length = len(item["input_ids"])
+    ids[i, :length] = item["input_ids"]
+    types[i, :length] = item["segment_ids"]
+    mask[i, :length] = 1
   return {"input_ids": ids, "token_type_ids": types, "input_mask": mask}
 
 
@@ -91,10 +93,10 @@ def _feeds(inputs):
   """name -> (list of feed dicts, rows, real tokens / computed tokens)."""
   size, length = FLAGS.predict_batch_size, FLAGS.max_seq_length
   batches = [inputs[i:i + size] for i in range(0, len(inputs), size)]
-  real = sum(len(ids) for ids, _ in inputs)
+  real = sum(len(item["input_ids"]) for item in inputs)
   buckets = lengths_lib.bucket_lengths(length)
   cut = [_padded(b, lengths_lib.python_bucket_length(
-      buckets, max(len(ids) for ids, _ in b))) for b in batches]
+      buckets, max(len(item["input_ids"]) for item in b))) for b in batches]
   rows = packing.pack(inputs, length, FLAGS.max_examples_per_row)
   packed = [{name: np.array([row[name] for row in rows[i:i + size]],
                             np.int32)

@@ -4,6 +4,8 @@ modeling.BertModel's `position_ids`, `block_diagonal`, `pool_positions`)."""
 
 import json
 import os
+import re
+import shutil
 
 import numpy as np
 import pytest
@@ -13,7 +15,9 @@ from helpers import data_path
 from helpers import read_lines
 from helpers import run_script
 from helpers import shared_path
+from helpers import tiny_model_flags
 from helpers import write_tsv
+from test_run_ner import _head_of_conll
 
 from bert_tf.tasks.classifier import data
 from bert_tf.tasks.classifier import model as model_lib
@@ -58,8 +62,9 @@ def test_first_fit_decreasing_known_rows_and_errors():
 
 
 def test_pack_lays_out_slots_positions_and_masks():
-  rows = packing.pack([([101, 7, 102], [0, 0, 0]), ([101, 8, 102, 9, 102],
-                                                   [0, 0, 0, 1, 1])], 10, 3)
+  rows = packing.pack([{"input_ids": [101, 7, 102], "segment_ids": [0, 0, 0]},
+                       {"input_ids": [101, 8, 102, 9, 102],
+                        "segment_ids": [0, 0, 0, 1, 1]}], 10, 3)
   assert rows == [{
       "input_ids": [101, 8, 102, 9, 102, 101, 7, 102, 0, 0],
       "segment_ids": [0, 0, 0, 1, 1, 0, 0, 0, 0, 0],
@@ -72,6 +77,11 @@ def test_pack_lays_out_slots_positions_and_masks():
   unpacked = packing.unpack([{"example_index": np.array([1, 0, -1]),
                               "p": np.array([[0.5], [0.25], [0.0]])}], 2)
   assert [item["p"][0] for item in unpacked] == [0.25, 0.5]
+  tokens = packing.unpack([{"example_index": np.array([1, 0, -1]),
+                            "input_mask": np.array(rows[0]["input_mask"]),
+                            "t": np.arange(10)}], 2, token_keys=("t",))
+  assert [list(item["t"]) for item in tokens] == [
+      [5, 6, 7, 0, 0, 0, 0, 0, 0, 0], [0, 1, 2, 3, 4, 0, 0, 0, 0, 0]]
   with pytest.raises(ValueError, match="1 of 3 packed examples"):
     packing.unpack([{"example_index": np.array([1, 0, -1]),
                      "p": np.zeros([3])}], 3)
@@ -79,17 +89,19 @@ def test_pack_lays_out_slots_positions_and_masks():
 
 def _examples():
   rng = np.random.RandomState(1)
-  return [(list(rng.randint(1, 99, size=n)), list(rng.randint(0, 2, size=n)))
-          for n in _LENGTHS]
+  return [{"input_ids": list(rng.randint(1, 99, size=n)),
+           "segment_ids": list(rng.randint(0, 2, size=n))} for n in _LENGTHS]
 
 
 def _batches(examples):
   """(unpacked arrays, packed arrays) of the examples."""
+  def padded(values):
+    return values + [0] * (_SEQ_LENGTH - len(values))
+
   unpacked = {
-      "input_ids": [ids + [0] * (_SEQ_LENGTH - len(ids)) for ids, _ in examples],
-      "token_type_ids": [t + [0] * (_SEQ_LENGTH - len(t)) for _, t in examples],
-      "input_mask": [[1] * len(ids) + [0] * (_SEQ_LENGTH - len(ids))
-                     for ids, _ in examples]}
+      "input_ids": [padded(e["input_ids"]) for e in examples],
+      "token_type_ids": [padded(e["segment_ids"]) for e in examples],
+      "input_mask": [padded([1] * len(e["input_ids"])) for e in examples]}
   rows = packing.pack(examples, _SEQ_LENGTH, _MAX_PER_ROW)
   packed = {name: [row[name] for row in rows] for name in rows[0]}
   packed["token_type_ids"] = packed.pop("segment_ids")
@@ -157,7 +169,7 @@ def test_packed_rows_equal_each_example_alone(graph):
         continue
       seen += 1
       start = packed["cls_positions"][r][slot]
-      length = len(examples[index][0])
+      length = len(examples[index]["input_ids"])
       np.testing.assert_allclose(
           values["rows_sequence"][r, start:start + length],
           values["alone_sequence"][index, :length], atol=1e-5)
@@ -302,3 +314,42 @@ def test_multi_label_windows_pack_with_each_windows_labels(tmp_path):
         seen += 1
         assert list(labels) == want[owners[index]]
   assert seen == len(owners)
+
+
+@pytest.mark.slow
+def test_ner_trains_packed_and_predicts_as_unpacked(tmp_path):
+  """CoNLL-2003 sentences, windows of 48 tokens packed: each token reads
+  its own example's positions, so the predictions and the scores equal
+  the unpacked run's."""
+  data_dir = tmp_path / "data"
+  for name, count in (("eng.train", 40), ("eng.testa", 20),
+                      ("eng.testb", 20)):
+    _head_of_conll(shared_path("data", "ner", "conll2003", name),
+                   data_dir / name, count)
+  model_flags = tiny_model_flags()
+  common = ["--data_dir=%s" % data_dir, "--max_seq_length=48",
+            "--doc_stride=16", "--do_eval", "--do_predict"] + [
+                f for f in model_flags if "init_checkpoint" not in f]
+  packed, unpacked = str(tmp_path / "packed"), str(tmp_path / "unpacked")
+  result = run_script("run_ner.py", common + [
+      [f for f in model_flags if "init_checkpoint" in f][0],
+      "--output_dir=" + packed, "--do_train", "--pack_sequences",
+      "--train_batch_size=8", "--num_train_epochs=1",
+      "--learning_rate=1e-3"])
+  assert result.returncode == 0, result.stderr[-3000:]
+  num_features, num_rows = map(int, re.search(
+      r"Packed (\d+) features into (\d+) rows", result.stderr).groups())
+  assert num_rows < num_features
+  os.makedirs(unpacked)  # The training run's labels.
+  shutil.copy(os.path.join(packed, "label_list.txt"), unpacked)
+  result = run_script("run_ner.py", common + [
+      "--output_dir=" + unpacked, "--init_checkpoint=" + packed])
+  assert result.returncode == 0, result.stderr[-3000:]
+  got = _eval_results(os.path.join(packed, "eval_results.txt"))
+  want = _eval_results(os.path.join(unpacked, "eval_results.txt"))
+  assert got["global_step"] == num_features // 8  # Features, not rows.
+  for key in ("eval_loss", "eval_f1", "eval_accuracy"):
+    assert got[key] == pytest.approx(want[key], abs=1e-5), key
+  for name in ("test_predictions.txt", "dev_predictions.txt"):
+    assert read_lines(os.path.join(packed, name)) == read_lines(
+        os.path.join(unpacked, name))

@@ -85,30 +85,33 @@ def pack(sequences, max_seq_length, max_per_row):
   """Packs examples' unpadded inputs into rows.
 
   Args:
-    sequences: list of (input_ids, segment_ids) pairs, one per item, each
-      two lists of the same length 1..`max_seq_length`, `[CLS]` first.
+    sequences: list of dicts, one per item, of per-token int lists of one
+      length 1..`max_seq_length`: `input_ids` (`[CLS]` first),
+      `segment_ids` and any others (token labels, weights).
     max_seq_length: int, the row length.
     max_per_row: int, slots per row (K).
 
   Returns:
-    List of dicts of int lists: `input_ids`, `segment_ids`, `input_mask`
-    (slot 1..K, 0: padding), `position_ids` [max_seq_length];
-    `cls_positions`, `example_index` (the item's index, -1: empty slot),
-    `is_real_example` [K].
+    List of dicts of int lists: the items' keys, concatenated, `input_mask`
+    (slot 1..K, 0: padding) and `position_ids` [max_seq_length], padded
+    with 0; `cls_positions`, `example_index` (the item's index, -1: empty
+    slot), `is_real_example` [K].
   """
   rows = []
-  for members in first_fit_decreasing([len(ids) for ids, _ in sequences],
-                                      max_seq_length, max_per_row):
-    row = {name: [] for name in ("input_ids", "segment_ids", "input_mask",
-                                 "position_ids", "cls_positions")}
+  token_keys = list(sequences[0]) + ["input_mask", "position_ids"] if (
+      sequences) else []
+  for members in first_fit_decreasing(
+      [len(item["input_ids"]) for item in sequences], max_seq_length,
+      max_per_row):
+    row = {name: [] for name in token_keys + ["cls_positions"]}
     for slot, index in enumerate(members, 1):
-      input_ids, segment_ids = sequences[index]
+      length = len(sequences[index]["input_ids"])
       row["cls_positions"].append(len(row["input_ids"]))
-      row["input_ids"] += list(input_ids)
-      row["segment_ids"] += list(segment_ids)
-      row["input_mask"] += [slot] * len(input_ids)
-      row["position_ids"] += list(range(len(input_ids)))
-    for name in ("input_ids", "segment_ids", "input_mask", "position_ids"):
+      for name, values in sequences[index].items():
+        row[name] += list(values)
+      row["input_mask"] += [slot] * length
+      row["position_ids"] += list(range(length))
+    for name in token_keys:
       row[name] += [0] * (max_seq_length - len(row[name]))
     empty = max_per_row - len(members)
     row["cls_positions"] += [0] * empty
@@ -186,26 +189,35 @@ def unslot(tensor, num_slots):
   return tf.reshape(tensor, [-1, num_slots] + shape[1:])
 
 
-def unpack(predictions, num_items):
+def unpack(predictions, num_items, token_keys=()):
   """Per-item prediction dicts, in item order, from per-row ones.
 
   Args:
     predictions: iterable of dicts of numpy arrays [K, ...], one per row,
-      with `example_index` [K] (-1: empty slot).
+      with `example_index` [K] (-1: empty slot); with `token_keys`, also
+      the row's `input_mask` [max_seq_length].
     num_items: int, the items packed.
+    token_keys: keys of per-token outputs [max_seq_length, ...]: each
+      item gets its own tokens', first, padded with zeros (its unpacked
+      layout).
 
   Returns:
-    List of `num_items` dicts (without `example_index`).
+    List of `num_items` dicts (without `example_index` and `input_mask`).
 
   Raises:
     ValueError: an item without a prediction.
   """
   items = [None] * num_items
+  per_row = tuple(token_keys) + ("example_index", "input_mask")
   for row in predictions:
     for slot, index in enumerate(np.reshape(row["example_index"], [-1])):
       if index >= 0:
         items[index] = {key: value[slot] for key, value in row.items()
-                        if key != "example_index"}
+                        if key not in per_row}
+        for key in token_keys:
+          own = row[key][row["input_mask"] == slot + 1]
+          items[index][key] = np.zeros_like(row[key])
+          items[index][key][:len(own)] = own
   missing = sum(item is None for item in items)
   if missing:
     raise ValueError("%d of %d packed examples got no prediction" %

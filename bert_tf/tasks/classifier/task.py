@@ -127,7 +127,8 @@ class ClassifierTask:
       for input_ids, input_mask, segment_ids in windows_lib.encode_windows(
           example, self.tokenizer, self.max_seq_length, self.head.doc_stride):
         length = sum(input_mask)
-        inputs.append((input_ids[:length], segment_ids[:length]))
+        inputs.append({"input_ids": input_ids[:length],
+                       "segment_ids": segment_ids[:length]})
         labels.append(label)
         owners.append(index)
     rows = packing.pack(inputs, self.max_seq_length,
