@@ -151,9 +151,12 @@ def main(_):
     return time.perf_counter() - start
 
   best = {name: float("inf") for name in feeds}
-  for _ in range(FLAGS.repetitions):
+  for repetition in range(FLAGS.repetitions):
     for name in feeds:
-      best[name] = min(best[name], run(name))
+      seconds = run(name)
+      best[name] = min(best[name], seconds)
+      print("  repetition %d: %s %.2f s" % (repetition, name, seconds),
+            flush=True)
   print("MRPC test, %d examples, length %d, batch %d, %d layers:" % (
       len(inputs), FLAGS.max_seq_length, FLAGS.predict_batch_size,
       FLAGS.num_hidden_layers))
