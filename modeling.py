@@ -202,7 +202,10 @@ class BertModel(object):
                use_one_hot_embeddings=False,
                scope=None,
                compute_dtype=tf.float32,
-               cast_weights_once=False):
+               cast_weights_once=False,
+               position_ids=None,
+               block_diagonal=False,
+               pool_positions=None):
     """Builds the graph.
 
     Args:
@@ -227,6 +230,16 @@ class BertModel(object):
         once when the local variables are initialized, instead of casting
         the float32 variables on every step. Same values; never in a graph
         that trains. Ignored for float32.
+      position_ids: (optional) int32 Tensor [batch_size, seq_length], each
+        token's row of the position table. Default: 0..seq_length-1.
+      block_diagonal: bool; True reads `input_mask` as segment numbers (0 =
+        padding, 1..K = the K sequences packed in a row) and lets a token
+        attend only to the real tokens of its own sequence (Krell et al.
+        2021). Default False: every real token, as the reference.
+      pool_positions: (optional) int32 Tensor [batch_size, K]: pool the
+        tokens at these positions (each packed sequence's [CLS]) with the
+        same pooler variables; `get_pooled_output` is then [batch_size, K,
+        hidden_size]. Default: the first token, [batch_size, hidden_size].
 
     Raises:
       ValueError: if a tensor has the wrong rank, if the static sequence length
@@ -261,10 +274,11 @@ class BertModel(object):
       with tf.variable_scope("embeddings"):
         embedding_output, self.embedding_table = self._embed(
             config, input_ids, token_type_ids, use_one_hot_embeddings,
-            compute_dtype)
+            compute_dtype, position_ids)
       with tf.variable_scope("encoder"):
         attention_mask = create_attention_mask_from_input_mask(
-            input_ids, input_mask, dtype=compute_dtype)
+            input_ids, input_mask, dtype=compute_dtype,
+            block_diagonal=block_diagonal)
         all_encoder_layers = transformer_model(
             input_tensor=embedding_output,
             attention_mask=attention_mask,
@@ -280,7 +294,7 @@ class BertModel(object):
             cast_weights_once=cast_weights_once)
       with tf.variable_scope("pooler"):
         pooled_output = self._pool(config, all_encoder_layers[-1],
-                                   cast_weights_once)
+                                   cast_weights_once, pool_positions)
     # The outputs the heads read are float32 (no-ops in a float32 model).
     self.embedding_output = _cast(embedding_output, tf.float32)
     self.all_encoder_layers = [_cast(layer, tf.float32)
@@ -290,7 +304,7 @@ class BertModel(object):
 
   @staticmethod
   def _embed(config, input_ids, token_type_ids, use_one_hot_embeddings,
-             compute_dtype):
+             compute_dtype, position_ids=None):
     """Word + token type + position embeddings, layer norm, dropout."""
     word_embeddings, embedding_table = embedding_lookup(
         input_ids=input_ids,
@@ -310,19 +324,30 @@ class BertModel(object):
         position_embedding_name="position_embeddings",
         initializer_range=config.initializer_range,
         max_position_embeddings=config.max_position_embeddings,
-        dropout_prob=config.hidden_dropout_prob)
+        dropout_prob=config.hidden_dropout_prob,
+        position_ids=position_ids)
     return output, embedding_table
 
   @staticmethod
-  def _pool(config, sequence_output, cast_weights_once):
-    """tanh dense layer on the first ([CLS]) token: [B, T, W] -> [B, W]."""
-    first_token = sequence_output[:, 0, :]  # [B, W]
-    return dense_layer(first_token, config.hidden_size, activation=tf.tanh,
-                       initializer_range=config.initializer_range, name="dense",
-                       cast_weights_once=cast_weights_once)
+  def _pool(config, sequence_output, cast_weights_once, positions=None):
+    """tanh dense layer on the first ([CLS]) token: [B, T, W] -> [B, W];
+    on the tokens at `positions` [B, K]: [B, T, W] -> [B, K, W]."""
+    if positions is None:
+      first_token = sequence_output[:, 0, :]  # [B, W]
+      return dense_layer(first_token, config.hidden_size, activation=tf.tanh,
+                         initializer_range=config.initializer_range,
+                         name="dense", cast_weights_once=cast_weights_once)
+    tokens = tf.gather(sequence_output, positions, batch_dims=1)  # [B, K, W]
+    batch_size, num_slots, width = get_shape_list(tokens, expected_rank=3)
+    pooled = dense_layer(tf.reshape(tokens, [-1, width]), config.hidden_size,
+                         activation=tf.tanh,
+                         initializer_range=config.initializer_range,
+                         name="dense", cast_weights_once=cast_weights_once)
+    return tf.reshape(pooled, [batch_size, num_slots, config.hidden_size])
 
   def get_pooled_output(self):
-    """float32 Tensor of shape [batch_size, hidden_size]: pooled [CLS].
+    """float32 Tensor of shape [batch_size, hidden_size]: pooled [CLS]
+    ([batch_size, K, hidden_size] with `pool_positions`).
 
     float32 whatever `compute_dtype` (cast from it after the pooler).
     """
@@ -691,7 +716,8 @@ def embedding_postprocessor(input_tensor,
                             position_embedding_name="position_embeddings",
                             initializer_range=0.02,
                             max_position_embeddings=512,
-                            dropout_prob=0.1):
+                            dropout_prob=0.1,
+                            position_ids=None):
   """Adds token type and absolute position embeddings, then layer norm, dropout.
 
   The tables are float32 variables, cast on read to the dtype of
@@ -709,6 +735,9 @@ def embedding_postprocessor(input_tensor,
     initializer_range: float, stddev of the tables' initializer.
     max_position_embeddings: int, rows of the position table.
     dropout_prob: float, chance of dropping a value of the output.
+    position_ids: (optional) int32 Tensor [batch_size, seq_length], each
+      token's row of the position table (packed sequences restart at 0);
+      default 0..seq_length-1 for every row.
 
   Returns:
     Tensor of the same shape and dtype as `input_tensor`.
@@ -744,11 +773,15 @@ def embedding_postprocessor(input_tensor,
         name=position_embedding_name,
         shape=[max_position_embeddings, width],
         initializer=create_initializer(initializer_range))
-    with tf.control_dependencies(seq_check):
-      # Rows 0..T-1 of the table, broadcast over the batch: [1, T, W].
-      position_embeddings = tf.slice(full_position_table, [0, 0],
-                                     [seq_length, -1])
-    output += tf.expand_dims(_cast(position_embeddings, dtype), axis=0)
+    if position_ids is not None:  # Each token's own row: [B, T, W].
+      with tf.control_dependencies(seq_check):
+        output += _cast(tf.gather(full_position_table, position_ids), dtype)
+    else:
+      with tf.control_dependencies(seq_check):
+        # Rows 0..T-1 of the table, broadcast over the batch: [1, T, W].
+        position_embeddings = tf.slice(full_position_table, [0, 0],
+                                       [seq_length, -1])
+      output += tf.expand_dims(_cast(position_embeddings, dtype), axis=0)
 
   return layer_norm_and_dropout(output, dropout_prob)
 
@@ -779,7 +812,8 @@ def _check_seq_length(seq_length, max_position_embeddings):
 
 
 def create_attention_mask_from_input_mask(from_tensor, to_mask,
-                                          dtype=tf.float32):
+                                          dtype=tf.float32,
+                                          block_diagonal=False):
   """Builds the [B, F, T] attention mask from a [B, T] padding mask.
 
   Every query position may attend to every real key position; padded query
@@ -791,6 +825,9 @@ def create_attention_mask_from_input_mask(from_tensor, to_mask,
     to_mask: int32 Tensor of shape [batch_size, to_seq_length], 1 = real.
     dtype: (optional) float dtype of the mask, the model's compute dtype
       (0 and 1 are exact in every float dtype).
+    block_diagonal: bool; True: `to_mask` holds segment numbers (0 =
+      padding) of packed sequences, `from_tensor` is the same row, and
+      mask[b, i, j] = (to_mask[b, j] > 0) & (to_mask[b, i] == to_mask[b, j]).
 
   Returns:
     Tensor of shape [batch_size, from_seq_length, to_seq_length] in `dtype`.
@@ -804,6 +841,9 @@ def create_attention_mask_from_input_mask(from_tensor, to_mask,
   to_shape = get_shape_list(to_mask, expected_rank=2, name="to_mask")
   to_seq_length = to_shape[1]
 
+  if block_diagonal:
+    same = tf.equal(to_mask[:, :, None], to_mask[:, None, :])  # [B, T, T]
+    return tf.cast(same & (to_mask[:, None, :] > 0), dtype)
   keys = tf.cast(tf.reshape(to_mask, [batch_size, 1, to_seq_length]),
                  dtype)  # [B, 1, T]
   queries = tf.ones(shape=[batch_size, from_seq_length, 1],

@@ -100,7 +100,8 @@ def define_flags():
       "eval_batch_size", cli_flags.FINE_TUNING_FLAGS, "export_dir",
       "label_column", cli_flags.TRAINING_FLAGS, cli_flags.TPU_FLAGS,
       cli_flags.DISTRIBUTE_FLAGS, cli_flags.BEST_CHECKPOINT_FLAGS,
-      "doc_stride", doc_stride=None)
+      "doc_stride", "pack_sequences", "max_examples_per_row",
+      doc_stride=None)
   # The `tsv` task (a user's own files); column numbers are 0-based and may
   # be negative (counted from the end, as in Python).
   flags.DEFINE_integer("text_a_column", 0,
@@ -179,7 +180,10 @@ def _task(flag_values, tokenizer, use_tpu):
                         head, tokenizer,
                         flag_values.max_seq_length, flag_values.output_dir,
                         use_tpu=use_tpu,
-                        bucket_by_length=flag_values.bucket_by_length)
+                        bucket_by_length=flag_values.bucket_by_length,
+                        max_examples_per_row=(
+                            flag_values.max_examples_per_row
+                            if flag_values.pack_sequences else None))
 
 
 def _export(flag_values, task, bert_config, init_checkpoint, checkpoint=None):

@@ -76,7 +76,7 @@ def define_flags():
       "bucket_by_length", "doc_stride", "do_eval", "eval_batch_size", cli_flags.FINE_TUNING_FLAGS,
       "export_dir", cli_flags.TRAINING_FLAGS, cli_flags.TPU_FLAGS,
       cli_flags.DISTRIBUTE_FLAGS, cli_flags.BEST_CHECKPOINT_FLAGS,
-      doc_stride=64)
+      "pack_sequences", "max_examples_per_row", doc_stride=64)
   # --vocab_file and --bert_config_file may come from a Hugging Face folder
   # given as --init_checkpoint; startup.prepare_model requires them.
   for name in ("data_dir", "output_dir"):
@@ -102,7 +102,9 @@ def _options(f, use_tpu):
       doc_stride=f.doc_stride, document_context=f.document_context,
       output_dir=f.output_dir, bucket_by_length=f.bucket_by_length,
       eval_batch_size=f.eval_batch_size,
-      predict_batch_size=f.predict_batch_size, use_tpu=use_tpu)
+      predict_batch_size=f.predict_batch_size, use_tpu=use_tpu,
+      max_examples_per_row=(f.max_examples_per_row if f.pack_sequences
+                            else None))
 
 
 def _serving(f, label_list):

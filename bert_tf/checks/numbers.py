@@ -57,6 +57,7 @@ RANGES = types.MappingProxyType({
     "max_seq_length": _int(3, _LENGTH),
     "max_predictions_per_seq": _int(1, _LENGTH),
     "doc_stride": _int(1, _LENGTH),
+    "max_examples_per_row": _int(1, 4096),
     "max_query_length": _int(1, _LENGTH),
     "max_answer_length": _int(1, _LENGTH),
     "n_best_size": _int(1, _INT32),

@@ -81,6 +81,18 @@ SHARED_FLAGS = types.MappingProxyType(collections.OrderedDict([
                           "training batches inputs of similar length "
                           "together. Outputs equal the padded run's within "
                           "float32 rounding. Not with --use_tpu.")),
+    ("pack_sequences", (_B, False,
+                        "Put several whole examples into each row of "
+                        "--max_seq_length (first-fit decreasing), each "
+                        "attending only to itself with its own positions: "
+                        "less padding computed on one static shape (TPU "
+                        "too). Outputs equal the unpacked run's within "
+                        "float32 rounding; --train_batch_size still counts "
+                        "examples (on average), the eval and predict batch "
+                        "sizes count rows. Not with --bucket_by_length.")),
+    ("max_examples_per_row", (_I, 16,
+                              "With --pack_sequences: examples a row holds "
+                              "at most.")),
     ("doc_stride", (_I, 128,
                     "How far, in WordPiece tokens, each window over a text "
                     "longer than one input starts after the previous one.")),

@@ -12,6 +12,7 @@ import tensorflow.compat.v1 as tf
 
 from bert_tf.checks import checkpoint as checkpoint_checks
 from bert_tf.train import accumulation
+from bert_tf.train import packing
 from bert_tf.train import spec as spec_lib
 from bert_tf.train import update
 import modeling
@@ -80,7 +81,8 @@ def build_model_fn(head, bert_config, init_checkpoint, use_tpu,
   """The `model_fn(features, labels, mode, params)` of a task.
 
   `modeling.BertModel` over `input_ids`, `input_mask`, `segment_ids`
-  (dropout in TRAIN only), `head` on it, initialization from
+  (and packed rows' `position_ids` and `cls_positions`:
+  `packing.encoder_inputs`; dropout in TRAIN only), `head` on it, initialization from
   `init_checkpoint`, then the mode's `spec.model_spec`: TRAIN with
   `update.build_train_step`'s op, EVAL with the head's loss and metrics,
   PREDICT with its predictions. `schedule` (`TrainingSchedule`) is None
@@ -112,7 +114,8 @@ def build_model_fn(head, bert_config, init_checkpoint, use_tpu,
           token_type_ids=features["segment_ids"],
           use_one_hot_embeddings=use_one_hot_embeddings,
           compute_dtype=compute_dtype,
-          cast_weights_once=cast_weights_once(mode, use_tpu))
+          cast_weights_once=cast_weights_once(mode, use_tpu),
+          **packing.encoder_inputs(features))
     output = head.build(
         model, features, mode,
         update_share=accumulation.update_share(features, schedule.options,

@@ -24,6 +24,7 @@ from bert_tf.tasks.classifier import metrics as glue_metrics
 from bert_tf.tasks.classifier import multi_label as multi_label_lib
 from bert_tf.tasks.classifier import windows as windows_lib
 from bert_tf.train import model_fn as model_fn_utils
+from bert_tf.train import packing
 from bert_tf.train import spec as spec_lib
 import modeling
 
@@ -115,18 +116,27 @@ class SingleLabelHead(model_fn_utils.Head):
 
   def build(self, model, features, mode, update_share=None):
     del update_share  # The reference's mean over the batch.
-    label_ids = features["label_ids"]
+    pooled = model.get_pooled_output()
+    label_ids, is_real = features["label_ids"], features["is_real_example"]
+    packed = pooled.shape.ndims == 3  # [B, K, W]: K examples a row.
+    if packed:
+      pooled, label_ids, is_real = (packing.slots(tensor) for tensor in (
+          pooled, label_ids, is_real))
     loss, per_example_loss, logits, outputs = self.layer(
-        model.get_pooled_output(), label_ids,
-        mode == spec_lib.ModeKeys.TRAIN)
+        pooled, label_ids, mode == spec_lib.ModeKeys.TRAIN)
+    predictions = {self.output_key: outputs}
+    if packed:  # The mean over the real examples; outputs per row.
+      loss = model_fn_utils.weighted_mean_loss(per_example_loss, is_real)
+      num_slots = modeling.get_shape_list(features["example_index"])[1]
+      predictions = {self.output_key: packing.unslot(outputs, num_slots),
+                     "example_index": features["example_index"]}
     eval_metrics = None
     if mode == spec_lib.ModeKeys.EVAL:
       # The runner matches the tensors to the metric_fn's arguments.
       eval_metrics = self.metrics(per_example_loss, label_ids, logits,
-                                  outputs, features["is_real_example"])
+                                  outputs, is_real)
     return model_fn_utils.HeadOutput(
-        loss=loss, eval_metrics=eval_metrics,
-        predictions={self.output_key: outputs})
+        loss=loss, eval_metrics=eval_metrics, predictions=predictions)
 
   def metrics(self, per_example_loss, label_ids, logits, outputs, is_real):
     del outputs  # Accuracy and F1 come from the logits.

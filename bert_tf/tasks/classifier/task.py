@@ -19,8 +19,11 @@ from bert_tf.runner import loop
 from bert_tf.tasks.classifier import features as features_lib
 from bert_tf.tasks.classifier import model as model_lib
 from bert_tf.tasks.classifier import windows as windows_lib
+from bert_tf.tasks.classifier.data import PaddingInputExample
 from bert_tf.tasks.classifier.data import TsvProcessor
+from bert_tf.train import input_fn as input_utils
 from bert_tf.train import model_fn as model_fn_utils
+from bert_tf.train import packing
 
 __all__ = ["ClassifierTask"]
 
@@ -40,6 +43,10 @@ class ClassifierTask:
     use_tpu: bool; evaluation and prediction records are padded to whole
       batches on TPU.
     bucket_by_length: bool, see `features.file_based_input_fn_builder`.
+    max_examples_per_row: int, or None (the reference's one example per
+      record): records are rows of up to this many whole examples
+      (`packing`); `--train_batch_size` counts examples on average, the
+      eval and predict batch sizes rows.
   """
 
   name: str
@@ -51,6 +58,7 @@ class ClassifierTask:
   output_dir: str
   use_tpu: bool = False
   bucket_by_length: bool = False
+  max_examples_per_row: Optional[int] = None
 
   def read_examples(self, data_dir, splits):
     """Reads every split that the run needs ("train", "dev", "test"), so
@@ -81,9 +89,12 @@ class ClassifierTask:
 
     Returns:
       (number of records, owners): `owners` lists each record's example
-      (`windows.write_features`), or is None for the reference's records
-      (one per example, in order).
+      (`windows.write_features`; packed: each packed input's), or is None
+      for the reference's records (one per example, in order).
     """
+    if self.max_examples_per_row:
+      num_rows, owners, _ = self._write_rows(path, examples, batch_size)
+      return num_rows, None if self.head.reference_records else owners
     if not self.head.reference_records:
       owners = windows_lib.write_features(
           examples, self.head, self.max_seq_length, self.tokenizer, path,
@@ -101,8 +112,45 @@ class ClassifierTask:
       logging.info("  Batch size = %d", batch_size)
     return len(examples), None
 
+  def _write_rows(self, path, examples, batch_size):
+    """`write_records` for packed rows: each example's inputs (its windows
+    with `doc_stride`), packed, then empty rows to whole batches on TPU.
+
+    Returns:
+      (number of rows, each input's example index, number of inputs).
+    """
+    inputs, labels, owners = [], [], []
+    for index, example in enumerate(examples):
+      if isinstance(example, PaddingInputExample):
+        continue
+      label = self.head.label_ids(example)
+      for input_ids, input_mask, segment_ids in windows_lib.encode_windows(
+          example, self.tokenizer, self.max_seq_length, self.head.doc_stride):
+        length = sum(input_mask)
+        inputs.append({"input_ids": input_ids[:length],
+                       "segment_ids": segment_ids[:length]})
+        labels.append(label)
+        owners.append(index)
+    rows = packing.pack(inputs, self.max_seq_length,
+                        self.max_examples_per_row)
+    while batch_size and self.use_tpu and len(rows) % batch_size:
+      rows.append(packing.empty_row(self.max_seq_length,
+                                    self.max_examples_per_row))
+    packing.add_slot_values(rows, "label_ids", labels,
+                            list(self.head.padding_label))
+    packing.write_rows(path, rows)
+    logging.info("Packed %d inputs into %d rows of %d tokens", len(inputs),
+                 len(rows), self.max_seq_length)
+    return len(rows), owners, len(inputs)
+
   def input_fn(self, path, is_training=False):
     """The `input_fn` over a records file `write_records` wrote."""
+    if self.max_examples_per_row:
+      return input_utils.tfrecord_input_fn_builder(
+          [path], packing.input_features(
+              self.max_seq_length, self.max_examples_per_row,
+              self.head.label_feature),
+          is_training=is_training, drop_remainder=is_training or self.use_tpu)
     return features_lib.file_based_input_fn_builder(
         path, self.max_seq_length, is_training=is_training,
         drop_remainder=is_training or self.use_tpu,
@@ -124,15 +172,21 @@ class ClassifierTask:
     self.head.write_training_files(self.output_dir)
     train_file = os.path.join(self.output_dir, "train.tf_record")
     # With windows, every window is a training example.
-    num_records, _ = self.write_records(train_file, examples)
+    if self.max_examples_per_row:  # Steps count inputs, batches rows.
+      num_rows, _, num_records = self._write_rows(train_file, examples, None)
+      input_fn = packing.scale_batch_size(
+          self.input_fn(train_file, is_training=True),
+          num_records / max(1, num_rows))
+    else:
+      num_records, _ = self.write_records(train_file, examples)
+      input_fn = self.input_fn(train_file, is_training=True)
     num_train_steps, num_warmup_steps = model_fn_utils.fine_tuning_steps(
         num_records, examples_per_update, num_train_epochs,
         warmup_proportion)
     logging.info("  Num examples = %d (%d records)", len(examples),
                  num_records)
     return loop.Training(
-        input_fn=self.input_fn(train_file, is_training=True),
-        num_train_steps=num_train_steps, num_warmup_steps=num_warmup_steps,
+        input_fn=input_fn, num_train_steps=num_train_steps, num_warmup_steps=num_warmup_steps,
         learning_rate=learning_rate, records=[train_file],
         # Progress about ten times a run, at most every 100 steps.
         progress_every=min(100, max(1, num_train_steps // 10)))
@@ -161,6 +215,9 @@ class ClassifierTask:
         self.input_fn(predict_file), records=[predict_file],
         num_batches=-(-num_written // batch_size), checkpoint_path=checkpoint,
         batch_size=batch_size)
+    if self.max_examples_per_row:  # In input order; windows then combined.
+      num_inputs = len(owners) if owners is not None else len(examples)
+      predictions = packing.unpack(predictions, num_inputs)
     if owners is not None:
       predictions = self.head.aggregate(predictions, owners, len(examples))
     output_file = os.path.join(self.output_dir, "test_results.tsv")

@@ -26,8 +26,11 @@ def label_weights(features):
     features: dict with int32 `label_weights` [batch_size, seq_length] and
       `is_real_example` [batch_size].
   """
+  weights = tf.cast(features["label_weights"], tf.float32)
+  if features["is_real_example"].shape.ndims == 2:  # Packed rows, per slot:
+    return weights  # empty slots and rows have no labelled token.
   is_real = tf.cast(features["is_real_example"], tf.float32)
-  return tf.cast(features["label_weights"], tf.float32) * is_real[..., None]
+  return weights * is_real[..., None]
 
 
 def _token_outputs(model, label_ids, weights, num_labels, is_training,
@@ -133,10 +136,14 @@ class TokenHead(model_fn_utils.Head):
         model, features["label_ids"], weights, self.num_labels,
         mode == spec_lib.ModeKeys.TRAIN, update_share)
     if mode == spec_lib.ModeKeys.PREDICT:
-      return model_fn_utils.HeadOutput(predictions={
-          "unique_ids": features["unique_ids"],
-          "probabilities": probabilities,
-          "predictions": tf.argmax(logits, axis=-1, output_type=tf.int32)})
+      # Packed rows: each slot's example and the tokens' slots
+      # (`packing.unpack`) in place of the unique ids.
+      keys = (("example_index", "input_mask") if "example_index" in features
+              else ("unique_ids",))
+      return model_fn_utils.HeadOutput(predictions=dict(
+          {key: features[key] for key in keys},
+          probabilities=probabilities,
+          predictions=tf.argmax(logits, axis=-1, output_type=tf.int32)))
     return model_fn_utils.HeadOutput(
         loss=loss, eval_metrics=(metric_fn, [per_token_loss, weights]))
 

@@ -23,6 +23,7 @@ from bert_tf.tasks.ner import tags as ner_tags
 from bert_tf.train import hooks as train_hooks
 from bert_tf.train import input_fn as input_utils
 from bert_tf.train import lengths as lengths_lib
+from bert_tf.train import packing
 
 __all__ = ["NerOptions", "NerTask"]
 
@@ -42,6 +43,8 @@ class NerOptions:
     bucket_by_length: bool, batches of similar lengths.
     eval_batch_size, predict_batch_size: int.
     use_tpu: bool; TPU batches are whole, so the files are padded.
+    max_examples_per_row: int, or None: records are packed rows of up to
+      this many windows (`packing`).
   """
 
   data_dir: str
@@ -58,6 +61,7 @@ class NerOptions:
   eval_batch_size: int = 8
   predict_batch_size: int = 8
   use_tpu: bool = False
+  max_examples_per_row: Optional[int] = None
 
 
 class NerTask:
@@ -155,8 +159,11 @@ class NerTask:
     return os.path.join(self.options.output_dir, name + ".tf_record")
 
   def _input_fn(self, features, name, is_training):
-    """Writes `<output_dir>/<name>.tf_record`; the input_fn over it."""
+    """Writes `<output_dir>/<name>.tf_record`; the input_fn over it and
+    its number of records."""
     o = self.options
+    if o.max_examples_per_row:
+      return self._packed_input_fn(features, name, is_training)
     ner_features.write_features(features, self._record_file(name))
     return input_utils.tfrecord_input_fn_builder(
         [self._record_file(name)],
@@ -164,17 +171,49 @@ class NerTask:
         is_training=is_training, drop_remainder=is_training or o.use_tpu,
         length_buckets=(lengths_lib.bucket_lengths(o.max_seq_length)
                         if o.bucket_by_length else None),
-        sequence_keys=ner_features.SEQUENCE_KEYS)
+        sequence_keys=ner_features.SEQUENCE_KEYS), len(features)
+
+  def _packed_input_fn(self, features, name, is_training):
+    """`_input_fn` over packed rows of the real features (TPU: whole
+    batches of both sizes); training batches count features."""
+    o = self.options
+    real = [f for f in features if f.is_real_example]
+    rows = packing.pack([{key: getattr(f, key)[:sum(f.input_mask)] for key in (
+        "input_ids", "segment_ids", "label_ids", "label_weights")}
+                         for f in real], o.max_seq_length,
+                        o.max_examples_per_row)
+    pad_to = math.lcm(o.eval_batch_size, o.predict_batch_size)
+    while o.use_tpu and not is_training and len(rows) % pad_to:
+      rows.append(packing.empty_row(o.max_seq_length,
+                                    o.max_examples_per_row))
+    packing.write_rows(self._record_file(name), rows)
+    logging.info("Packed %d features into %d rows", len(real), len(rows))
+    schema = packing.input_features(o.max_seq_length, o.max_examples_per_row)
+    for key in ("label_ids", "label_weights"):
+      schema[key] = schema["input_ids"]
+    input_fn = input_utils.tfrecord_input_fn_builder(
+        [self._record_file(name)], schema, is_training=is_training,
+        drop_remainder=is_training or o.use_tpu)
+    if is_training:
+      input_fn = packing.scale_batch_size(input_fn,
+                                          len(real) / max(1, len(rows)))
+    return input_fn, len(rows)
 
   def _predict_words(self, steps, split, name, checkpoint_path=None):
     """Each word's predicted label (see `metrics.word_predictions`)."""
     features = self.features[split]
     batch_size = self.options.predict_batch_size
+    input_fn, num_records = self._input_fn(features, name, is_training=False)
     predictions = steps.predict(
-        self._input_fn(features, name, is_training=False),
-        records=[self._record_file(name)],
-        num_batches=-(-len(features) // batch_size),
+        input_fn, records=[self._record_file(name)],
+        num_batches=-(-num_records // batch_size),
         checkpoint_path=checkpoint_path, batch_size=batch_size)
+    if self.options.max_examples_per_row:  # In feature order.
+      real = sum(f.is_real_example for f in features)
+      predictions = packing.unpack(predictions, real, token_keys=(
+          "probabilities", "predictions")) + [{}] * (len(features) - real)
+      for feature, prediction in zip(features, predictions):
+        prediction["unique_ids"] = feature.unique_id
     return ner_metrics.word_predictions(self.files[split][1], features,
                                         predictions, self.label_list)
 
@@ -196,7 +235,7 @@ class NerTask:
       raise ValueError("%s: no word of any sentence has a WordPiece; "
                        "nothing to train on" % self.files["train"][0])
     logging.info("Training on %d features", len(features))
-    return (self._input_fn(features, "train", is_training=True),
+    return (self._input_fn(features, "train", is_training=True)[0],
             [self._record_file("train")], len(features))
 
   def evaluate(self, steps):
@@ -208,10 +247,11 @@ class NerTask:
     sentences = self.files["dev"][1]
     logging.info("***** Running evaluation: %d features *****",
                  len(features))
+    input_fn, num_records = self._input_fn(features, "eval",
+                                           is_training=False)
     result = steps.evaluate(
-        self._input_fn(features, "eval", is_training=False),
-        records=[self._record_file("eval")],
-        steps=len(features) // o.eval_batch_size if o.use_tpu else None)
+        input_fn, records=[self._record_file("eval")],
+        steps=num_records // o.eval_batch_size if o.use_tpu else None)
     predicted = self._predict_words(steps, "dev", "eval")
     scores = ner_metrics.entity_scores(
         [s.labels for s in sentences], predicted,
