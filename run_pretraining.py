@@ -163,7 +163,7 @@ def _prepare(problems, run):
       FLAGS.init_checkpoint, FLAGS.max_seq_length,
       FLAGS.max_predictions_per_seq, FLAGS.do_train, FLAGS.do_eval,
       FLAGS.num_train_steps, problems=problems, run=run,
-      use_tpu=FLAGS.use_tpu, **_layout())
+      use_tpu=run is not None and run.tpu.use_tpu, **_layout())
 
 
 def _masker():

@@ -35,8 +35,8 @@ E2E_RUNS = {
                               "run_classifier",
     "prepare_corpus.py": "test_corpus_prepare.py::test_cli_dump_to_shards",
     "run_multiple_choice.py": "test_run_multiple_choice.py::"
-                              "test_swag_sample_train_eval_predict_end_to_"
-                              "end",
+                              "test_swag_sample_train_eval_predict_export_"
+                              "end_to_end",
     "run_classifier.py": "test_run_classifier.py::"
                          "test_mrpc_train_eval_predict_end_to_end",
     "run_ner.py": "test_run_ner.py::"
