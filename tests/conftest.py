@@ -8,6 +8,9 @@ slow"` everything (docs/testing.md; CI runs every test on TensorFlow
 2.15, and the default selection plus `-m both_stacks` on 2.21). A test
 named by its node id (`tests/test_x.py::test_y`) always runs.
 
+`-n auto` (pytest-xdist, installed by `setup.sh --test`) runs the tests
+in one worker per CPU (at most 4), each test file whole on one worker.
+
 `--cpu-durations=N` lists the N tests that used the most CPU time, this
 process's and its subprocesses' (set-up and tear-down included), and the
 total: unlike `--durations` (wall time), a figure that a busy machine
@@ -44,10 +47,32 @@ _CPU = pytest.StashKey[dict]()
 def pytest_configure(config):
   """Applies `DEFAULT_SELECTION` when no `-m` is given and no test is named
   by its node id."""
+  _spread_by_file(config)
   if config.option.markexpr or any("::" in arg for arg in config.args):
     return
   config.option.markexpr = DEFAULT_SELECTION
   config.stash[_DEFAULTED] = True
+
+
+# `-n auto` (pytest-xdist): one worker per CPU, at most this many (each
+# worker's tests start TensorFlow processes of 1-2 GB).
+MAX_AUTO_WORKERS = 4
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config):
+  """`-n auto`: the CPUs this process may use, at most `MAX_AUTO_WORKERS`."""
+  del config  # The hook's signature.
+  return max(1, min(len(os.sched_getaffinity(0)), MAX_AUTO_WORKERS))
+
+
+def _spread_by_file(config):
+  """With `-n` and no `--dist`, each test file runs whole on one worker
+  (`--dist loadfile`), so its module fixtures are made once."""
+  if (getattr(config.option, "dist", "no") == "load" and
+      not any(arg == "--dist" or arg.startswith("--dist=")
+              for arg in config.invocation_params.args)):
+    config.option.dist = "loadfile"
 
 
 def pytest_report_header(config):

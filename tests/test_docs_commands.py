@@ -27,7 +27,8 @@ from helpers import shared_path
 from helpers import skip_or_fail
 
 _README = os.path.join(REPO_ROOT, "README.md")
-_TEST_COMMAND = "./setup.sh --test && .venv/bin/python -m pytest tests -q"
+_TEST_COMMAND = ("./setup.sh --test && .venv/bin/python -m pytest tests -q "
+                 "-n auto")
 # The docs/ blocks marked `<!-- docs-test: NAME -->`.
 _DOCS_BLOCKS = ("sample-two-workers", "multi-label", "long-documents",
                 "best-checkpoint", "masked-lm", "from-tfbert", "swag-sample",

@@ -115,19 +115,19 @@ def test_ci_runs_the_readme_command_on_both_stacks_and_the_slow_ones():
   with open(os.path.join(REPO_ROOT, ".ci", "run"), encoding="utf-8") as f:
     ci = f.read()
   with open(os.path.join(REPO_ROOT, "README.md"), encoding="utf-8") as f:
-    assert ("./setup.sh --test && .venv/bin/python -m pytest tests -q"
+    assert ("./setup.sh --test && .venv/bin/python -m pytest tests -q -n auto"
             in f.read())
   # The README's test command, the default selection, on each stack:
-  assert ('"tf2.15 quick + e2e" .venv/bin/python -m pytest tests -q ||'
-          in ci)
-  assert ('"tf2.21 quick + e2e" .venv-tf2.21/bin/python -m pytest tests -q '
+  assert ('"tf2.15 quick + e2e" .venv/bin/python -m pytest tests -q -n auto '
           "||" in ci)
+  assert ('"tf2.21 quick + e2e" .venv-tf2.21/bin/python -m pytest tests -q '
+          "-n auto ||" in ci)
   # ... then on 2.15 the slow tests it leaves out, so every test runs there,
   # and on 2.21 those marked both_stacks.
-  assert ('.venv/bin/python -m pytest tests -q -m "slow and not e2e"'
+  assert ('.venv/bin/python -m pytest tests -q -n auto -m "slow and not e2e"'
           in ci)
-  assert ('.venv-tf2.21/bin/python -m pytest tests -q -m "both_stacks and '
-          'not e2e"' in ci)
+  assert ('.venv-tf2.21/bin/python -m pytest tests -q -n auto -m '
+          '"both_stacks and not e2e"' in ci)
   assert conftest.DEFAULT_SELECTION == "not slow or e2e"
   assert 'PYTHON="${PYTHON_TF215:-python3.11}" ./setup.sh --test' in ci
   assert ('PYTHON="${PYTHON_TF221:-python3.12}" VENV=.venv-tf2.21 '
@@ -138,3 +138,25 @@ def test_ci_runs_the_readme_command_on_both_stacks_and_the_slow_ones():
     pyproject = f.read()
   for mark in ("slow", "e2e", "both_stacks"):  # Registered (--strict-markers).
     assert '"%s: ' % mark in pyproject
+
+
+@pytest.mark.parametrize("dist,args,want", [
+    ("load", ["tests", "-n", "2"], "loadfile"),
+    ("load", ["tests", "-n", "2", "--dist", "load"], "load"),
+    ("load", ["tests", "-n", "2", "--dist=load"], "load"),
+    ("no", ["tests"], "no"),
+])
+def test_workers_take_whole_files_unless_told(dist, args, want):
+  config = types.SimpleNamespace(
+      option=types.SimpleNamespace(markexpr="", dist=dist), args=args,
+      stash={}, invocation_params=types.SimpleNamespace(args=tuple(args)))
+  conftest.pytest_configure(config)
+  assert config.option.dist == want
+
+
+def test_auto_workers_follow_the_cpus_up_to_the_cap(monkeypatch):
+  monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(64)))
+  assert conftest.pytest_xdist_auto_num_workers(None) == (
+      conftest.MAX_AUTO_WORKERS)
+  monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})
+  assert conftest.pytest_xdist_auto_num_workers(None) == 1
