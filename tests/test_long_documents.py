@@ -13,6 +13,8 @@ from helpers import RUNNERS
 from helpers import tiny_model_flags
 from helpers import write_tsv
 
+from bert_tf import io as io_utils
+from bert_tf.tasks.classifier import features as features_lib
 from bert_tf.tasks.classifier import windows as windows_lib
 from bert_tf.tasks.classifier.data import InputExample
 import tokenization
@@ -34,6 +36,16 @@ def _write_documents(folder):
 def _tokenizer():
   return tokenization.FullTokenizer(
       data_path("conformance", "modeling", "vocab.txt"))
+
+
+@pytest.mark.parametrize("label", [1, 0.5])
+def test_window_records_have_the_classifier_records_bytes(label):
+  # The same bytes as the reference's records, on every protobuf release.
+  ids, mask, segments = [101, 7, 102, 0], [1, 1, 1, 0], [0, 0, 0, 0]
+  expected = io_utils.serialize_example(
+      features_lib._feature_record(features_lib.InputFeatures(
+          ids, mask, segments, label, True)), features_lib._WIRE_ORDER)
+  assert windows_lib._record(ids, mask, segments, [label], True) == expected
 
 
 def test_windows_cover_the_text_with_the_stride():

@@ -148,8 +148,8 @@ def write_rows(path, rows):
                          if any(isinstance(v, float) for v in values) else
                          io_utils.int64_feature(values))
                   for name, values in row.items()}
-      out.write(tf.train.Example(features=tf.train.Features(
-          feature=features)).SerializeToString())
+      # Sorted names: the same bytes on every protobuf release.
+      out.write(io_utils.serialize_example(features, sorted(features)))
 
 
 def input_features(seq_length, max_per_row, label_feature=None):

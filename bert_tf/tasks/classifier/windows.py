@@ -73,6 +73,10 @@ def encode_windows(example, tokenizer, max_seq_length, doc_stride=None):
           for tokens, segment_ids in packed]
 
 
+_WIRE_ORDER = ("is_real_example", "input_mask", "input_ids", "segment_ids",
+               "label_ids")
+
+
 def _record(input_ids, input_mask, segment_ids, labels, is_real):
   record = collections.OrderedDict()
   record["input_ids"] = io_utils.int64_feature(input_ids)
@@ -82,8 +86,8 @@ def _record(input_ids, input_mask, segment_ids, labels, is_real):
                          if labels and isinstance(labels[0], float) else
                          io_utils.int64_feature(labels))
   record["is_real_example"] = io_utils.int64_feature([int(is_real)])
-  return tf.train.Example(
-      features=tf.train.Features(feature=record)).SerializeToString()
+  # The reference's records' order on every stack (io_utils.serialize_example).
+  return io_utils.serialize_example(record, _WIRE_ORDER)
 
 
 def write_features(examples, head, max_seq_length, tokenizer, output_file,
