@@ -32,7 +32,11 @@ MAX_LINES = 700
 # belongs in the package. The scripts still over the limit, with the most
 # lines each may keep until it is cut down.
 MAX_SCRIPT_LINES = 450
-_LONG_SCRIPTS = {"extract_features": 477}
+# The four training scripts together: flags, checks, the task, the call
+# that trains and the outputs; the rest lives in the package.
+MAX_TRAINING_SCRIPTS_LINES = 1000
+_TRAINING_SCRIPTS = ("run_pretraining", "run_classifier", "run_ner",
+                     "run_squad")
 
 
 def _package_modules():
@@ -178,9 +182,19 @@ def test_no_root_script_is_over_the_script_line_limit():
     if module in ROOT_SCRIPTS:
       with open(path, encoding="utf-8") as f:
         count = sum(1 for _ in f)
-      if count > _LONG_SCRIPTS.get(module, MAX_SCRIPT_LINES):
+      if count > MAX_SCRIPT_LINES:
         long.append("%s (%d lines)" % (path, count))
   assert not long, long
+
+
+def test_the_training_scripts_are_short_together():
+  counts = {}
+  for module, path in _root_modules():
+    if module in _TRAINING_SCRIPTS:
+      with open(path, encoding="utf-8") as f:
+        counts[module] = sum(1 for _ in f)
+  assert len(counts) == len(_TRAINING_SCRIPTS), counts
+  assert sum(counts.values()) <= MAX_TRAINING_SCRIPTS_LINES, counts
 
 
 def test_dependencies_point_down_to_the_package_not_up_to_optimization():
