@@ -37,19 +37,10 @@ import random
 import time
 
 from absl import flags
-from absl import logging
-import tensorflow.compat.v1 as tf
 
-from bert_tf import io as io_utils
-from bert_tf.checks import numbers as number_checks
-from bert_tf.corpus import instances as beam_instances
-from bert_tf.tasks.pretraining import whole_words
-from bert_tf.tasks.pretraining import processes as pretraining_processes
-from bert_tf.tasks.pretraining import records as pretraining_records
-from bert_tf.tasks.pretraining import shuffle as pretraining_shuffle
 from bert_tf.cli import flags as cli_flags
-from bert_tf.cli import entry
-from bert_tf.cli import startup
+from bert_tf.cli import flags_first
+from bert_tf.corpus import instances as beam_instances
 import tokenization
 
 __all__ = ["define_flags", "TrainingInstance", "create_training_instances",
@@ -58,15 +49,6 @@ __all__ = ["define_flags", "TrainingInstance", "create_training_instances",
            "write_instance_to_example_files", "main", "cli"]
 
 FLAGS = flags.FLAGS
-
-# Tokens the records and the masking need; a vocabulary without them is refused.
-_SPECIAL_TOKENS = ("[CLS]", "[SEP]", "[MASK]", "[UNK]")
-
-# The reference draws at most this many document indexes for a random B.
-_RANDOM_DOC_TRIES = 10
-
-# Instances logged in full by the writer, as the reference does (first 20).
-_NUM_INSTANCES_TO_LOG = 20
 
 
 def define_flags():
@@ -108,6 +90,30 @@ def define_flags():
       "runs part k with seed random_seed + k: different (equally valid) "
       "instances than N = 1, and memory bounded by the largest part.")
   beam_instances.define_flags()
+
+
+# Run as a command: --help and flag errors answer before TensorFlow loads.
+flags_first.parse_when_run_as_command(__name__, define_flags)
+
+from absl import logging
+import tensorflow.compat.v1 as tf
+
+from bert_tf import io as io_utils
+from bert_tf.checks import numbers as number_checks
+from bert_tf.tasks.pretraining import whole_words
+from bert_tf.tasks.pretraining import processes as pretraining_processes
+from bert_tf.tasks.pretraining import records as pretraining_records
+from bert_tf.tasks.pretraining import shuffle as pretraining_shuffle
+from bert_tf.cli import entry
+from bert_tf.cli import startup
+
+
+# Tokens the records and the masking need; a vocabulary without them is refused.
+_SPECIAL_TOKENS = ("[CLS]", "[SEP]", "[MASK]", "[UNK]")
+# The reference draws at most this many document indexes for a random B.
+_RANDOM_DOC_TRIES = 10
+# Instances logged in full by the writer, as the reference does (first 20).
+_NUM_INSTANCES_TO_LOG = 20
 
 
 @dataclasses.dataclass(eq=False)
@@ -155,7 +161,6 @@ MaskedLmInstance = collections.namedtuple("MaskedLmInstance",
 
 # ----------------------------------------------------------------------------
 # Reading text.
-
 
 def _read_documents(sources, tokenizer, prefix="", chinese_words_too=False):
   """Reads and tokenizes documents from `sources`, as the reference does.
@@ -221,7 +226,6 @@ def _check_num_documents(documents, where):
 
 # ----------------------------------------------------------------------------
 # Instances.
-
 
 def create_training_instances(input_files, tokenizer, max_seq_length,
                               dupe_factor, short_seq_prob, masked_lm_prob,
@@ -484,7 +488,6 @@ def truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng):
 # ----------------------------------------------------------------------------
 # Writing records.
 
-
 def create_int_feature(values):
   """A `tf.train.Feature` holding the ints `values` as an `int64_list`."""
   return io_utils.int64_feature(values)
@@ -552,7 +555,6 @@ def write_instance_to_example_files(instances, tokenizer, max_seq_length,
 # ----------------------------------------------------------------------------
 # Several workers.
 
-
 def _run_workers(input_files, tokenizer, options, random_seed, num_workers,
                  output_files):
   """Runs the reference algorithm on `num_workers` parts in parallel.
@@ -606,7 +608,6 @@ def _run_part(part_index, num_parts, ranges, output_files, tokenizer, options,
 
 # ----------------------------------------------------------------------------
 # Command line.
-
 
 def _load_tokenizer(vocab_file, do_lower_case):
   """FullTokenizer for `vocab_file`, refusing vocabularies without specials."""
@@ -691,9 +692,8 @@ def main(_):
 
 
 def cli():
-  """Command-line entry point: defines the flags, then runs `main`."""
-  define_flags()
-  entry.run_main(main)
+  """Command-line entry point: `main`, its flags defined (here, or above)."""
+  entry.run_main(main, define_flags)
 
 
 if __name__ == "__main__":

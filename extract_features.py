@@ -32,31 +32,13 @@ Example:
 from bert_tf.cli import quiet  # First: TensorFlow's start-up lines off.
 quiet.when_run_as_command(__name__)
 
-import collections
 import dataclasses
-import json
-import re
-import threading
-import time
-from typing import Optional
 
 from absl import flags
-from absl import logging
-import tensorflow.compat.v1 as tf
 
-from bert_tf.train import input_fn as input_utils
-from bert_tf.train import lengths as lengths_lib
-from bert_tf.train import model_fn as model_fn_utils
-from bert_tf.train import spec as spec_lib
-from bert_tf.runner import select as runner_lib
-from bert_tf.tasks import features as feature_utils
-from bert_tf.tasks import pooling as pooling_lib
-from bert_tf import io as io_utils
-import modeling
-from bert_tf.checks.problems import Problems
 from bert_tf.cli import flags as cli_flags
-from bert_tf.cli import entry
-from bert_tf.cli import startup
+from bert_tf.cli import flags_first
+from bert_tf.tasks import pooling as pooling_lib
 
 __all__ = ["define_flags", "InputExample", "InputFeatures", "iter_examples",
            "read_examples", "convert_single_example", "iter_features",
@@ -65,10 +47,6 @@ __all__ = ["define_flags", "InputExample", "InputFeatures", "iter_examples",
            "parse_layer_indexes", "format_output_line", "main", "cli"]
 
 FLAGS = flags.FLAGS
-
-# A pair is written `text_a ||| text_b`; the pattern is greedy, so the last
-# separator wins (reference behaviour).
-_PAIR_PATTERN = re.compile(r"^(.*) \|\|\| (.*)$")
 
 
 def define_flags():
@@ -97,6 +75,38 @@ def define_flags():
       '{"linex_index": i, "embedding": [...]}.')
   flags.DEFINE_bool("l2_normalize", False,
                     "With --pooling: divide each vector by its L2 norm.")
+
+
+# Run as a command: --help and flag errors answer here, before the
+# imports below load TensorFlow.
+flags_first.parse_when_run_as_command(__name__, define_flags)
+
+import collections
+import json
+import re
+import threading
+import time
+from typing import Optional
+
+from absl import logging
+import tensorflow.compat.v1 as tf
+
+from bert_tf.train import input_fn as input_utils
+from bert_tf.train import lengths as lengths_lib
+from bert_tf.train import model_fn as model_fn_utils
+from bert_tf.train import spec as spec_lib
+from bert_tf.runner import select as runner_lib
+from bert_tf.tasks import features as feature_utils
+from bert_tf import io as io_utils
+import modeling
+from bert_tf.checks.problems import Problems
+from bert_tf.cli import entry
+from bert_tf.cli import startup
+
+
+# A pair is written `text_a ||| text_b`; the pattern is greedy, so the last
+# separator wins (reference behaviour).
+_PAIR_PATTERN = re.compile(r"^(.*) \|\|\| (.*)$")
 
 
 @dataclasses.dataclass(eq=False)
@@ -468,9 +478,9 @@ def main(_):
 
 
 def cli():
-  """Command-line entry point: defines the flags, then runs `main`."""
-  define_flags()
-  entry.run_main(main)
+  """Command-line entry point: `main`, with the flags defined here or, run
+  as a command, above."""
+  entry.run_main(main, define_flags)
 
 
 if __name__ == "__main__":

@@ -7,3 +7,9 @@ two whole-folder conversions that `convert_checkpoint.py` exposes as flags;
 `kerashub` converts KerasHub BERT presets both ways through keras-hub (an
 optional extra of the TensorFlow 2.21 stack).
 """
+
+# convert_checkpoint.py --task: the fine-tuned tasks a Hugging Face folder
+# can be written for (`fine_tuned`), here so that the flag is defined
+# before TensorFlow loads.
+FINE_TUNED_TASKS = ("classifier", "regression", "multi_label", "ner",
+                    "squad", "multiple_choice")

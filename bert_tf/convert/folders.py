@@ -128,7 +128,8 @@ def tf_to_hf(checkpoint, output_dir, bert_config_file=None, vocab_file=None,
     labels: sequence of label names in id order, or None (found).
     export: an export folder of the run (`--export_dir` or a version), or
       None.
-    base_model: str or None, what fine-tuning started from (the card).
+    base_model: str or None, what fine-tuning started from (the card);
+      None: the run's recorded --init_checkpoint, if any.
     dataset: str or None, the training data (the card).
 
   Returns:
@@ -171,7 +172,8 @@ def tf_to_hf(checkpoint, output_dir, bert_config_file=None, vocab_file=None,
                           "max_position_embeddings", 512)}
   card = fine_tuned.model_card(
       task_info, hf_config, bert_config, prefix, do_lower_case,
-      fine_tuned.read_eval_results(folder), base_model, dataset)
+      fine_tuned.read_eval_results(folder),
+      base_model or fine_tuned.recorded_base_model(folder), dataset)
   with files.atomic_output_dir(output_dir) as tmp:
     for name, content in (("config.json", hf_config),
                           ("tokenizer_config.json", tokenizer_config)):

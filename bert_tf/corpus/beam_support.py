@@ -22,8 +22,6 @@ import re
 import sys
 import uuid
 
-import tensorflow.compat.v1 as tf
-
 from bert_tf import io as io_utils
 
 __all__ = ["INSTALL_HINT", "import_module", "import_beam",
@@ -239,6 +237,9 @@ def atomic_outputs(part_outputs):
     list of lists of str, the temporary names (same shape). A name that no
     worker wrote (a shard with nothing in it) becomes an empty file.
   """
+  # TensorFlow's file system where it is used: the scripts define their
+  # flags from this package before TensorFlow loads.
+  import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
   with contextlib.ExitStack() as outputs:
     temps = [[outputs.enter_context(io_utils.atomic_path(path))
               for path in paths] for paths in part_outputs]
@@ -266,6 +267,8 @@ def attempt_paths(temps):
   For a worker: write the attempt names; when the block succeeds each is
   renamed onto its temporary name, and on any error they are removed.
   """
+  # TensorFlow's file system (see atomic_outputs).
+  import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
   attempt = uuid.uuid4().hex[:8]
   attempts = ["%s.attempt-%s" % (path, attempt) for path in temps]
   try:
