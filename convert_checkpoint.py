@@ -97,7 +97,9 @@ def define_flags():
                     "the TensorFlow 2.21 stack).")
   flags.DEFINE_string("input", None,
                       "hf_to_tf / kerashub_to_tf: the Hugging Face folder or "
-                      "KerasHub preset folder. tf_to_hf / tf_to_kerashub: a "
+                      "KerasHub preset folder (or the SavedModel folder of "
+                      "a KerasHub BertBackbone's export, read without "
+                      "keras-hub). tf_to_hf / tf_to_kerashub: a "
                       "checkpoint prefix, or a folder (its bert_model.ckpt, "
                       "else its latest checkpoint).")
   flags.DEFINE_string("output", None, "Output folder (new or empty).")
@@ -149,6 +151,7 @@ from bert_tf.convert.files import resolve_tf_checkpoint
 from bert_tf.convert.files import write_tf_checkpoint
 from bert_tf.convert.folders import hf_to_tf
 from bert_tf.convert.folders import tf_to_hf
+from bert_tf.convert import keras_saved_model
 from bert_tf.convert.kerashub import checkpoint_to_preset
 from bert_tf.convert.kerashub import KerasHubUnavailable
 from bert_tf.convert.kerashub import kerashub_to_tf
@@ -172,7 +175,9 @@ def main(_):
     if FLAGS.direction == "hf_to_tf":
       hf_to_tf(FLAGS.input, FLAGS.output)
     elif FLAGS.direction == "kerashub_to_tf":
-      kerashub_to_tf(FLAGS.input, FLAGS.output)
+      (keras_saved_model.saved_model_to_tf
+       if keras_saved_model.looks_like_saved_model(FLAGS.input)
+       else kerashub_to_tf)(FLAGS.input, FLAGS.output)
     elif FLAGS.direction == "tf_to_kerashub":
       checkpoint_to_preset(FLAGS.input, FLAGS.output,
                            bert_config_file=FLAGS.bert_config_file,
