@@ -5,7 +5,8 @@ the tensor name table and converts numpy arrays in memory, `files` reads and
 writes safetensors, TF checkpoints and output folders, and `folders` runs the
 two whole-folder conversions that `convert_checkpoint.py` exposes as flags;
 `kerashub` converts KerasHub BERT presets both ways through keras-hub (an
-optional extra of the TensorFlow 2.21 stack).
+optional extra of the TensorFlow 2.21 stack), and `keras_saved_model`
+reads the SavedModel that a KerasHub backbone's `export` writes.
 """
 
 # convert_checkpoint.py --task: the fine-tuned tasks a Hugging Face folder
