@@ -36,26 +36,8 @@ quiet.when_run_as_command(__name__)
 
 from absl import flags
 
-from bert_tf.cli import entry
-# The library lives in bert_tf.convert; these are the script's public names,
-# as before the split.
-from bert_tf.convert.config import BERT_CONFIG_KEYS
-from bert_tf.convert.config import bert_config_to_hf_config
-from bert_tf.convert.config import hf_config_to_bert_config
-from bert_tf.convert import fine_tuned
-from bert_tf.convert.files import read_hf_weights
-from bert_tf.convert.files import read_tf_checkpoint
-from bert_tf.convert.files import resolve_tf_checkpoint
-from bert_tf.convert.files import write_tf_checkpoint
-from bert_tf.convert.folders import hf_to_tf
-from bert_tf.convert.folders import tf_to_hf
-from bert_tf.convert.kerashub import checkpoint_to_preset
-from bert_tf.convert.kerashub import KerasHubUnavailable
-from bert_tf.convert.kerashub import kerashub_to_tf
-from bert_tf.convert.weights import hf_to_tf_weights
-from bert_tf.convert.weights import is_token_classification
-from bert_tf.convert.weights import tensor_table
-from bert_tf.convert.weights import tf_to_hf_weights
+from bert_tf import convert as convert_package
+from bert_tf.cli import flags_first
 
 __all__ = [
     "hf_to_tf", "tf_to_hf", "kerashub_to_tf", "checkpoint_to_preset",
@@ -83,7 +65,9 @@ def define_flags():
                     "the TensorFlow 2.21 stack).")
   flags.DEFINE_string("input", None,
                       "hf_to_tf / kerashub_to_tf: the Hugging Face folder or "
-                      "KerasHub preset folder. tf_to_hf / tf_to_kerashub: a "
+                      "KerasHub preset folder (or the SavedModel folder of "
+                      "a KerasHub BertBackbone's export, read without "
+                      "keras-hub). tf_to_hf / tf_to_kerashub: a "
                       "checkpoint prefix, or a folder (its bert_model.ckpt, "
                       "else its latest checkpoint).")
   flags.DEFINE_string("output", None, "Output folder (new or empty).")
@@ -98,7 +82,7 @@ def define_flags():
                     "True); tf_to_kerashub makes the preset's tokenizer "
                     "lowercase and strip accents (or neither).")
   # tf_to_hf of a fine-tuned model: what its Hugging Face users need.
-  flags.DEFINE_enum("task", None, list(fine_tuned.TASKS),
+  flags.DEFINE_enum("task", None, list(convert_package.FINE_TUNED_TASKS),
                     "tf_to_hf only: the fine-tuned task (unset: from "
                     "--export, the run's label files, else the heads).")
   flags.DEFINE_list("labels", None,
@@ -111,11 +95,38 @@ def define_flags():
                       "from its serving_config.json.")
   flags.DEFINE_string("base_model", None,
                       "tf_to_hf only: what fine-tuning started from, for "
-                      "the model card (README.md).")
+                      "the model card (README.md); unset: the training "
+                      "run's --init_checkpoint, when it recorded one.")
   flags.DEFINE_string("dataset", None,
                       "tf_to_hf only: the training data, for the model card "
                       "(unset: the export's task name).")
   flags.mark_flags_as_required(["direction", "input", "output"])
+
+
+# Run as a command: --help and flag errors answer here, before the
+# imports below load TensorFlow.
+flags_first.parse_when_run_as_command(__name__, define_flags)
+
+from bert_tf.cli import entry
+# The library lives in bert_tf.convert; these are the script's public names,
+# as before the split.
+from bert_tf.convert.config import BERT_CONFIG_KEYS
+from bert_tf.convert.config import bert_config_to_hf_config
+from bert_tf.convert.config import hf_config_to_bert_config
+from bert_tf.convert.files import read_hf_weights
+from bert_tf.convert.files import read_tf_checkpoint
+from bert_tf.convert.files import resolve_tf_checkpoint
+from bert_tf.convert.files import write_tf_checkpoint
+from bert_tf.convert.folders import hf_to_tf
+from bert_tf.convert.folders import tf_to_hf
+from bert_tf.convert import keras_saved_model
+from bert_tf.convert.kerashub import checkpoint_to_preset
+from bert_tf.convert.kerashub import KerasHubUnavailable
+from bert_tf.convert.kerashub import kerashub_to_tf
+from bert_tf.convert.weights import hf_to_tf_weights
+from bert_tf.convert.weights import is_token_classification
+from bert_tf.convert.weights import tensor_table
+from bert_tf.convert.weights import tf_to_hf_weights
 
 
 def main(_):
@@ -132,7 +143,9 @@ def main(_):
     if FLAGS.direction == "hf_to_tf":
       hf_to_tf(FLAGS.input, FLAGS.output)
     elif FLAGS.direction == "kerashub_to_tf":
-      kerashub_to_tf(FLAGS.input, FLAGS.output)
+      (keras_saved_model.saved_model_to_tf
+       if keras_saved_model.looks_like_saved_model(FLAGS.input)
+       else kerashub_to_tf)(FLAGS.input, FLAGS.output)
     elif FLAGS.direction == "tf_to_kerashub":
       checkpoint_to_preset(FLAGS.input, FLAGS.output,
                            bert_config_file=FLAGS.bert_config_file,
@@ -151,9 +164,9 @@ def main(_):
 
 
 def cli():
-  """Command-line entry point: defines the flags, then runs `main`."""
-  define_flags()
-  entry.run_main(main)
+  """Command-line entry point: `main`, with the flags defined here or, run
+  as a command, above."""
+  entry.run_main(main, define_flags)
 
 
 if __name__ == "__main__":

@@ -40,25 +40,10 @@ import random
 import time
 
 from absl import flags
-from absl import logging
-import tensorflow.compat.v1 as tf
 
-from bert_tf import io as io_utils
-from bert_tf.checks import numbers as number_checks
-from bert_tf.corpus import instances as beam_instances
-from bert_tf.tasks.pretraining import instances as instances_lib
-# The reference's public names of this module live in the package.
-from bert_tf.tasks.pretraining.instances import (
-    TrainingInstance, MaskedLmInstance, create_training_instances,
-    create_instances_from_document, create_masked_lm_predictions,
-    truncate_seq_pair)
-from bert_tf.tasks.pretraining import whole_words
-from bert_tf.tasks.pretraining import processes as pretraining_processes
-from bert_tf.tasks.pretraining import records as pretraining_records
-from bert_tf.tasks.pretraining import shuffle as pretraining_shuffle
 from bert_tf.cli import flags as cli_flags
-from bert_tf.cli import entry
-from bert_tf.cli import startup
+from bert_tf.cli import flags_first
+from bert_tf.corpus import instances as beam_instances
 
 __all__ = ["define_flags", "TrainingInstance", "create_training_instances",
            "create_instances_from_document", "create_masked_lm_predictions",
@@ -104,6 +89,28 @@ def define_flags():
       "runs part k with seed random_seed + k: different (equally valid) "
       "instances than N = 1, and memory bounded by the largest part.")
   beam_instances.define_flags()
+
+
+# Run as a command: --help and flag errors answer before TensorFlow loads.
+flags_first.parse_when_run_as_command(__name__, define_flags)
+
+from absl import logging
+import tensorflow.compat.v1 as tf
+
+from bert_tf import io as io_utils
+from bert_tf.checks import numbers as number_checks
+from bert_tf.tasks.pretraining import instances as instances_lib
+# The reference's public names of this module live in the package.
+from bert_tf.tasks.pretraining.instances import (
+    TrainingInstance, MaskedLmInstance, create_training_instances,
+    create_instances_from_document, create_masked_lm_predictions,
+    truncate_seq_pair)
+from bert_tf.tasks.pretraining import whole_words
+from bert_tf.tasks.pretraining import processes as pretraining_processes
+from bert_tf.tasks.pretraining import records as pretraining_records
+from bert_tf.tasks.pretraining import shuffle as pretraining_shuffle
+from bert_tf.cli import entry
+from bert_tf.cli import startup
 
 
 # ----------------------------------------------------------------------------
@@ -330,9 +337,8 @@ def main(_):
 
 
 def cli():
-  """Command-line entry point: defines the flags, then runs `main`."""
-  define_flags()
-  entry.run_main(main)
+  """Command-line entry point: `main`, its flags defined (here, or above)."""
+  entry.run_main(main, define_flags)
 
 
 if __name__ == "__main__":

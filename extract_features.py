@@ -31,34 +31,12 @@ Example:
 from bert_tf.cli import quiet  # First: TensorFlow's start-up lines off.
 quiet.when_run_as_command(__name__)
 
-import time
-
 from absl import flags
-from absl import logging
 
-from bert_tf.runner import select as runner_lib
-from bert_tf.tasks import pooling as pooling_lib
-# The reference's public names of this module (`extract_features.
-# read_examples`, `.model_fn_builder`, ...) live in the package.
-from bert_tf.tasks.extraction import convert_examples_to_features
-from bert_tf.tasks.extraction import convert_single_example
-from bert_tf.tasks.extraction import format_output_line
-from bert_tf.tasks.extraction import input_fn_builder
-from bert_tf.tasks.extraction import InputExample
-from bert_tf.tasks.extraction import InputFeatures
-from bert_tf.tasks.extraction import iter_examples
-from bert_tf.tasks.extraction import iter_features
-from bert_tf.tasks.extraction import LayersHead
-from bert_tf.tasks.extraction import model_fn_builder
-from bert_tf.tasks.extraction import PendingFeatures as _PendingFeatures
-from bert_tf.tasks.extraction import read_examples
-from bert_tf.tasks.extraction import streaming_input_fn_builder
-from bert_tf import io as io_utils
-from bert_tf.train import lengths as lengths_lib
-from bert_tf.checks.problems import Problems
 from bert_tf.cli import flags as cli_flags
-from bert_tf.cli import entry
-from bert_tf.cli import startup
+from bert_tf.cli import flags_first
+from bert_tf.tasks import pooling as pooling_lib
+
 
 __all__ = ["define_flags", "InputExample", "InputFeatures", "iter_examples",
            "read_examples", "convert_single_example", "iter_features",
@@ -94,6 +72,37 @@ def define_flags():
       '{"linex_index": i, "embedding": [...]}.')
   flags.DEFINE_bool("l2_normalize", False,
                     "With --pooling: divide each vector by its L2 norm.")
+
+
+# Run as a command: --help and flag errors answer here, before the
+# imports below load TensorFlow.
+flags_first.parse_when_run_as_command(__name__, define_flags)
+
+import time
+
+from absl import logging
+
+from bert_tf.runner import select as runner_lib
+# The reference's public names of this module (`extract_features.
+# read_examples`, `.model_fn_builder`, ...) live in the package.
+from bert_tf.tasks.extraction import convert_examples_to_features
+from bert_tf.tasks.extraction import convert_single_example
+from bert_tf.tasks.extraction import format_output_line
+from bert_tf.tasks.extraction import input_fn_builder
+from bert_tf.tasks.extraction import InputExample
+from bert_tf.tasks.extraction import InputFeatures
+from bert_tf.tasks.extraction import iter_examples
+from bert_tf.tasks.extraction import iter_features
+from bert_tf.tasks.extraction import LayersHead
+from bert_tf.tasks.extraction import model_fn_builder
+from bert_tf.tasks.extraction import PendingFeatures as _PendingFeatures
+from bert_tf.tasks.extraction import read_examples
+from bert_tf.tasks.extraction import streaming_input_fn_builder
+from bert_tf import io as io_utils
+from bert_tf.train import lengths as lengths_lib
+from bert_tf.checks.problems import Problems
+from bert_tf.cli import entry
+from bert_tf.cli import startup
 
 
 def parse_layer_indexes(layers, num_hidden_layers):
@@ -207,9 +216,9 @@ def main(_):
 
 
 def cli():
-  """Command-line entry point: defines the flags, then runs `main`."""
-  define_flags()
-  entry.run_main(main)
+  """Command-line entry point: `main`, with the flags defined here or, run
+  as a command, above."""
+  entry.run_main(main, define_flags)
 
 
 if __name__ == "__main__":

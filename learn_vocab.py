@@ -26,13 +26,8 @@ from bert_tf.cli import quiet  # First: TensorFlow's start-up lines off.
 quiet.when_run_as_command(__name__)
 
 from absl import flags
-from absl import logging
-
-from bert_tf import io as io_utils
-from bert_tf.checks import numbers as number_checks
 from bert_tf.cli import flags as cli_flags
-from bert_tf.cli import entry
-from bert_tf.corpus import vocab as vocab_utils
+from bert_tf.cli import flags_first
 
 __all__ = ["define_flags", "main", "cli"]
 
@@ -65,6 +60,18 @@ def define_flags():
   flags.DEFINE_string("compare_vocab_file", None,
                       "A vocabulary to report beside the written one on "
                       "--eval_file (e.g. the released uncased vocab.txt).")
+
+
+# Run as a command: --help and flag errors answer here, before the
+# imports below load TensorFlow.
+flags_first.parse_when_run_as_command(__name__, define_flags)
+
+from absl import logging
+
+from bert_tf import io as io_utils
+from bert_tf.checks import numbers as number_checks
+from bert_tf.cli import entry
+from bert_tf.corpus import vocab as vocab_utils
 
 
 def _read_extra_tokens(path):
@@ -128,9 +135,9 @@ def main(_):
 
 
 def cli():
-  """Command-line entry point: defines the flags, then runs `main`."""
-  define_flags()
-  entry.run_main(main)
+  """Command-line entry point: `main`, with the flags defined here or, run
+  as a command, above."""
+  entry.run_main(main, define_flags)
 
 
 if __name__ == "__main__":

@@ -21,33 +21,15 @@ Example:
 from bert_tf.cli import quiet  # First: TensorFlow's start-up lines off.
 quiet.when_run_as_command(__name__)
 
-import dataclasses
-import json
-
 from absl import flags
-from absl import logging
-import numpy as np
-import tensorflow.compat.v1 as tf
-
-from bert_tf import io as io_utils
-from bert_tf.cli import entry
 from bert_tf.cli import flags as cli_flags
-from bert_tf.cli import startup
-from bert_tf.runner import select as runner_lib
-from bert_tf.tasks import features as feature_utils
-from bert_tf.tasks.pretraining.heads import MaskedLmHead
-from bert_tf.train import input_fn as input_utils
-from bert_tf.train import lengths as lengths_lib
-from bert_tf.train import model_fn as model_fn_utils
+from bert_tf.cli import flags_first
 
 __all__ = ["MASK", "MaskedLine", "define_flags", "read_masked_lines",
            "model_fn_builder", "check_masked_lm_head", "format_output_line",
            "main", "cli"]
 
 FLAGS = flags.FLAGS
-MASK = "[MASK]"
-_PAIR_SEPARATOR = " ||| "
-_HEAD_VARIABLE = "cls/predictions/output_bias"
 
 
 def define_flags():
@@ -68,6 +50,33 @@ def define_flags():
   # given as --init_checkpoint; startup.prepare_model requires them.
   for name in ("input_file", "output_file", "init_checkpoint"):
     flags.mark_flag_as_required(name)
+
+
+# Run as a command: --help and flag errors answer here, before the
+# imports below load TensorFlow.
+flags_first.parse_when_run_as_command(__name__, define_flags)
+
+import dataclasses
+import json
+
+from absl import logging
+import numpy as np
+import tensorflow.compat.v1 as tf
+
+from bert_tf import io as io_utils
+from bert_tf.cli import entry
+from bert_tf.cli import startup
+from bert_tf.runner import select as runner_lib
+from bert_tf.tasks import features as feature_utils
+from bert_tf.tasks.pretraining.heads import MaskedLmHead
+from bert_tf.train import input_fn as input_utils
+from bert_tf.train import lengths as lengths_lib
+from bert_tf.train import model_fn as model_fn_utils
+
+
+MASK = "[MASK]"
+_PAIR_SEPARATOR = " ||| "
+_HEAD_VARIABLE = "cls/predictions/output_bias"
 
 
 @dataclasses.dataclass(eq=False)
@@ -252,9 +261,9 @@ def main(_):
 
 
 def cli():
-  """Command-line entry point: defines the flags, then runs `main`."""
-  define_flags()
-  entry.run_main(main)
+  """Command-line entry point: `main`, with the flags defined here or, run
+  as a command, above."""
+  entry.run_main(main, define_flags)
 
 
 if __name__ == "__main__":

@@ -35,26 +35,11 @@ Usage:
 from bert_tf.cli import quiet  # First: TensorFlow's start-up lines off.
 quiet.when_run_as_command(__name__)
 
-import math
-import os
-import time
-
 from absl import flags
-from absl import logging
-import numpy as np
 
-from bert_tf.checks import numbers as number_checks
-from bert_tf.cli import entry
+from bert_tf.cli import flags_first
 from bert_tf.export import portable
-from bert_tf.export import saved_model as export_utils
-from bert_tf.export import serving
-from bert_tf.tasks.classifier import data as classifier_data
-from bert_tf.tasks.classifier import model as classifier_model
-from bert_tf.tasks.multiple_choice import data as mc_data
-from bert_tf.tasks.multiple_choice import features as mc_features
-from bert_tf.tasks.multiple_choice import predictions as mc_predictions
-from bert_tf.tasks.squad import data as squad_data
-from bert_tf.tasks.squad import predictions as squad_predictions
+
 
 __all__ = ["read_classifier_examples", "predict_classifier", "convert",
            "define_flags", "main", "cli"]
@@ -92,6 +77,30 @@ def define_flags():
                     ", ".join(sorted(portable.FORMATS)))
   for name in ("model_dir", "output_dir"):
     flags.mark_flag_as_required(name)
+
+
+# Run as a command: --help and flag errors answer here, before the
+# imports below load TensorFlow.
+flags_first.parse_when_run_as_command(__name__, define_flags)
+
+import math
+import os
+import time
+
+from absl import logging
+import numpy as np
+
+from bert_tf.checks import numbers as number_checks
+from bert_tf.cli import entry
+from bert_tf.export import saved_model as export_utils
+from bert_tf.export import serving
+from bert_tf.tasks.classifier import data as classifier_data
+from bert_tf.tasks.classifier import model as classifier_model
+from bert_tf.tasks.multiple_choice import data as mc_data
+from bert_tf.tasks.multiple_choice import features as mc_features
+from bert_tf.tasks.multiple_choice import predictions as mc_predictions
+from bert_tf.tasks.squad import data as squad_data
+from bert_tf.tasks.squad import predictions as squad_predictions
 
 
 # How an error message names the task of a classifier export's kind.
@@ -291,9 +300,9 @@ _KINDS = {export_utils.CLASSIFIER: _classifier,
 
 
 def cli():
-  """Command-line entry point: defines the flags, then runs `main`."""
-  define_flags()
-  entry.run_main(main)
+  """Command-line entry point: `main`, with the flags defined here or, run
+  as a command, above."""
+  entry.run_main(main, define_flags)
 
 
 if __name__ == "__main__":

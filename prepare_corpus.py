@@ -23,16 +23,9 @@ The shards are the same for the same input, whatever the runner.
 from bert_tf.cli import quiet  # First: TensorFlow's start-up lines off.
 quiet.when_run_as_command(__name__)
 
-import time
-
 from absl import flags
-from absl import logging
-
-from bert_tf import io as io_utils
-from bert_tf.checks import numbers as number_checks
 from bert_tf.cli import flags as cli_flags
-from bert_tf.cli import entry
-from bert_tf.corpus import prepare
+from bert_tf.cli import flags_first
 
 __all__ = ["define_flags", "main", "cli"]
 
@@ -55,6 +48,20 @@ def define_flags():
       "Language code of the text, for the sentence splitter (sentencex: "
       "ISO 639 codes such as en, de, zh; others fall back to related "
       "languages or English rules).")
+
+
+# Run as a command: --help and flag errors answer here, before the
+# imports below load TensorFlow.
+flags_first.parse_when_run_as_command(__name__, define_flags)
+
+import time
+
+from absl import logging
+
+from bert_tf import io as io_utils
+from bert_tf.checks import numbers as number_checks
+from bert_tf.cli import entry
+from bert_tf.corpus import prepare
 
 
 def main(_):
@@ -80,9 +87,9 @@ def main(_):
 
 
 def cli():
-  """Command-line entry point: defines the flags, then runs `main`."""
-  define_flags()
-  entry.run_main(main)
+  """Command-line entry point: `main`, with the flags defined here or, run
+  as a command, above."""
+  entry.run_main(main, define_flags)
 
 
 if __name__ == "__main__":

@@ -31,50 +31,12 @@ imported from `bert_tf.tasks.classifier` (`data`, `features`, `model`); see
 from bert_tf.cli import quiet  # First: TensorFlow's start-up lines off.
 quiet.when_run_as_command(__name__)
 
-import functools
-
 from absl import flags
-from absl import logging
 
-from bert_tf.checks.problems import Problems
 from bert_tf.cli import flags as cli_flags
-from bert_tf.cli import entry
-from bert_tf.cli import startup
-from bert_tf.export import saved_model as export_utils
-# The reference's public names of this module (`run_classifier.InputExample`,
-# `run_classifier.model_fn_builder`, ...) live in the package.
-from bert_tf.tasks.classifier.data import ColaProcessor
-from bert_tf.tasks.classifier.data import DataProcessor
-from bert_tf.tasks.classifier.data import get_processor
-from bert_tf.tasks.classifier.data import InputExample
-from bert_tf.tasks.classifier.data import MnliProcessor
-from bert_tf.tasks.classifier.data import MrpcProcessor
-from bert_tf.tasks.classifier.data import PaddingInputExample
+from bert_tf.cli import flags_first
+from bert_tf.tasks.classifier.data import AGGREGATIONS
 from bert_tf.tasks.classifier.data import PROCESSORS
-from bert_tf.tasks.classifier.data import XnliProcessor
-from bert_tf.tasks.classifier import windows as windows_lib
-from bert_tf.tasks.classifier.multi_label import MultiLabelTsvProcessor
-from bert_tf.tasks.classifier.features import convert_examples_to_features
-from bert_tf.tasks.classifier.features import convert_single_example
-from bert_tf.tasks.classifier.features import file_based_convert_examples_to_features
-from bert_tf.tasks.classifier.features import file_based_input_fn_builder
-from bert_tf.tasks.classifier.features import input_fn_builder
-from bert_tf.tasks.classifier.features import InputFeatures
-from bert_tf.tasks.classifier.features import pad_to_batch_multiple
-from bert_tf.tasks.classifier.model import create_model
-from bert_tf.tasks.classifier.model import head_for
-from bert_tf.tasks.classifier.model import MultiLabelHead
-from bert_tf.tasks.classifier.model import model_fn_builder
-from bert_tf.tasks.classifier.model import write_test_results
-from bert_tf.tasks.classifier.task import ClassifierTask
-from bert_tf.runner import loop
-from bert_tf.train import best as best_lib
-from bert_tf.train import checkpoints
-from bert_tf.train import model_fn as model_fn_utils
-from bert_tf.train import options as training_options
-# `run_classifier.modeling` and `.tokenization`, as in the reference.
-import modeling  # pylint: disable=unused-import
-import tokenization  # pylint: disable=unused-import
 
 __all__ = [
     "InputExample", "PaddingInputExample", "InputFeatures", "DataProcessor",
@@ -126,13 +88,59 @@ def define_flags():
       "least this, in (0, 1) (the eval F1 scores and exact-set accuracy).")
   # Long texts (unset: the reference's truncation).
   flags.DEFINE_enum(
-      "window_aggregation", "mean", list(windows_lib.AGGREGATIONS),
+      "window_aggregation", "mean", list(AGGREGATIONS),
       "With --doc_stride: how the windows' probabilities make the line of "
       "their text in test_results.tsv: their mean or their maximum.")
   # --vocab_file and --bert_config_file may come from a Hugging Face folder
   # given as --init_checkpoint; startup.prepare_model requires them.
   for name in ("data_dir", "task_name", "output_dir"):
     flags.mark_flag_as_required(name)
+
+
+# Run as a command: --help and flag errors answer here, before the imports
+# below load TensorFlow.
+flags_first.parse_when_run_as_command(__name__, define_flags)
+
+import functools
+
+from absl import logging
+
+from bert_tf.checks.problems import Problems
+from bert_tf.cli import entry
+from bert_tf.cli import startup
+from bert_tf.export import saved_model as export_utils
+# The reference's public names of this module (`run_classifier.InputExample`,
+# `run_classifier.model_fn_builder`, ...) live in the package.
+from bert_tf.tasks.classifier.data import ColaProcessor
+from bert_tf.tasks.classifier.data import DataProcessor
+from bert_tf.tasks.classifier.data import get_processor
+from bert_tf.tasks.classifier.data import InputExample
+from bert_tf.tasks.classifier.data import MnliProcessor
+from bert_tf.tasks.classifier.data import MrpcProcessor
+from bert_tf.tasks.classifier.data import PaddingInputExample
+from bert_tf.tasks.classifier.data import XnliProcessor
+from bert_tf.tasks.classifier.multi_label import MultiLabelTsvProcessor
+from bert_tf.tasks.classifier.features import convert_examples_to_features
+from bert_tf.tasks.classifier.features import convert_single_example
+from bert_tf.tasks.classifier.features import file_based_convert_examples_to_features
+from bert_tf.tasks.classifier.features import file_based_input_fn_builder
+from bert_tf.tasks.classifier.features import input_fn_builder
+from bert_tf.tasks.classifier.features import InputFeatures
+from bert_tf.tasks.classifier.features import pad_to_batch_multiple
+from bert_tf.tasks.classifier.model import create_model
+from bert_tf.tasks.classifier.model import head_for
+from bert_tf.tasks.classifier.model import MultiLabelHead
+from bert_tf.tasks.classifier.model import model_fn_builder
+from bert_tf.tasks.classifier.model import write_test_results
+from bert_tf.tasks.classifier.task import ClassifierTask
+from bert_tf.runner import loop
+from bert_tf.train import best as best_lib
+from bert_tf.train import checkpoints
+from bert_tf.train import model_fn as model_fn_utils
+from bert_tf.train import options as training_options
+# `run_classifier.modeling` and `.tokenization`, as in the reference.
+import modeling  # pylint: disable=unused-import
+import tokenization  # pylint: disable=unused-import
 
 
 # ----------------------------------------------------------------------------
@@ -221,7 +229,7 @@ def main(_):
                                   ("dev", run.do_eval),
                                   ("test", run.do_predict)) if wanted])
 
-  with loop.output_dir(FLAGS.output_dir, run):
+  with loop.output_dir(FLAGS.output_dir, run, FLAGS.init_checkpoint):
     # 3. The training records and the model.
     training = (task.training(examples["train"], run.examples_per_update,
                               FLAGS.num_train_epochs, FLAGS.warmup_proportion,
@@ -249,8 +257,7 @@ def main(_):
 
 def cli():
   """Command-line entry point: defines the flags, then runs `main`."""
-  define_flags()
-  entry.run_main(main)
+  entry.run_main(main, define_flags)
 
 
 if __name__ == "__main__":

@@ -28,21 +28,10 @@ from bert_tf.cli import quiet  # First: TensorFlow's start-up lines off.
 quiet.when_run_as_command(__name__)
 
 from absl import flags
-from absl import logging
-import tensorflow.compat.v1 as tf
 
-from bert_tf.checks.problems import Problems
-from bert_tf.export import saved_model as export_utils
-from bert_tf.cli import entry
-from bert_tf.cli import fine_tuning
 from bert_tf.cli import flags as cli_flags
-from bert_tf.cli import startup
-from bert_tf.runner import loop
-from bert_tf.tasks.multiple_choice import head as mc_head
-from bert_tf.tasks.multiple_choice import task as mc_task
-from bert_tf.train import best as best_lib
-from bert_tf.train import model_fn as model_fn_utils
-from bert_tf.train import options as training_options
+from bert_tf.cli import flags_first
+
 
 __all__ = ["define_flags", "main", "cli"]
 
@@ -68,6 +57,26 @@ def define_flags():
                                            standard))
   for name in ("data_dir", "vocab_file", "bert_config_file", "output_dir"):
     flags.mark_flag_as_required(name)
+
+
+# Run as a command: --help and flag errors answer here, before the
+# imports below load TensorFlow.
+flags_first.parse_when_run_as_command(__name__, define_flags)
+
+from absl import logging
+import tensorflow.compat.v1 as tf
+
+from bert_tf.checks.problems import Problems
+from bert_tf.export import saved_model as export_utils
+from bert_tf.cli import entry
+from bert_tf.cli import fine_tuning
+from bert_tf.cli import startup
+from bert_tf.runner import loop
+from bert_tf.tasks.multiple_choice import head as mc_head
+from bert_tf.tasks.multiple_choice import task as mc_task
+from bert_tf.train import best as best_lib
+from bert_tf.train import model_fn as model_fn_utils
+from bert_tf.train import options as training_options
 
 
 def _flag_problems(flag_values):
@@ -122,7 +131,7 @@ def main(_):
                                          ("test", run.do_predict))
              if wanted])
 
-  with loop.output_dir(FLAGS.output_dir, run):
+  with loop.output_dir(FLAGS.output_dir, run, FLAGS.init_checkpoint):
     # 3. The training records and the model.
     training = (task.training(run.examples_per_update,
                               FLAGS.num_train_epochs,
@@ -166,9 +175,9 @@ def _exporter(task, model):
 
 
 def cli():
-  """Command-line entry point: defines the flags, then runs `main`."""
-  define_flags()
-  entry.run_main(main)
+  """Command-line entry point: `main`, with the flags defined here or, run
+  as a command, above."""
+  entry.run_main(main, define_flags)
 
 
 if __name__ == "__main__":

@@ -27,21 +27,8 @@ from bert_tf.cli import quiet  # First: TensorFlow's start-up lines off.
 quiet.when_run_as_command(__name__)
 
 from absl import flags
-
 from bert_tf.cli import flags as cli_flags
-from bert_tf.cli import entry
-from bert_tf.cli import startup
-from bert_tf.export import saved_model as export_utils
-from bert_tf.cli import fine_tuning
-from bert_tf.runner import loop
-# The script's public names (`run_ner.create_model`, ...) live in the package.
-from bert_tf.tasks.ner.model import create_model
-from bert_tf.tasks.ner.model import label_weights as _label_weights
-from bert_tf.tasks.ner.model import metric_fn
-from bert_tf.tasks.ner.model import model_fn_builder
-from bert_tf.tasks.ner.task import NerOptions
-from bert_tf.tasks.ner.task import NerTask
-from bert_tf.train import best as best_lib
+from bert_tf.cli import flags_first
 
 __all__ = ["define_flags", "create_model", "metric_fn", "model_fn_builder",
            "main", "cli"]
@@ -81,6 +68,25 @@ def define_flags():
   # given as --init_checkpoint; startup.prepare_model requires them.
   for name in ("data_dir", "output_dir"):
     flags.mark_flag_as_required(name)
+
+
+# Run as a command: --help and flag errors answer here, before the
+# imports below load TensorFlow.
+flags_first.parse_when_run_as_command(__name__, define_flags)
+
+from bert_tf.cli import entry
+from bert_tf.cli import startup
+from bert_tf.export import saved_model as export_utils
+from bert_tf.cli import fine_tuning
+from bert_tf.runner import loop
+# The script's public names (`run_ner.create_model`, ...) live in the package.
+from bert_tf.tasks.ner.model import create_model
+from bert_tf.tasks.ner.model import label_weights as _label_weights
+from bert_tf.tasks.ner.model import metric_fn
+from bert_tf.tasks.ner.model import model_fn_builder
+from bert_tf.tasks.ner.task import NerOptions
+from bert_tf.tasks.ner.task import NerTask
+from bert_tf.train import best as best_lib
 
 
 # ----------------------------------------------------------------------------
@@ -137,7 +143,7 @@ def main(_):
   if run.evaluation.keep_best_by:
     best_lib.check_key(run.evaluation.keep_best_by, task.eval_keys())
 
-  with loop.output_dir(FLAGS.output_dir, run):
+  with loop.output_dir(FLAGS.output_dir, run, FLAGS.init_checkpoint):
     # 3. The training records (the loss a mean over each update's labelled
     # tokens), and the model.
     training = (fine_tuning.training(
@@ -161,9 +167,9 @@ def main(_):
 
 
 def cli():
-  """Command-line entry point: defines the flags, then runs `main`."""
-  define_flags()
-  entry.run_main(main)
+  """Command-line entry point: `main`, with the flags defined here or, run
+  as a command, above."""
+  entry.run_main(main, define_flags)
 
 
 if __name__ == "__main__":

@@ -30,23 +30,10 @@ from bert_tf.cli import quiet  # First: TensorFlow's start-up lines off.
 quiet.when_run_as_command(__name__)
 
 from absl import flags
-from absl import logging
-import tensorflow.compat.v1 as tf
 
-from bert_tf import io as io_utils
 from bert_tf.cli import flags as cli_flags
-from bert_tf.cli import entry
-from bert_tf.cli import startup
-from bert_tf.runner import loop
-# The reference's public names of this module live in the package.
-from bert_tf.tasks.pretraining.heads import gather_indexes
-from bert_tf.tasks.pretraining.heads import get_masked_lm_output
-from bert_tf.tasks.pretraining.heads import get_next_sentence_output
-from bert_tf.tasks.pretraining.heads import pretraining_head
-from bert_tf.tasks.pretraining.inputs import check_record_lengths
-from bert_tf.tasks.pretraining.inputs import input_fn_builder
-from bert_tf.tasks.pretraining import masking
-from bert_tf.train import model_fn as model_fn_utils
+from bert_tf.cli import flags_first
+
 
 __all__ = ["define_flags", "gather_indexes", "get_masked_lm_output",
            "get_next_sentence_output", "model_fn_builder", "input_fn_builder",
@@ -71,6 +58,28 @@ def define_flags():
       cli_flags.TPU_FLAGS, cli_flags.DISTRIBUTE_FLAGS)
   flags.DEFINE_integer("max_eval_steps", 100,
                        "Evaluate on at most this many batches.")
+
+
+# Run as a command: --help and flag errors answer here, before the
+# imports below load TensorFlow.
+flags_first.parse_when_run_as_command(__name__, define_flags)
+
+from absl import logging
+import tensorflow.compat.v1 as tf
+
+from bert_tf import io as io_utils
+from bert_tf.cli import entry
+from bert_tf.cli import startup
+from bert_tf.runner import loop
+# The reference's public names of this module live in the package.
+from bert_tf.tasks.pretraining.heads import gather_indexes
+from bert_tf.tasks.pretraining.heads import get_masked_lm_output
+from bert_tf.tasks.pretraining.heads import get_next_sentence_output
+from bert_tf.tasks.pretraining.heads import pretraining_head
+from bert_tf.tasks.pretraining.inputs import check_record_lengths
+from bert_tf.tasks.pretraining.inputs import input_fn_builder
+from bert_tf.tasks.pretraining import masking
+from bert_tf.train import model_fn as model_fn_utils
 
 
 def model_fn_builder(bert_config, init_checkpoint, learning_rate,
@@ -223,14 +232,14 @@ def main(_):
                          next_sentence=FLAGS.next_sentence),
         records=input_files, steps=FLAGS.max_eval_steps)
 
-  with loop.output_dir(FLAGS.output_dir, run):
+  with loop.output_dir(FLAGS.output_dir, run, FLAGS.init_checkpoint):
     loop.run(model_fn, run, FLAGS.output_dir, training=training,
              evaluate=evaluate, eval_batch_size=FLAGS.eval_batch_size)
 
 def cli():
-  """Command-line entry point: defines the flags, then runs `main`."""
-  define_flags()
-  entry.run_main(main)
+  """Command-line entry point: `main`, with the flags defined here or, run
+  as a command, above."""
+  entry.run_main(main, define_flags)
 
 if __name__ == "__main__":
   cli()

@@ -23,40 +23,11 @@ from `bert_tf.tasks.squad` (`data`, `model`, `predictions`); see `__all__`.
 from bert_tf.cli import quiet  # First: TensorFlow's start-up lines off.
 quiet.when_run_as_command(__name__)
 
-import dataclasses
-
 from absl import flags
 
-from bert_tf.checks.problems import Problems
 from bert_tf.cli import flags as cli_flags
-from bert_tf.cli import entry
-from bert_tf.cli import startup
-from bert_tf.export import saved_model as export_utils
-# The reference's public names of this module (`run_squad.read_squad_examples`,
-# `run_squad.model_fn_builder`, ...) live in the package.
-from bert_tf.tasks.squad.data import check_span_lengths
-from bert_tf.tasks.squad.data import convert_examples_to_features
-from bert_tf.tasks.squad.data import FeatureWriter
-from bert_tf.tasks.squad.data import InputFeatures
-from bert_tf.tasks.squad.data import read_squad_examples
-from bert_tf.tasks.squad.data import SquadExample
-from bert_tf.tasks.squad.model import create_model
-from bert_tf.tasks.squad.model import input_fn_builder
-from bert_tf.tasks.squad.model import model_fn_builder
-from bert_tf.tasks.squad.model import span_loss as _span_loss
-from bert_tf.tasks.squad.predictions import FeatureMetadata
-from bert_tf.tasks.squad.predictions import get_final_text
-from bert_tf.tasks.squad.predictions import RawResult
-from bert_tf.tasks.squad.predictions import score_predictions
-from bert_tf.tasks.squad.predictions import write_predictions
-from bert_tf.tasks.squad.task import SquadOptions
-from bert_tf.tasks.squad.task import SquadTask
-from bert_tf.cli import fine_tuning
-from bert_tf.runner import loop
-from bert_tf.train import options as training_options
-# `run_squad.modeling` and `.tokenization`, as in the reference.
-import modeling  # pylint: disable=unused-import
-import tokenization
+from bert_tf.cli import flags_first
+
 
 __all__ = [
     "SquadExample", "InputFeatures", "read_squad_examples",
@@ -95,6 +66,44 @@ def define_flags():
   flags.DEFINE_float("null_score_diff_threshold", 0.0,
                      "SQuAD 2.0: answer nothing when the no-answer score "
                      "beats the best answer's score by more than this.")
+
+
+# Run as a command: --help and flag errors answer here, before the
+# imports below load TensorFlow.
+flags_first.parse_when_run_as_command(__name__, define_flags)
+
+import dataclasses
+
+
+from bert_tf.checks.problems import Problems
+from bert_tf.cli import entry
+from bert_tf.cli import startup
+from bert_tf.export import saved_model as export_utils
+# The reference's public names of this module (`run_squad.read_squad_examples`,
+# `run_squad.model_fn_builder`, ...) live in the package.
+from bert_tf.tasks.squad.data import check_span_lengths
+from bert_tf.tasks.squad.data import convert_examples_to_features
+from bert_tf.tasks.squad.data import FeatureWriter
+from bert_tf.tasks.squad.data import InputFeatures
+from bert_tf.tasks.squad.data import read_squad_examples
+from bert_tf.tasks.squad.data import SquadExample
+from bert_tf.tasks.squad.model import create_model
+from bert_tf.tasks.squad.model import input_fn_builder
+from bert_tf.tasks.squad.model import model_fn_builder
+from bert_tf.tasks.squad.model import span_loss as _span_loss
+from bert_tf.tasks.squad.predictions import FeatureMetadata
+from bert_tf.tasks.squad.predictions import get_final_text
+from bert_tf.tasks.squad.predictions import RawResult
+from bert_tf.tasks.squad.predictions import score_predictions
+from bert_tf.tasks.squad.predictions import write_predictions
+from bert_tf.tasks.squad.task import SquadOptions
+from bert_tf.tasks.squad.task import SquadTask
+from bert_tf.cli import fine_tuning
+from bert_tf.runner import loop
+from bert_tf.train import options as training_options
+# `run_squad.modeling` and `.tokenization`, as in the reference.
+import modeling  # pylint: disable=unused-import
+import tokenization
 
 
 # ----------------------------------------------------------------------------
@@ -164,7 +173,7 @@ def main(_):
       export_now=bool(FLAGS.export_dir) and not FLAGS.do_train)
   task = SquadTask(_options(FLAGS), model.tokenizer)
 
-  with loop.output_dir(FLAGS.output_dir, run):
+  with loop.output_dir(FLAGS.output_dir, run, FLAGS.init_checkpoint):
     # 2. The training questions, and the model.
     training = (fine_tuning.training(
         *task.training_records(), run.examples_per_update,
@@ -190,9 +199,9 @@ def main(_):
 
 
 def cli():
-  """Command-line entry point: defines the flags, then runs `main`."""
-  define_flags()
-  entry.run_main(main)
+  """Command-line entry point: `main`, with the flags defined here or, run
+  as a command, above."""
+  entry.run_main(main, define_flags)
 
 
 if __name__ == "__main__":

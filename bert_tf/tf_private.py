@@ -15,11 +15,14 @@ from tensorflow.python.data.ops import multi_device_iterator_ops
 # and 2.21.0.
 from tensorflow.python.util import deprecation
 from tensorflow.python.util import module_wrapper
+# The SavedModel proto, whose object graph names a Keras export's variables.
+# Checked on TF 2.15.1 and 2.21.0.
+from tensorflow.core.protobuf import saved_model_pb2
 
 __all__ = ["REQUIRED", "missing", "in_multi_worker_mode",
            "run_distribute_coordinator", "estimator_in_coordinator_mode",
            "keep_out_of_xla", "quiet_deprecation_notices",
-           "per_replica_input_without_autotune"]
+           "per_replica_input_without_autotune", "saved_variable_names"]
 
 # (object, private attribute) pairs this module uses, for `missing()`.
 REQUIRED = (
@@ -30,6 +33,7 @@ REQUIRED = (
     (module_wrapper, "_PER_MODULE_WARNING_LIMIT"),
     (tf.Operation, "_set_attr"),
     (tf.distribute.StrategyExtended, "_in_multi_worker_mode"),
+    (saved_model_pb2, "SavedModel"),
 )
 
 
@@ -100,3 +104,29 @@ def per_replica_input_without_autotune(without_autotune):
   create_device_dataset.without_autotune = True
   multi_device_iterator_ops._create_device_dataset = create_device_dataset  # pylint: disable=protected-access
   return True
+
+
+def saved_variable_names(saved_model_file, list_name):
+  """{checkpoint key: variable name} of the variables that the root object
+  of a SavedModel lists under `list_name` (Keras 3's export:
+  "_all_variables").
+
+  Reads `saved_model.pb`'s object graph (`SavedModel` proto): the only
+  place that keeps each variable's name; the checkpoint's keys are object
+  paths, and `tf.saved_model.load` gives no public way back to the list.
+  Checked on TF 2.15.1 and 2.21.0.
+  """
+  saved = saved_model_pb2.SavedModel()
+  with tf.io.gfile.GFile(saved_model_file, "rb") as f:
+    saved.ParseFromString(f.read())
+  graph = saved.meta_graphs[0].object_graph_def
+  names = {}
+  for child in graph.nodes[0].children:
+    if child.local_name == list_name:
+      for item in graph.nodes[child.node_id].children:
+        node = graph.nodes[item.node_id]
+        if node.WhichOneof("kind") == "variable":
+          key = "%s/%s/.ATTRIBUTES/VARIABLE_VALUE" % (list_name,
+                                                      item.local_name)
+          names[key] = node.variable.name
+  return names

@@ -18,6 +18,7 @@ import tensorflow.compat.v1 as tf
 
 from bert_tf.tasks.classifier import model as classifier_model
 from bert_tf.tasks.squad import model as squad_model
+from bert_tf.train import checkpoints
 from helpers import data_path
 from helpers import import_or_skip
 from helpers import run_script
@@ -336,6 +337,34 @@ def test_export_labels_that_do_not_fit_and_bad_exports_are_named(tmp_path):
   with pytest.raises(ValueError, match="serving_config.json"):
     convert_checkpoint.tf_to_hf(str(run_dir), str(tmp_path / "c"),
                                 export=export)
+
+
+def test_card_names_the_init_checkpoint_the_training_run_recorded(tmp_path):
+  run_dir = _run_dir(tmp_path, "classifier", 2)
+  # A converted Hugging Face folder as --init_checkpoint: its source named.
+  converted = tmp_path / "cache" / "bert-mini-0123"
+  converted.mkdir(parents=True)
+  (converted / "source.json").write_text(
+      json.dumps({"kind": "hugging_face", "folder": "/models/bert-mini"}))
+  for base, named in ((str(tmp_path / "uncased_L-2_H-128_A-2"),
+                       str(tmp_path / "uncased_L-2_H-128_A-2")),
+                      (str(converted), "/models/bert-mini")):
+    held = checkpoints.start_training(str(run_dir), base)  # As training does.
+    held.release()
+    out = tmp_path / ("hf_" + os.path.basename(base))
+    convert_checkpoint.tf_to_hf(str(run_dir), str(out), task="classifier")
+    card = _read(str(out), "README.md")
+    assert "base_model: %s\n" % json.dumps(named) in card
+    assert "- Base checkpoint: %s\n" % named in card
+  # --base_model, when given, is what the card names.
+  convert_checkpoint.tf_to_hf(str(run_dir), str(tmp_path / "hf_given"),
+                              task="classifier", base_model="my/base")
+  assert "- Base checkpoint: my/base\n" in _read(str(tmp_path / "hf_given"),
+                                                 "README.md")
+  (run_dir / checkpoints.INIT_RECORD).write_text('{"init_checkpoint": 7}')
+  with pytest.raises(ValueError, match="init_checkpoint.json"):
+    convert_checkpoint.tf_to_hf(str(run_dir), str(tmp_path / "hf_bad"),
+                                task="classifier")
 
 
 @pytest.mark.slow

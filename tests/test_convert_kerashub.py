@@ -30,6 +30,7 @@ from helpers import read_lines
 from helpers import run_script
 from helpers import shared_path
 from bert_tf.convert import files
+from bert_tf.convert import keras_saved_model
 from bert_tf.convert import kerashub
 from bert_tf.convert import sources
 import modeling
@@ -174,6 +175,37 @@ def test_preset_converts_to_a_checkpoint_with_the_backbones_outputs(
                                                       segments)
   _assert_close(sequence, expected_sequence)
   _assert_close(pooled, expected_pooled)
+
+
+def test_backbones_saved_model_export_converts_with_its_outputs(
+    keras_hub, tmp_path):
+  # KerasHub's own TF SavedModel export: object-based checkpoint keys, the
+  # Keras paths in the object graph, read without keras-hub.
+  backbone = _tiny_backbone(keras_hub, seed=3)
+  saved = str(tmp_path / "saved_model")
+  backbone.export(saved, format="tf_saved_model")
+  out = str(tmp_path / "tf")
+  bert_config = keras_saved_model.saved_model_to_tf(saved, out)
+  assert sorted(os.listdir(out)) == [
+      "bert_config.json", "bert_model.ckpt.data-00000-of-00001",
+      "bert_model.ckpt.index"]
+  assert (bert_config["num_attention_heads"], bert_config["intermediate_size"],
+          bert_config["max_position_embeddings"]) == (4, 37, 24)
+  ids, mask, segments = _inputs()
+  sequence, pooled, restored = _project_outputs(
+      os.path.join(out, "bert_model.ckpt"), bert_config, ids, mask, segments)
+  assert restored == 5 + 2 * 16 + 2
+  loaded = tf.saved_model.load_v2(saved)  # Kept: serve uses its variables.
+  served = loaded.serve(
+      {"token_ids": ids, "segment_ids": segments, "padding_mask": mask})
+  _assert_close(sequence, np.asarray(served["sequence_output"]))
+  _assert_close(pooled, np.asarray(served["pooled_output"]))
+  keras = sys.modules["keras"]  # Imported by keras_hub.
+  dense = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+  dense.export(str(tmp_path / "dense"), format="tf_saved_model")
+  with pytest.raises(ValueError, match="no variable token_embedding/"
+                     "embeddings; expected a KerasHub BertBackbone's"):
+    keras_saved_model.read_backbone(str(tmp_path / "dense"))
 
 
 def test_classifier_preset_converts_with_its_head(keras_hub, tmp_path):

@@ -32,7 +32,7 @@ _TEST_COMMAND = ("./setup.sh --test && .venv/bin/python -m pytest tests -q "
 # The docs/ blocks marked `<!-- docs-test: NAME -->`.
 _DOCS_BLOCKS = ("sample-two-workers", "multi-label", "long-documents",
                 "best-checkpoint", "masked-lm", "from-tfbert", "swag-sample",
-                "masked-lm-only")
+                "masked-lm-only", "from-kerashub")
 # docs/ blocks that would run for minutes: the same commands on less data.
 _TINY = {
     "multi-label": [("head -4000 ", "head -64 "),
@@ -202,6 +202,11 @@ def test_docs_block_runs_as_shown(tmp_path, name):
     else:
       import_or_skip("torch", "./setup.sh --test")
       import_or_skip("transformers", "./setup.sh --test")
+  if "import keras_hub" in block:
+    if sys.version_info < (3, 12):
+      # Not an install left out: Keras 3 does not exist for TensorFlow 2.15.
+      pytest.skip("keras-hub needs Keras 3: the TensorFlow 2.21 stack only")
+    import_or_skip("keras_hub", "./setup.sh --kerashub")
   for before, after in _TINY.get(name, []):
     assert before in block, (page, before)
     block = block.replace(before, after)

@@ -143,7 +143,7 @@ def test_console_scripts_call_cli_which_main_blocks_call_too():
     calls = [ast.unparse(stmt) for stmt in functions["cli"].body
              if isinstance(stmt, ast.Expr)
              and isinstance(stmt.value, ast.Call)]
-    assert calls == ["define_flags()", "entry.run_main(main)"], module
+    assert calls == ["entry.run_main(main, define_flags)"], module
     assert source.endswith('if __name__ == "__main__":\n  cli()\n'), module
 
 

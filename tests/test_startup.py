@@ -299,11 +299,11 @@ def test_a_beam_worker_quiets_tensorflow_before_it_loads():
   assert result.stderr == "", result.stderr[-2000:]
 
 
-@pytest.mark.slow
 def test_console_command_help_lists_the_scripts_flags(tmp_path):
   # An installed command imports the script as a module and calls cli(), as
   # pip's wrapper does: absl lists the flags of the module named
-  # sys.argv[0], so without run_main's help none of the script's showed.
+  # sys.argv[0], so without flags_first.show_in_help none of the script's
+  # showed. Answered before TensorFlow loads: quick, so not marked slow.
   command = tmp_path / "bert-run-classifier"
   command.write_text(textwrap.dedent("""
       import sys

@@ -90,6 +90,14 @@ def test_every_shared_flag_named_as_a_field_fills_it():
   grouped = (cli_flags.TRAINING_FLAGS + cli_flags.TPU_FLAGS +
              cli_flags.DISTRIBUTE_FLAGS)
   assert set(grouped) <= set(fields)
+  # The flag table lists each group (it loads no TensorFlow): the same
+  # names, in the order of the dataclasses' fields.
+  for group, cls in ((cli_flags.TRAINING_FLAGS,
+                      training_options.TrainingOptions),
+                     (cli_flags.TPU_FLAGS, training_options.TpuOptions),
+                     (cli_flags.DISTRIBUTE_FLAGS,
+                      training_options.DistributeOptions)):
+    assert group == training_options.field_names(cls), cls.__name__
   values = flags.FlagValues()
   for name in cli_flags.SHARED_FLAGS:
     if name in fields:

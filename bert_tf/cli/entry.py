@@ -5,6 +5,7 @@ full disk) is reported as one line, `error: ...`, with exit status 1, rather
 than a traceback; `BERT_DEBUG=1` brings the traceback back.
 """
 
+import functools
 import os
 import signal
 import sys
@@ -15,11 +16,11 @@ import tensorflow.compat.v1 as tf
 
 from bert_tf import tf_private
 from bert_tf.checks import disk
+from bert_tf.cli import flags_first
 from bert_tf.cli import leftovers
 from bert_tf.cli import quiet
 from bert_tf.checks import records
 from bert_tf.convert import sources
-from bert_tf.train import options as training_options
 
 __all__ = ["run_main", "one_line", "Terminated"]
 
@@ -63,44 +64,6 @@ def _fail(message):
   sys.exit(1)
 
 
-def _parse_flags(argv):
-  """absl's flag parsing, with a parsing error as one `error:` line.
-
-  `--use_xla` switches on XLA's CPU clustering here, the one moment it can:
-  TensorFlow reads TF_XLA_FLAGS once, when it first lists its devices, and
-  `import tensorflow` registers an absl callback that does so right after
-  this parsing (in `main` the variable has no effect any more).
-  """
-  try:
-    argv = flags.FLAGS(argv)
-  except flags.Error as e:
-    if os.environ.get("BERT_DEBUG"):
-      raise
-    _fail("%s (see --helpfull)" % " ".join(str(e).split()))
-  if "use_xla" in flags.FLAGS and flags.FLAGS.use_xla:
-    training_options.enable_xla_cpu_clustering()
-  return argv
-
-
-def _show_in_help(main):
-  """Makes `--help` list the flags of `main`'s module.
-
-  absl's `--help` lists the flags of the module named `sys.argv[0]`, where
-  `python run_classifier.py` defines them; an installed console script
-  (`bert-run-classifier`) imports the script as a module instead, whose
-  flags are then declared key flags of `sys.argv[0]` (and its docstring
-  becomes the usage text).
-  """
-  module = main.__module__
-  if module in ("__main__", sys.argv[0]):
-    return
-  for flag in flags.FLAGS.flags_by_module_dict().get(module, []):
-    flags.FLAGS.register_key_flag_for_module(sys.argv[0], flag)
-  entry = sys.modules.get("__main__")
-  if entry is not None and not entry.__doc__:
-    entry.__doc__ = sys.modules[module].__doc__
-
-
 class Terminated(BaseException):
   """SIGTERM outside training: unwinds like Ctrl-C, so every atomic output
   (`bert_tf.io.atomic_path`) removes its temporary name."""
@@ -123,7 +86,7 @@ def _terminate_by_exception():
   signal.signal(signal.SIGTERM, on_sigterm)
 
 
-def run_main(main):
+def run_main(main, define_flags=None):
   """Runs `main` through `absl.app.run`, reporting bad input in one line.
 
   A flag that does not parse, a missing required flag, or a `ValueError`,
@@ -133,7 +96,8 @@ def run_main(main):
   or any write that hit a full disk or a file-size limit, is printed as
   `error: <message>` on stderr, and the process exits with status 1.
   `BERT_DEBUG=1` gives the full traceback (and TensorFlow's deprecation
-  notices) instead. `--use_xla` takes effect at parsing (`_parse_flags`).
+  notices) instead. `--use_xla` takes effect at parsing
+  (`flags_first.parse_flags`).
   Ctrl-C outside training is one line too, `error: interrupted (Ctrl-C)`,
   exit status 130; SIGTERM outside training is `error: terminated
   (SIGTERM) ...`, exit status 143, after every atomic output removed its
@@ -144,8 +108,14 @@ def run_main(main):
 
   Args:
     main: the script's `main(argv)`; `--help` lists its module's flags.
+    define_flags: the script's `define_flags()`, or None where the caller
+      defined them. Run as a command, the script has defined and parsed
+      them already (`flags_first`); they are parsed again here.
   """
-  _show_in_help(main)
+  again = define_flags is not None and quiet.is_command(main.__module__)
+  if define_flags is not None and not again:
+    define_flags()
+  flags_first.show_in_help(main.__module__)
 
   def guarded(argv):
     quiet.one_log_stream()  # Each TensorFlow log line once.
@@ -180,4 +150,5 @@ def run_main(main):
         raise
       _fail(one_line(e))
 
-  app.run(guarded, flags_parser=_parse_flags)
+  app.run(guarded, flags_parser=functools.partial(flags_first.parse_flags,
+                                                  again=again))

@@ -4,12 +4,13 @@
 define function, default and help text; `define_flags` defines the ones a
 script names (`TPU_FLAGS`, `TRAINING_FLAGS`, ... name groups of them). An
 enum flag's values are those its option lists once
-(`training_options.PRECISION_DTYPES`, `distribute_utils.STRATEGIES`;
---optimizer's are the optimizer table's, `training_options.OPTIMIZERS`,
-read when the flag is defined); the training, TPU and distribution groups
-are the fields of `training_options`' dataclasses, which the flags fill by
-name. A new option is one field there, one row here, and the code that
-uses it.
+(`bert_tf.train.choices`; --optimizer's are the optimizer table's,
+`optimizers.REGISTRY`, read when the flag is defined); the training, TPU
+and distribution groups are the fields of `training_options`' dataclasses,
+which the flags fill by name (`tests/test_training_options.py` checks that
+the groups here name them). A new option is one field there, one row here,
+and the code that uses it. Importing this module loads no TensorFlow, so
+that a script answers `--help` and bad flags before it does.
 """
 
 import collections
@@ -18,8 +19,8 @@ import types
 
 from absl import flags
 
-from bert_tf.train import distribute as distribute_utils
-from bert_tf.train import options as training_options
+from bert_tf.train import choices
+from bert_tf.train import optimizers
 
 __all__ = ["SHARED_FLAGS", "TPU_FLAGS", "MODEL_FLAGS", "TRAINING_FLAGS",
            "DISTRIBUTE_FLAGS", "FINE_TUNING_FLAGS", "BEST_CHECKPOINT_FLAGS",
@@ -42,7 +43,7 @@ def _enum(*values):
 def _define_optimizer(name, default, help_text, **kwargs):
   """Defines --optimizer from the optimizer table as it is when defined:
   its names are the values, their summaries end the help."""
-  table = training_options.OPTIMIZERS
+  table = optimizers.REGISTRY
   summaries = " ".join("%s: %s" % (key, entry.summary)
                        for key, entry in table.items())
   return flags.DEFINE_enum(name, default, list(table),
@@ -166,7 +167,7 @@ SHARED_FLAGS = types.MappingProxyType(collections.OrderedDict([
                              "Steps the TPU runs per call from the host "
                              "(ignored off TPU).")),
     # Training at scale (`training_options.TrainingOptions`).
-    ("precision", (_enum(*training_options.PRECISION_DTYPES), "fp32",
+    ("precision", (_enum(*choices.PRECISIONS), "fp32",
                    "Arithmetic of the encoder's matmuls: fp32 (as released), "
                    "bf16 (bfloat16; fast on CPUs with AMX or AVX512-BF16, on "
                    "TPUs and on Ampere or newer GPUs) or fp16 (float16 with "
@@ -214,7 +215,7 @@ SHARED_FLAGS = types.MappingProxyType(collections.OrderedDict([
                     "checkpoint of --output_dir, else --init_checkpoint.")),
     # The runner, then the TPU.
     ("runner", (
-        _enum(*training_options.RUNNERS), "auto",
+        _enum(*choices.RUNNERS), "auto",
         "What runs the model: estimator, the TPUEstimator of TensorFlow "
         "2.15 (needed on TPU); session, this project's runner on core "
         "TensorFlow (any version from 2.15 on; same graph, same numbers); "
@@ -233,7 +234,7 @@ SHARED_FLAGS = types.MappingProxyType(collections.OrderedDict([
                        "TPU cores to use; with --use_tpu only.")),
     # tf.distribute (several GPUs or machines); not with --use_tpu.
     ("distribution_strategy", (
-        _enum(*distribute_utils.STRATEGIES), "none",
+        _enum(*choices.STRATEGIES), "none",
         "none: one device (the reference's path). "
         "mirrored: data-parallel over --num_gpus GPUs "
         "of this machine (or --num_cpu_devices CPU "
@@ -273,14 +274,17 @@ SHARED_FLAGS = types.MappingProxyType(collections.OrderedDict([
                           "one a CPU core).")),
 ]))
 
-# The groups of the options' dataclasses: their fields, by name.
-TPU_FLAGS = training_options.field_names(training_options.TpuOptions)
+# The groups of the options' dataclasses: their fields, by name
+# (`training_options.field_names` of TpuOptions, TrainingOptions and
+# DistributeOptions).
+TPU_FLAGS = ("runner", "use_tpu", "tpu_name", "tpu_zone", "gcp_project",
+             "master", "num_tpu_cores")
 MODEL_FLAGS = ("bert_config_file", "vocab_file", "init_checkpoint",
                "do_lower_case", "output_dir")
-TRAINING_FLAGS = training_options.field_names(
-    training_options.TrainingOptions)
-DISTRIBUTE_FLAGS = training_options.field_names(
-    training_options.DistributeOptions)
+TRAINING_FLAGS = ("precision", "optimizer", "gradient_accumulation_steps",
+                  "poly_power", "use_xla", "deterministic")
+DISTRIBUTE_FLAGS = ("distribution_strategy", "num_gpus", "num_cpu_devices",
+                    "worker_timeout_secs", "random_seed")
 FINE_TUNING_FLAGS = ("do_train", "do_predict", "train_batch_size",
                      "predict_batch_size", "learning_rate", "num_train_epochs",
                      "warmup_proportion", "save_checkpoints_steps",

@@ -18,8 +18,8 @@ import logging
 import os
 import sys
 
-__all__ = ["when_run_as_command", "when_beam_worker", "quiet_tensorflow",
-           "one_log_stream"]
+__all__ = ["when_run_as_command", "is_command", "when_beam_worker",
+           "quiet_tensorflow", "one_log_stream"]
 
 # The main module of a Beam worker process (the DirectRunner's
 # multi-processing workers, Dataflow's Python harness).
@@ -42,11 +42,18 @@ def when_run_as_command(module_name):
   Returns:
     bool, whether it quieted TensorFlow (see `quiet_tensorflow`).
   """
-  command = "bert-" + module_name.replace("_", "-")
-  if module_name != "__main__" and (
-      os.path.basename(sys.argv[0] if sys.argv else "") != command):
+  if not is_command(module_name):
     return False
   return quiet_tensorflow()
+
+
+def is_command(module_name):
+  """Whether module `module_name` runs as a command: it is `__main__`, or
+  the process is its console command (`bert-run-classifier` for
+  `run_classifier`)."""
+  command = "bert-" + module_name.replace("_", "-")
+  return module_name == "__main__" or (
+      os.path.basename(sys.argv[0] if sys.argv else "") == command)
 
 
 def when_beam_worker():

@@ -16,18 +16,20 @@ from typing import Optional, Tuple
 
 import tensorflow.compat.v1 as tf
 
+from bert_tf import convert as convert_package
 from bert_tf import json_file
 from bert_tf.export import saved_model as export_utils
 from bert_tf.export import serving
 from bert_tf.tasks.classifier import multi_label as multi_label_lib
 from bert_tf.tasks.ner import reader as ner_reader
+from bert_tf.train import checkpoints
 
 __all__ = ["TASKS", "TaskInfo", "read_export", "task_info",
-           "apply_to_hf_config", "read_eval_results", "model_card"]
+           "apply_to_hf_config", "recorded_base_model", "read_eval_results",
+           "model_card"]
 
 # The tasks `--task` names, and the head each needs.
-TASKS = ("classifier", "regression", "multi_label", "ner", "squad",
-         "multiple_choice")
+TASKS = convert_package.FINE_TUNED_TASKS
 _HEAD_OF_TASK = {"classifier": "classifier", "regression": "classifier",
                  "multi_label": "classifier", "ner": "ner",
                  "squad": "squad", "multiple_choice": "multiple_choice"}
@@ -204,6 +206,26 @@ def apply_to_hf_config(hf_config, info, num_labels):
   hf_config["label2id"] = {label: i for i, label in enumerate(labels)}
   if info.task in _PROBLEM_TYPE:
     hf_config["problem_type"] = _PROBLEM_TYPE[info.task]
+
+
+def recorded_base_model(folder):
+  """The `--init_checkpoint` that the training run in `folder` recorded
+  (`checkpoints.INIT_RECORD`), or None. The cached conversion of a Hugging
+  Face or KerasHub folder is named by that folder (its `source.json`).
+
+  Raises:
+    ValueError: a record that is not such JSON, naming the file.
+  """
+  path = os.path.join(folder, checkpoints.INIT_RECORD)
+  if not tf.io.gfile.exists(path):
+    return None
+  base = json_file.field(json_file.load(path, max_bytes=2 ** 16),
+                         "init_checkpoint", "string", path)
+  source = os.path.join(base, "source.json")
+  if os.path.isfile(source):
+    return json_file.field(json_file.load(source, max_bytes=2 ** 20),
+                           "folder", "string", source)
+  return base
 
 
 def read_eval_results(folder):

@@ -98,7 +98,8 @@ def tf_to_hf(checkpoint, output_dir, bert_config_file=None, vocab_file=None,
   prefix, its `.index` or a folder; the config and vocabulary default to
   the files beside it, else the export's; `do_lower_case` None: the
   export's, else True; `task`, `labels`: found when None (`fine_tuned`);
-  `base_model`, `dataset`: for the card. Returns the set of groups.
+  `base_model` (None: the run's recorded --init_checkpoint), `dataset`:
+  for the card. Returns the set of groups.
 
   Raises:
     FileNotFoundError: missing checkpoint, config or vocab, naming the path.
@@ -137,7 +138,8 @@ def tf_to_hf(checkpoint, output_dir, bert_config_file=None, vocab_file=None,
                           "max_position_embeddings", 512)}
   card = fine_tuned.model_card(
       task_info, hf_config, bert_config, prefix, do_lower_case,
-      fine_tuned.read_eval_results(folder), base_model, dataset)
+      fine_tuned.read_eval_results(folder),
+      base_model or fine_tuned.recorded_base_model(folder), dataset)
   with files.atomic_output_dir(output_dir) as tmp:
     for name, content in (("config.json", hf_config),
                           ("tokenizer_config.json", tokenizer_config)):

@@ -51,7 +51,7 @@ __all__ = ["BACKBONE_CLASS", "CLASSIFIER_CLASS", "VOCABULARY_PATH",
            "Converted", "looks_like_preset", "preset_source_files",
            "read_lower_case", "read_backbone_config",
            "backbone_config_to_bert_config", "bert_config_to_backbone_config",
-           "keras_table", "preset_to_checkpoint", "kerashub_to_tf",
+           "backbone_to_tf", "keras_table", "preset_to_checkpoint", "kerashub_to_tf",
            "checkpoint_to_preset", "import_keras_hub", "KerasHubUnavailable"]
 
 BACKBONE_CLASS = "BertBackbone"
@@ -275,7 +275,7 @@ def keras_table(bert_config):
   return table + dense("pooled_dense", "bert/pooler/dense", h, h)
 
 
-def _backbone_to_tf(keras_values, bert_config, source):
+def backbone_to_tf(keras_values, bert_config, source):
   """Renames and reshapes backbone arrays (keyed by KerasHub path) to TF.
 
   Raises:
@@ -433,7 +433,7 @@ def _read_preset(preset_dir):
     backbone = _load_model(keras_hub.models.BertBackbone, preset_dir,
                            weights_path)
   values = {v.path: v.numpy() for v in backbone.weights}
-  tf_tensors = _backbone_to_tf(values, bert_config, weights_path)
+  tf_tensors = backbone_to_tf(values, bert_config, weights_path)
   tf_tensors.update(head)
   groups = {"embeddings", "encoder", "pooler"} | (
       {"classifier"} if head else set())

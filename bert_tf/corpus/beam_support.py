@@ -15,8 +15,6 @@ import re
 import sys
 import uuid
 
-import tensorflow.compat.v1 as tf
-
 from bert_tf import io as io_utils
 
 __all__ = ["INSTALL_HINT", "import_module", "import_beam",
@@ -191,6 +189,9 @@ def atomic_outputs(part_outputs):
   """Yields temporary names (same shape as `part_outputs`, lists of each
   shard's final paths) that become final on success; one no worker wrote
   becomes an empty file."""
+  # TensorFlow's file system where it is used: the scripts define their
+  # flags from this package before TensorFlow loads.
+  import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
   with contextlib.ExitStack() as outputs:
     temps = [[outputs.enter_context(io_utils.atomic_path(path))
               for path in paths] for paths in part_outputs]
@@ -215,6 +216,8 @@ def atomic_outputs(part_outputs):
 def attempt_paths(temps):
   """For a worker: yields fresh attempt names for `temps`, renamed onto
   them when the block succeeds, removed on error."""
+  # TensorFlow's file system (see atomic_outputs).
+  import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
   attempt = uuid.uuid4().hex[:8]
   attempts = ["%s.attempt-%s" % (path, attempt) for path in temps]
   try:

@@ -154,24 +154,27 @@ def setup_devices(run):
 
 
 @contextlib.contextmanager
-def output_dir(path, run):
+def output_dir(path, run, init_checkpoint=None):
   """Makes `path`; while the block runs, holds it for a run that trains.
 
   With `run.do_train`: `checkpoints.start_training` (the folder's lock,
   taken by the chief; the removal of a killed run's unfinished saves; a
   check of the checkpoint training would resume from), released when the
-  block ends.
+  block ends; `init_checkpoint` is recorded there
+  (`checkpoints.INIT_RECORD`).
 
   Args:
     path: str, `--output_dir`.
     run: `options.RunOptions`.
+    init_checkpoint: str or None, `--init_checkpoint`.
 
   Raises:
     ValueError: another live run trains there, its checkpoint state file is
       damaged, or its latest checkpoint is truncated or damaged.
   """
   tf.io.gfile.makedirs(path)
-  held = checkpoints.start_training(path) if run.do_train else None
+  held = (checkpoints.start_training(path, init_checkpoint)
+          if run.do_train else None)
   try:
     yield path
   finally:

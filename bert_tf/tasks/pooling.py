@@ -17,7 +17,6 @@ sentence-transformers' Normalize.
 
 import json
 
-import tensorflow.compat.v1 as tf
 
 __all__ = ["MODES", "flag_problems", "checkpoint_problems", "pool",
            "format_line"]
@@ -49,6 +48,9 @@ def checkpoint_problems(pooling, init_checkpoint):
   the pooler's weights, which sentence-embedding checkpoints may lack."""
   if pooling != "cls" or not init_checkpoint:
     return []
+  # TensorFlow where it is used: extract_features.py defines --pooling from
+  # MODES before TensorFlow loads.
+  import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
   names = {name for name, _ in tf.train.list_variables(init_checkpoint)}
   if _POOLER_KERNEL in names:
     return []
@@ -66,6 +68,8 @@ def pool(pooling, sequence_output, input_mask, pooled_output,
   Raises:
     ValueError: for another `pooling`.
   """
+  # TensorFlow where it is used (see checkpoint_problems).
+  import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
   sequence_output = tf.cast(sequence_output, tf.float32)
   if pooling == "mean":
     mask = tf.cast(input_mask, tf.float32)[:, :, None]

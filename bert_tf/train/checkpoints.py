@@ -37,7 +37,7 @@ from bert_tf.checks import checkpoint as checkpoint_checks
 from bert_tf.checks import lock as lock_checks
 from bert_tf.train import distribute as distribute_utils
 
-__all__ = ["PREFIX", "KEEP_CHECKPOINT_MAX", "SANE_WEIGHT", "Saver",
+__all__ = ["PREFIX", "INIT_RECORD", "KEEP_CHECKPOINT_MAX", "SANE_WEIGHT", "Saver",
            "Saving", "TimedCheckpointHook", "start_training",
            "remove_killed_saves", "read_state", "latest", "resolve",
            "check_resume", "remove_checkpoint", "copy_checkpoint",
@@ -47,6 +47,8 @@ __all__ = ["PREFIX", "KEEP_CHECKPOINT_MAX", "SANE_WEIGHT", "Saver",
 # The runners' checkpoint prefix and how many they keep (the Estimator's).
 PREFIX = "model.ckpt"
 KEEP_CHECKPOINT_MAX = 5
+# A training run's --init_checkpoint, as JSON ({"init_checkpoint": path}).
+INIT_RECORD = "init_checkpoint.json"
 # The largest |weight| from which a lower learning rate can still recover:
 # far above a trained BERT's weights (the tiny test model's stay below 1),
 # far below what a diverging run reaches (1e30 and more).
@@ -204,9 +206,11 @@ class TimedCheckpointHook(tf.train.SessionRunHook):
     self._last_time, self._last_step = time.time(), step
 
 
-def start_training(output_dir):
+def start_training(output_dir, init_checkpoint=None):
   """Before training into `output_dir`: `lock.lock_output_dir`, the removal
-  of saves a killed run left (`remove_killed_saves`), then `check_resume`.
+  of saves a killed run left (`remove_killed_saves`), `check_resume`, then
+  the record of `init_checkpoint` (str or None, `--init_checkpoint`) in
+  `INIT_RECORD`, which `convert_checkpoint.py` names in a model card.
 
   The workers of one multi-worker run share `output_dir`; only the chief
   (`distribute_utils.is_chief`), which alone writes there, takes the lock.
@@ -226,6 +230,9 @@ def start_training(output_dir):
     if held is not None:  # No other run writes here now.
       remove_killed_saves(output_dir)
     check_resume(output_dir)
+    if held is not None and init_checkpoint:
+      with io_utils.atomic_write(os.path.join(output_dir, INIT_RECORD)) as f:
+        f.write(json.dumps({"init_checkpoint": init_checkpoint}) + "\n")
   except BaseException:
     if held is not None:
       held.release()

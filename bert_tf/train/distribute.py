@@ -18,6 +18,7 @@ import tensorflow.compat.v1 as tf
 
 from bert_tf import io as io_utils
 from bert_tf import json_file
+from bert_tf.train import choices
 
 __all__ = ["STRATEGIES", "parse_tf_config", "is_chief", "peer_addresses",
            "check_global_batch", "check_options", "setup", "session_config",
@@ -26,7 +27,7 @@ __all__ = ["STRATEGIES", "parse_tf_config", "is_chief", "peer_addresses",
            "batch_sizes"]
 
 # --distribution_strategy's values.
-STRATEGIES = ("none", "mirrored", "multi_worker_mirrored")
+STRATEGIES = choices.STRATEGIES
 
 
 # ----------------------------------------------------------------------------

@@ -12,11 +12,8 @@ slots `<var>/<suffix>` and strategy-correct updates.
 
 import collections
 import contextlib
+import importlib
 import types
-
-from bert_tf.train import adamw
-from bert_tf.train import adamw_fused
-from bert_tf.train import lamb
 
 __all__ = ["Entry", "REGISTRY", "register", "registered", "build",
            "from_options"]
@@ -88,13 +85,27 @@ def build(learning_rate, options):
   return entry.factory(learning_rate, options)
 
 
+def _imported_when_built(module, class_name):
+  """`from_options` of `bert_tf.train.<module>.<class_name>`, imported when
+  first built: the table, and so the --optimizer flag, loads without
+  TensorFlow."""
+
+  def factory(learning_rate, options):
+    cls = getattr(importlib.import_module("bert_tf.train." + module),
+                  class_name)
+    return from_options(cls)(learning_rate, options)
+
+  return factory
+
+
 # The table. Order is the flag's: the reference's first.
-register("adamw", from_options(adamw.AdamWeightDecayOptimizer),
+register("adamw", _imported_when_built("adamw", "AdamWeightDecayOptimizer"),
          "Adam with decoupled weight decay, no bias correction (as "
          "released).")
-register("lamb", from_options(lamb.LAMBOptimizer),
+register("lamb", _imported_when_built("lamb", "LAMBOptimizer"),
          "layer-wise adaptive moments (You et al. 2019), for large batches.")
-register("adamw_fused", from_options(adamw_fused.FusedAdamWeightDecayOptimizer),
+register("adamw_fused", _imported_when_built(
+    "adamw_fused", "FusedAdamWeightDecayOptimizer"),
          "adamw's update through TensorFlow's fused Adam kernel: the same "
          "update to float32 rounding and the same checkpoint names, in "
          "about a quarter of adamw's time.")

@@ -20,6 +20,7 @@ import tensorflow as tf_v2  # enable_op_determinism has no compat.v1 name.
 import tensorflow.compat.v1 as tf
 
 from bert_tf.checks import numbers as number_checks
+from bert_tf.train import choices
 from bert_tf.train import distribute as distribute_utils
 from bert_tf.train import optimizer_options as optimizer_options_lib
 from bert_tf.train import optimizers
@@ -34,18 +35,15 @@ __all__ = ["PRECISION_DTYPES", "OPTIMIZERS", "RUNNERS", "DETERMINISTIC_SEED",
            "enable_xla_cpu_clustering"]
 
 # --precision -> the encoder's compute dtype (weights stay float32).
-PRECISION_DTYPES = types.MappingProxyType(
-    {"fp32": tf.float32, "bf16": tf.bfloat16, "fp16": tf.float16})
+PRECISION_DTYPES = types.MappingProxyType(dict(zip(
+    choices.PRECISIONS, (tf.float32, tf.bfloat16, tf.float16))))
 # --optimizer's values: the names of the optimizer table (read-only, live).
 OPTIMIZERS = optimizers.REGISTRY
-# --runner: auto takes the Estimator where this TensorFlow has it.
-RUNNERS = ("auto", "estimator", "session")
+RUNNERS = choices.RUNNERS
 # The graph-level seed of --deterministic runs (any fixed value would do).
 DETERMINISTIC_SEED = 12345
-# Without this XLA flag TensorFlow's auto-clustering leaves CPU ops alone
-# (global_jit_level only clusters GPU ops); it is read when TensorFlow first
-# initializes its devices, so it must be set before that.
-_CPU_JIT_FLAG = "--tf_xla_cpu_global_jit"
+_CPU_JIT_FLAG = choices.CPU_JIT_FLAG
+enable_xla_cpu_clustering = choices.enable_xla_cpu_clustering
 
 
 @dataclasses.dataclass(frozen=True)
@@ -404,10 +402,3 @@ def session_settings(training, session_config=None, seed=None):
                  DETERMINISTIC_SEED)
   return session_config, seed
 
-
-def enable_xla_cpu_clustering():
-  """Adds `--tf_xla_cpu_global_jit` to TF_XLA_FLAGS; `entry.run_main` calls
-  it right after parsing --use_xla (later it has no effect)."""
-  current = os.environ.get("TF_XLA_FLAGS", "")
-  if _CPU_JIT_FLAG not in current.split():
-    os.environ["TF_XLA_FLAGS"] = (current + " " + _CPU_JIT_FLAG).strip()

@@ -15,13 +15,11 @@ import os
 import types
 from typing import Any, Optional
 
-import tensorflow.compat.v1 as tf
-
 from bert_tf import io as io_utils
 import tokenization
 
 __all__ = [
-    "InputExample", "PaddingInputExample", "read_tsv_rows", "DataProcessor",
+    "AGGREGATIONS", "InputExample", "PaddingInputExample", "read_tsv_rows", "DataProcessor",
     "XnliProcessor", "MnliProcessor", "MnliMismatchedProcessor",
     "MrpcProcessor", "ColaProcessor", "Sst2Processor", "QqpProcessor",
     "QnliProcessor", "RteProcessor", "WnliProcessor", "StsbProcessor",
@@ -117,9 +115,14 @@ def _find_data_file(data_dir, *names):
   """
   paths = [os.path.join(data_dir, name) for name in names]
   for path in paths:
-    if os.path.exists(path) or ("://" in path and
-                                 tf.io.gfile.exists(path)):
+    if os.path.exists(path):
       return path
+    if "://" in path:
+      # Remote paths through tf.io.gfile; importing this module loads no
+      # TensorFlow (the scripts' flags are parsed before it loads).
+      import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
+      if tf.io.gfile.exists(path):
+        return path
   message = "%s: no such file" % paths[0]
   if len(paths) > 1:
     message += " (nor %s)" % ", ".join(paths[1:])
@@ -461,6 +464,10 @@ class TsvProcessor(DataProcessor):
 
 
 # Task name (lower case) -> processor class (read-only).
+# run_classifier.py --window_aggregation: how the windows of a long text make
+# its prediction (`windows.aggregate`).
+AGGREGATIONS = ("mean", "max")
+
 PROCESSORS = types.MappingProxyType({
     "cola": ColaProcessor,
     "mnli": MnliProcessor,

@@ -18,12 +18,15 @@ import tensorflow.compat.v1 as tf
 
 from bert_tf import io as io_utils
 from bert_tf.tasks import features as feature_utils
+from bert_tf.tasks.classifier import data
 from bert_tf.tasks.classifier.data import PaddingInputExample
 from bert_tf.tasks.squad import data as squad_data
 
 __all__ = ["AGGREGATIONS", "encode_windows", "write_features", "aggregate"]
 
-AGGREGATIONS = ("mean", "max")
+# --window_aggregation's values, listed where the flag can read them without
+# TensorFlow.
+AGGREGATIONS = data.AGGREGATIONS
 
 
 def encode_windows(example, tokenizer, max_seq_length, doc_stride=None):

@@ -20,7 +20,6 @@ import signal
 import time
 
 from absl import logging
-import tensorflow.compat.v1 as tf
 
 from bert_tf import io as io_utils
 
@@ -88,6 +87,9 @@ def split_corpus(input_files, num_parts):
     documents than parts; num_documents[k] counts the part's runs of
     non-blank lines (documents before tokenization).
   """
+  # TensorFlow's file system for remote corpora; create_pretraining_data.py
+  # defines its flags from this package before TensorFlow loads.
+  import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
   sizes = [tf.io.gfile.stat(path).length for path in input_files]
   starts = [sum(sizes[:i]) for i in range(len(sizes))]
   # Corpus offset of the blank line that ends document i (8 bytes each).
