@@ -2,13 +2,13 @@
 never stopped, every tensor of its final checkpoint bit for bit.
 
 In process, through `loop.run` on each runner: a small model whose update
-depends on which examples each step reads (a shuffled, repeated input) and
-on dropout, under `--deterministic`; the stop is a first run that ends at
-step K with its checkpoint. Old checkpoints, without the input's position,
+depends on which examples each step reads (a shuffled, repeated input),
+under `--deterministic`; the stop is a first run that ends at step K with
+its checkpoint. Old checkpoints, without the input's position,
 still resume (the input restarts, with one warning line).
 """
 
-import os
+import functools
 
 import numpy as np
 import pytest
@@ -20,22 +20,22 @@ from bert_tf.runner import loop
 from bert_tf.runner import select as runner_lib
 from bert_tf.train import checkpoints
 from bert_tf.train import model_fn as model_fn_utils
+from bert_tf.train import optimizer_options
 from bert_tf.train import options as training_options
 from bert_tf.train import spec as spec_lib
 
 _STEPS = 6
 
 
-def _model_fn(features, labels, mode, params):
+def _model_fn(features, labels, mode, params, options=None):
   del labels, params
   x = features["x"]
   init = tf.truncated_normal_initializer(stddev=0.5)  # As modeling.py's.
   hidden = tf.matmul(x, tf.get_variable("hidden", [4, 8], initializer=init))
-  # The reference's dropout op (modeling.dropout): masks drawn each step.
-  hidden = tf.nn.dropout(hidden, rate=0.0)
   y = tf.matmul(hidden, tf.get_variable("out", [8, 1], initializer=init))
   loss = tf.reduce_mean(tf.square(y[:, 0] - tf.reduce_sum(x, axis=1)))
-  return model_fn_utils.train_spec(loss, 0.01, _STEPS, 0, use_tpu=False)
+  return model_fn_utils.train_spec(loss, 0.01, _STEPS, 0, use_tpu=False,
+                                   options=options)
 
 
 def _input_fn(params, config=None):
@@ -45,13 +45,22 @@ def _input_fn(params, config=None):
   return data.batch(params["batch_size"], drop_remainder=True)
 
 
-def _train(out, runner, steps, accumulation=1):
-  run = training_options.RunOptions(
+def _run_options(runner, accumulation=1):
+  update = optimizer_options.OptimizerOptions(
+      gradient_accumulation_steps=accumulation)
+  return training_options.RunOptions(
       tpu=training_options.TpuOptions(runner=runner), train_batch_size=3,
       save_checkpoints_steps=100, save_checkpoints_secs=0, do_train=True,
-      training=training_options.TrainingOptions(deterministic=True))
+      training=training_options.TrainingOptions(
+          deterministic=True, optimizer_options=update))
+
+
+def _train(out, runner, accumulation=1, steps=_STEPS):
+  run = _run_options(runner, accumulation)
+  model_fn = functools.partial(
+      _model_fn, options=run.training.optimizer_options)
   with loop.output_dir(out, run):
-    loop.run(_model_fn, run, out,
+    loop.run(model_fn, run, out,
              training=loop.Training(_input_fn, num_train_steps=steps))
   return checkpoints.latest(out)
 
@@ -74,37 +83,37 @@ def _assert_identical(prefix, expected_prefix, position=True):
     assert np.array_equal(got[name], expected[name]), name
 
 
+_CASES = [(runner, 1) for runner in RUNNERS] + [("session", 2)]
+
+
 @pytest.fixture(scope="module")
 def uninterrupted(tmp_path_factory):
-  """The final checkpoint of each runner's run that never stopped."""
-  return {runner: _train(str(tmp_path_factory.mktemp(runner)), runner,
-                         _STEPS)
-          for runner in RUNNERS}
+  """The final checkpoint of the run that never stopped, by (runner,
+  micro-batches per update)."""
+  return {case: _train(str(tmp_path_factory.mktemp("whole")), *case,
+                       steps=_STEPS) for case in _CASES}
 
 
-@pytest.mark.parametrize("runner", RUNNERS)
+@pytest.mark.parametrize("runner,accumulation", _CASES)
 def test_a_run_stopped_and_resumed_ends_bit_identical(
-    tmp_path, runner, uninterrupted):
+    tmp_path, runner, accumulation, uninterrupted):
   out = str(tmp_path)
-  stopped = _train(out, runner, 2)
+  stopped = _train(out, runner, accumulation, steps=2)
   assert any(name.startswith(checkpoints.POSITION_SCOPE + "/")
              for name in _tensors(stopped))
-  final = _train(out, runner, _STEPS)
+  final = _train(out, runner, accumulation)
   assert final.endswith("-%d" % _STEPS)
-  _assert_identical(final, uninterrupted[runner])
+  _assert_identical(final, uninterrupted[runner, accumulation])
 
 
 def test_an_old_checkpoint_without_the_position_resumes_with_a_warning(
     tmp_path, caplog):
   out = str(tmp_path)
-  run = training_options.RunOptions(
-      tpu=training_options.TpuOptions(runner="session"), train_batch_size=3,
-      save_checkpoints_steps=100, save_checkpoints_secs=0)
   # The runner alone, as older versions trained: no position saved.
-  runner_lib.make_runner(_model_fn, run, out).train(_input_fn, max_steps=2)
+  runner_lib.make_runner(_model_fn, _run_options("session"), out).train(_input_fn, max_steps=2)
   assert not any(name.startswith(checkpoints.POSITION_SCOPE)
                  for name in _tensors(checkpoints.latest(out)))
-  final = _train(out, "session", 3)
+  final = _train(out, "session", steps=3)
   assert final.endswith("-3")
   assert any(name.startswith(checkpoints.POSITION_SCOPE)
              for name in _tensors(final))
