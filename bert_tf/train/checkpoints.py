@@ -2,10 +2,11 @@
 
 Every runner saves through one `Saving` (a `Saver` per graph, handed to
 whoever saves: the runner's checkpoint hook, `TimedCheckpointHook`), which
-keeps the Estimator's `KEEP_CHECKPOINT_MAX` newest. Before training,
-`start_training` takes the output folder's lock, removes the saves a kill
-cut (`remove_killed_saves`) and checks the checkpoint it resumes from
-(`check_resume`). `latest` finds a folder's checkpoint from its
+keeps the Estimator's `KEEP_CHECKPOINT_MAX` newest; on one device each
+checkpoint also holds the training input's position (`Saving.track`).
+Before training, `start_training` takes the output folder's lock, removes
+the saves a kill cut (`remove_killed_saves`) and checks the checkpoint it
+resumes from (`check_resume`). `latest` finds a folder's checkpoint from its
 `checkpoint` state file, checked (`read_state`); `resolve` finds the one a
 flag names; `checkpoint_to_export` the one an export takes. `keep_copy`
 copies one into another folder (the best checkpoint into
@@ -161,7 +162,10 @@ class Saving(object):
   The Estimator's saver (sharded, relative paths in the state file, the
   newest `keep` kept), made once per graph, as the exact-name `Saver`. The
   runner puts it in its `Scaffold`; `TimedCheckpointHook` saves with it, so
-  `keep` counts the timed checkpoints too.
+  `keep` counts the timed checkpoints too. The training input's iterator,
+  given to `track` before the graph's saver is made, is saved in the same
+  checkpoints (its position: `Positions`), so a save holds the variables
+  and the position together.
 
   Args:
     keep: int, how many checkpoints to keep.
