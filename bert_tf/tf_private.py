@@ -11,6 +11,9 @@ from tensorflow.python.distribute import distribute_coordinator
 # Where a MultiDeviceIterator makes its per-replica datasets. Checked on TF
 # 2.15.1 and 2.21.0.
 from tensorflow.python.data.ops import multi_device_iterator_ops
+# The base class of what a graph-mode Saver saves besides variables.
+# Checked on TF 2.15.1 and 2.21.0.
+from tensorflow.python.training.saving import saveable_object
 # The switches of the compat.v1 deprecation notices. Checked on TF 2.15.1
 # and 2.21.0.
 from tensorflow.python.util import deprecation
@@ -22,7 +25,8 @@ from tensorflow.core.protobuf import saved_model_pb2
 __all__ = ["REQUIRED", "missing", "in_multi_worker_mode",
            "run_distribute_coordinator", "estimator_in_coordinator_mode",
            "keep_out_of_xla", "quiet_deprecation_notices",
-           "per_replica_input_without_autotune", "saved_variable_names"]
+           "per_replica_input_without_autotune", "saved_variable_names",
+           "iterator_saveable"]
 
 # (object, private attribute) pairs this module uses, for `missing()`.
 REQUIRED = (
@@ -32,6 +36,8 @@ REQUIRED = (
     (deprecation, "_PRINT_DEPRECATION_WARNINGS"),
     (module_wrapper, "_PER_MODULE_WARNING_LIMIT"),
     (tf.Operation, "_set_attr"),
+    (saveable_object, "SaveableObject"),
+    (saveable_object, "SaveSpec"),
     (tf.distribute.StrategyExtended, "_in_multi_worker_mode"),
     (saved_model_pb2, "SavedModel"),
 )
@@ -130,3 +136,38 @@ def saved_variable_names(saved_model_file, list_name):
                                                       item.local_name)
           names[key] = node.variable.name
   return names
+
+
+def iterator_saveable(iterator, name):
+  """What a `tf.train.Saver` saves as `iterator`'s position: entry `name`,
+  a string scalar (the iterator's serialized state); restoring it
+  initializes the iterator, then puts the state back.
+
+  A `saveable_object.SaveableObject` on the iterator's resource
+  (`iterator._iterator_resource`). The public
+  `tf.data.experimental.make_saveable_from_iterator` saves a variant
+  tensor, which `tf.train.load_checkpoint` cannot read back into numpy
+  (every tool listing a checkpoint's tensors would fail), and restores
+  only into an iterator initialized beforehand, which a restoring
+  `Scaffold` never does. Checked on TF 2.15.1 and 2.21.0.
+
+  Args:
+    iterator: an initializable `tf.data` iterator of the default graph.
+    name: str, the checkpoint entry.
+  """
+  resource = iterator._iterator_resource  # pylint: disable=protected-access
+  policy = tf.data.experimental.ExternalStatePolicy.WARN.value
+  state = tf.io.serialize_tensor(tf.raw_ops.SerializeIterator(
+      resource_handle=resource, external_state_policy=policy))
+
+  class _Position(saveable_object.SaveableObject):
+
+    def restore(self, restored_tensors, restored_shapes):
+      del restored_shapes
+      with tf.control_dependencies([iterator.initializer]):
+        return tf.raw_ops.DeserializeIterator(
+            resource_handle=resource,
+            serialized=tf.io.parse_tensor(restored_tensors[0], tf.variant))
+
+  spec = saveable_object.SaveSpec(state, "", name, device=resource.device)
+  return _Position(resource, [spec], name)

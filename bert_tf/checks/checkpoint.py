@@ -109,19 +109,20 @@ def check_checkpoint(prefix, flag_name="init_checkpoint", bert_config=None,
   if not data_files and shapes:
     raise ValueError("--%s: %s has an index but no .data-* file beside it" %
                      (flag_name, prefix))
-  if all(dtypes[name] != tf.string for name in shapes):
-    needed = 0
-    for name, shape in shapes.items():
-      count = 1
-      for dim in shape:
-        count *= dim
-      needed += count * dtypes[name].size
-    have = sum(tf.io.gfile.stat(path).length for path in data_files)
-    if have < needed:
-      raise ValueError(
-          "--%s: %s is truncated: its .data files hold %d bytes but the "
-          "index lists %d bytes of tensors; copy it again" %
-          (flag_name, ", ".join(sorted(data_files)), have, needed))
+  needed = 0
+  for name, shape in shapes.items():
+    if dtypes[name] == tf.string:  # Of any size (the input's position).
+      continue
+    count = 1
+    for dim in shape:
+      count *= dim
+    needed += count * dtypes[name].size
+  have = sum(tf.io.gfile.stat(path).length for path in data_files)
+  if have < needed:
+    raise ValueError(
+        "--%s: %s is truncated: its .data files hold %d bytes but the "
+        "index lists %d bytes of tensors; copy it again" %
+        (flag_name, ", ".join(sorted(data_files)), have, needed))
   missing = []
   if bert_config is not None:
     for name, shape in sorted(expected_bert_shapes(bert_config).items()):

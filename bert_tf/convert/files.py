@@ -254,7 +254,8 @@ def read_tf_checkpoint(checkpoint_prefix):
       checkpoint_checks.readable_prefix(checkpoint_prefix))
   tensors, skipped = {}, 0
   for name in sorted(reader.get_variable_to_shape_map()):
-    if name in _TF_SKIPPED_NAMES or name.endswith(_TF_SKIPPED_SUFFIXES):
+    if (name in _TF_SKIPPED_NAMES or name.endswith(_TF_SKIPPED_SUFFIXES) or
+        name.startswith(checkpoints.POSITION_SCOPE + "/")):
       skipped += 1
       continue
     tensors[name] = reader.get_tensor(name)

@@ -112,20 +112,27 @@ def _with_saver(model_fn, saving):
   """`model_fn`, its specs' scaffold carrying the run's saver
   (`saving.saver()`): the Estimator saves and restores with it rather than
   with a saver of its own, and `checkpoints.TimedCheckpointHook` saves
-  with the same one."""
+  with the same one; without a checkpoint to restore, its `init_fn` starts
+  the input iterators the saver tracks."""
+
+  def scaffold(inner):
+    inner_init = inner.init_fn if inner else None
+
+    def init_fn(scaffold_, session):  # No checkpoint restored.
+      if inner_init:
+        inner_init(session)
+      saving.start_input(scaffold_, session)
+    return tf.train.Scaffold(saver=saving.saver(), init_fn=init_fn,
+                             copy_from_scaffold=inner)
 
   def model_fn_with_saver(features, labels, mode, params):
     spec = model_fn(features=features, labels=labels, mode=mode,
                     params=params)
     if hasattr(spec, "scaffold_fn"):  # A TPUEstimatorSpec.
       inner = spec.scaffold_fn
-
-      def scaffold_fn():
-        return tf.train.Scaffold(saver=saving.saver(),
-                                 copy_from_scaffold=inner() if inner else None)
-      return spec._replace(scaffold_fn=scaffold_fn)
-    return spec._replace(scaffold=tf.train.Scaffold(
-        saver=saving.saver(), copy_from_scaffold=spec.scaffold))
+      return spec._replace(
+          scaffold_fn=lambda: scaffold(inner() if inner else None))
+    return spec._replace(scaffold=scaffold(spec.scaffold))
 
   return model_fn_with_saver
 

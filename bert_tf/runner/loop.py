@@ -300,6 +300,15 @@ def _train(runner, run_options, output_dir_path, training, evaluate, saving):
   if training.token_weights is not None and not run_options.tpu.use_tpu:
     input_fn = accumulation.update_shares_input_fn(
         input_fn, update.runs_per_update, training.token_weights)
+  strategy = run_options.distribute.distribution_strategy
+  if not run_options.tpu.use_tpu and strategy == "none":
+    # Each checkpoint holds the input's position: a resumed run reads on.
+    input_fn = input_utils.positioned(input_fn, saving)
+  elif checkpoints.latest(output_dir_path) is not None:
+    logging.warning(
+        "Resuming %s: the input's position is saved on one device only, so "
+        "the input pipeline restarts from its beginning", "on TPU" if
+        run_options.tpu.use_tpu else "--distribution_strategy=" + strategy)
   every = run_options.evaluation.eval_every_steps
   save_steps = run_options.save_checkpoints_steps
   if save_steps and training.num_train_steps < save_steps and not every:

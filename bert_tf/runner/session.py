@@ -92,14 +92,20 @@ class SessionRunner(object):
 
   def _dataset(self, input_fn, mode, input_context=None):
     """The input_fn's dataset, without tf.data's autotuning whatever the
-    input_fn sets (`input_utils.without_autotune`: prompt `Session.close`)."""
+    input_fn sets (`input_utils.without_autotune`: prompt `Session.close`);
+    or the (features, labels) of an input_fn that makes its own iterator
+    (`input_utils.positioned`)."""
     call = input_utils.with_batch_size(input_fn, self._batch_sizes[mode])
-    return input_utils.without_autotune(
-        call(params={}, config=self._config, input_context=input_context))
+    result = call(params={}, config=self._config, input_context=input_context)
+    if isinstance(result, tuple):
+      return result
+    return input_utils.without_autotune(result)
 
   def _batch(self, input_fn, mode):
     """(features, labels, iterator initializer) of a one-device input."""
     dataset = self._dataset(input_fn, mode)
+    if isinstance(dataset, tuple):  # Its iterator starts with the session.
+      return dataset + (tf.no_op(),)
     iterator = tf.data.make_initializable_iterator(dataset)
     features, labels = input_utils.features_and_labels(iterator.get_next())
     return features, labels, iterator.initializer
@@ -111,9 +117,10 @@ class SessionRunner(object):
 
   def _scaffold(self, local_init):
     """A `Scaffold` with the run's saver (`checkpoints.Saving`) whose local
-    init also starts the input iterator."""
+    init also starts the input iterator (a tracked one starts in `init_fn`
+    or at the restore)."""
     return tf.train.Scaffold(
-        saver=self._saving.saver(),
+        saver=self._saving.saver(), init_fn=self._saving.start_input,
         local_init_op=tf.group(tf.train.Scaffold.default_local_init_op(),
                                local_init))
 

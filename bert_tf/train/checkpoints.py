@@ -2,10 +2,11 @@
 
 Every runner saves through one `Saving` (a `Saver` per graph, handed to
 whoever saves: the runner's checkpoint hook, `TimedCheckpointHook`), which
-keeps the Estimator's `KEEP_CHECKPOINT_MAX` newest. Before training,
-`start_training` takes the output folder's lock, removes the saves a kill
-cut (`remove_killed_saves`) and checks the checkpoint it resumes from
-(`check_resume`). `latest` finds a folder's checkpoint from its
+keeps the Estimator's `KEEP_CHECKPOINT_MAX` newest; on one device each
+checkpoint also holds the training input's position (`Saving.track`).
+Before training, `start_training` takes the output folder's lock, removes
+the saves a kill cut (`remove_killed_saves`) and checks the checkpoint it
+resumes from (`check_resume`). `latest` finds a folder's checkpoint from its
 `checkpoint` state file, checked (`read_state`); `resolve` finds the one a
 flag names; `checkpoint_to_export` the one an export takes. `keep_copy`
 copies one into another folder (the best checkpoint into
@@ -22,6 +23,7 @@ record) must be a checkpoint name of the expected shape in the expected
 folder.
 """
 
+import collections
 import json
 import os
 import re
@@ -33,11 +35,13 @@ import numpy as np
 import tensorflow.compat.v1 as tf
 
 from bert_tf import io as io_utils
+from bert_tf import tf_private
 from bert_tf.checks import checkpoint as checkpoint_checks
 from bert_tf.checks import lock as lock_checks
 from bert_tf.train import distribute as distribute_utils
 
-__all__ = ["PREFIX", "INIT_RECORD", "KEEP_CHECKPOINT_MAX", "SANE_WEIGHT", "Saver",
+__all__ = ["PREFIX", "INIT_RECORD", "KEEP_CHECKPOINT_MAX", "SANE_WEIGHT",
+           "POSITION_SCOPE", "Saver", "Positions", "Position",
            "Saving", "TimedCheckpointHook", "start_training",
            "remove_killed_saves", "read_state", "latest", "resolve",
            "check_resume", "remove_checkpoint", "copy_checkpoint",
@@ -53,6 +57,10 @@ INIT_RECORD = "init_checkpoint.json"
 # far above a trained BERT's weights (the tiny test model's stay below 1),
 # far below what a diverging run reaches (1e30 and more).
 SANE_WEIGHT = 1e4
+# The scope of the checkpoint entries holding the training input's position
+# (its iterator's serialized state, a string scalar), which each checkpoint
+# of a one-device run holds beside the variables.
+POSITION_SCOPE = "input_position"
 _STEP_NAME = re.compile(r"^model\.ckpt-(\d+)$")
 
 
@@ -70,7 +78,13 @@ class Saver(tf.train.Saver):
   its own. This one reads and removes the files by their exact names; what
   it writes (the checkpoint, the `checkpoint` state file) is the same.
   Graph mode only, as the runners.
+
+  `positions`: the `Positions` its checkpoints hold beside the variables
+  (None: none); a checkpoint without them restores the variables and
+  starts the input from its beginning, with a warning.
   """
+
+  positions = None
 
   def restore(self, sess, save_path):
     """Restores `save_path` (a checkpoint prefix) into `sess`.
@@ -82,9 +96,20 @@ class Saver(tf.train.Saver):
       raise ValueError("%s: no such checkpoint (no %s.index)" %
                        (save_path, save_path))
     logging.info("Restoring parameters from %s", save_path)
-    sess.run(self.saver_def.restore_op_name,
-             {self.saver_def.filename_tensor_name:
-                  checkpoint_checks.readable_prefix(save_path)})
+    prefix = checkpoint_checks.readable_prefix(save_path)
+    saver_def = self.saver_def
+    positions = self.positions or ()
+    if positions and not all(
+        p.key in tf.train.load_checkpoint(prefix).get_variable_to_shape_map()
+        for p in positions):
+      logging.warning(
+          "%s holds no input position (saved by an older version): the "
+          "input pipeline restarts from its beginning", save_path)
+      saver_def = self.positions.variables_only.saver_def
+    sess.run(saver_def.restore_op_name,
+             {saver_def.filename_tensor_name: prefix})
+    if saver_def is not self.saver_def:
+      sess.run([p.initializer for p in positions])
 
   def recover_last_checkpoints(self, checkpoint_paths):
     """Takes over the checkpoints a state file lists (those still there),
@@ -139,7 +164,10 @@ class Saving(object):
   The Estimator's saver (sharded, relative paths in the state file, the
   newest `keep` kept), made once per graph, as the exact-name `Saver`. The
   runner puts it in its `Scaffold`; `TimedCheckpointHook` saves with it, so
-  `keep` counts the timed checkpoints too.
+  `keep` counts the timed checkpoints too. The training input's iterator,
+  given to `track` before the graph's saver is made, is saved in the same
+  checkpoints (its position: `Positions`), so a save holds the variables
+  and the position together.
 
   Args:
     keep: int, how many checkpoints to keep.
@@ -149,16 +177,61 @@ class Saving(object):
     self.keep = keep
     self._graph = None
     self._saver = None
+    self._positions = None
+
+  def _this_graph(self):
+    graph = tf.get_default_graph()
+    if graph is not self._graph:
+      self._graph, self._saver = graph, None
+      self._positions = Positions()
+    return self._positions
+
+  def track(self, iterator):
+    """Saves `iterator`'s position (an initializable `tf.data` iterator of
+    the default graph) with every checkpoint, as `POSITION_SCOPE/iterator`:
+    a restore puts it back, a fresh start initializes it (`start_input`).
+    Call before the graph's first `saver()`."""
+    self._this_graph().add(iterator)
+
+  def start_input(self, scaffold, session):
+    """A `Scaffold`'s `init_fn` (no checkpoint restored): initializes the
+    tracked iterators."""
+    del scaffold
+    session.run([p.initializer for p in self._this_graph()])
 
   def saver(self):
     """The `Saver` of the default graph (made at the first call in it)."""
-    graph = tf.get_default_graph()
-    if graph is not self._graph:
-      self._graph = graph
-      self._saver = Saver(sharded=True, max_to_keep=self.keep,
+    positions = self._this_graph()
+    if self._saver is None:
+      var_list = None
+      if positions:
+        variables = (tf.global_variables() +
+                     tf.get_collection(tf.GraphKeys.SAVEABLE_OBJECTS))
+        var_list = variables + [p.saveable for p in positions]
+        positions.variables_only = tf.train.Saver(
+            variables, sharded=True, save_relative_paths=True)
+      self._saver = Saver(var_list, sharded=True, max_to_keep=self.keep,
                           keep_checkpoint_every_n_hours=10000,
-                          defer_build=True, save_relative_paths=True)
+                          defer_build=var_list is None,
+                          save_relative_paths=True)
+      self._saver.positions = positions
     return self._saver
+
+
+class Positions(list):
+  """The training input's positions that a graph's checkpoints hold: one
+  `Position` per tracked iterator; `variables_only`: a saver of the same
+  graph restoring the variables alone (the checkpoints of older versions)."""
+
+  variables_only = None
+
+  def add(self, iterator):
+    key = "%s/iterator%s" % (POSITION_SCOPE, "_%d" % len(self) if self else "")
+    self.append(Position(tf_private.iterator_saveable(iterator, key), key,
+                         iterator.initializer))
+
+
+Position = collections.namedtuple("Position", "saveable key initializer")
 
 
 class TimedCheckpointHook(tf.train.SessionRunHook):

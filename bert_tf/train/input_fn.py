@@ -21,6 +21,7 @@ from bert_tf.train import distribute as distribute_utils
 from bert_tf.train import lengths as lengths_lib
 
 __all__ = ["decode_record", "tfrecord_input_fn_builder", "with_batch_size",
+           "positioned",
            "features_and_labels", "without_autotune",
            "per_replica_input_without_autotune"]
 
@@ -88,6 +89,29 @@ def with_batch_size(input_fn, batch_size):
     if "input_context" in names:
       kwargs["input_context"] = input_context
     return input_fn(**kwargs)
+
+  return wrapped
+
+
+def positioned(input_fn, saving):
+  """`input_fn` as one device trains on it, its position saved.
+
+  The result, called as `with_batch_size`'s, reads the dataset through an
+  initializable iterator whose state `saving` (a
+  `checkpoints.Saving`) writes into every checkpoint and restores from it,
+  so a resumed run reads on from where the saved run was: the same
+  batches, the same shuffle buffer, no epoch restarted.
+
+  Returns:
+    `input_fn(params, config=None)` -> (features, labels or None) Tensors.
+  """
+
+  def wrapped(params, config=None):
+    call = with_batch_size(input_fn, params["batch_size"])
+    dataset = without_autotune(call(params=params, config=config))
+    iterator = tf.data.make_initializable_iterator(dataset)
+    saving.track(iterator)
+    return features_and_labels(iterator.get_next())
 
   return wrapped
 

@@ -1,0 +1,175 @@
+"""Exact resume: a run stopped at step K and rerun ends as the run that
+never stopped, every tensor of its final checkpoint bit for bit.
+
+In process, through `loop.run` on each runner: a small model whose update
+depends on which examples each step reads (a shuffled, repeated input),
+under `--deterministic`; the stop is a first run that ends at step K with
+its checkpoint. Old checkpoints, without the input's position,
+still resume (the input restarts, with one warning line). One slow test
+kills `run_pretraining.py` with SIGKILL mid-run and reruns it.
+"""
+
+import functools
+import json
+import os
+import signal
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf_v2
+import tensorflow.compat.v1 as tf
+
+import fault_helpers as fh
+from helpers import RUNNERS
+
+from bert_tf.runner import loop
+from bert_tf.runner import select as runner_lib
+from bert_tf.train import checkpoints
+from bert_tf.train import model_fn as model_fn_utils
+from bert_tf.train import optimizer_options
+from bert_tf.train import options as training_options
+from bert_tf.train import spec as spec_lib
+
+_STEPS = 6
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _op_determinism_left_off():
+  """`--deterministic` here fixes the seeds alone: its op determinism is
+  process-wide (later tests' unseeded random ops would fail), and the
+  tiny model's ops give the same results without it."""
+  with pytest.MonkeyPatch.context() as patch:
+    patch.setattr(tf_v2.config.experimental, "enable_op_determinism",
+                  lambda: None)
+    yield
+
+
+def _model_fn(features, labels, mode, params, options=None):
+  del labels, params
+  x = features["x"]
+  init = tf.truncated_normal_initializer(stddev=0.5)  # As modeling.py's.
+  hidden = tf.matmul(x, tf.get_variable("hidden", [4, 8], initializer=init))
+  y = tf.matmul(hidden, tf.get_variable("out", [8, 1], initializer=init))
+  loss = tf.reduce_mean(tf.square(y[:, 0] - tf.reduce_sum(x, axis=1)))
+  return model_fn_utils.train_spec(loss, 0.01, _STEPS, 0, use_tpu=False,
+                                   options=options)
+
+
+def _input_fn(params, config=None):
+  x = np.arange(40, dtype=np.float32).reshape(10, 4) / 10.0
+  data = tf.data.Dataset.from_tensor_slices({"x": x}).repeat()
+  data = data.shuffle(7, seed=getattr(config, "tf_random_seed", None))
+  return data.batch(params["batch_size"], drop_remainder=True)
+
+
+def _run_options(runner, accumulation=1):
+  update = optimizer_options.OptimizerOptions(
+      gradient_accumulation_steps=accumulation)
+  return training_options.RunOptions(
+      tpu=training_options.TpuOptions(runner=runner), train_batch_size=3,
+      save_checkpoints_steps=100, save_checkpoints_secs=0, do_train=True,
+      training=training_options.TrainingOptions(
+          deterministic=True, optimizer_options=update))
+
+
+def _train(out, runner, accumulation=1, steps=_STEPS):
+  run = _run_options(runner, accumulation)
+  model_fn = functools.partial(
+      _model_fn, options=run.training.optimizer_options)
+  with loop.output_dir(out, run):
+    loop.run(model_fn, run, out,
+             training=loop.Training(_input_fn, num_train_steps=steps))
+  return checkpoints.latest(out)
+
+
+def _tensors(prefix):
+  reader = tf.train.load_checkpoint(prefix)
+  return {name: reader.get_tensor(name)
+          for name in reader.get_variable_to_shape_map()}
+
+
+def _assert_identical(prefix, expected_prefix, position=True):
+  got, expected = _tensors(prefix), _tensors(expected_prefix)
+  assert sorted(got) == sorted(expected)
+  if not position:
+    expected = {k: v for k, v in expected.items()
+                if not k.startswith(checkpoints.POSITION_SCOPE)}
+  for name in expected:
+    assert np.array_equal(got[name], expected[name]), name
+
+
+_CASES = [(runner, 1) for runner in RUNNERS] + [("session", 2)]
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+  """The final checkpoint of the run that never stopped, by (runner,
+  micro-batches per update)."""
+  return {case: _train(str(tmp_path_factory.mktemp("whole")), *case,
+                       steps=_STEPS) for case in _CASES}
+
+
+@pytest.mark.parametrize("runner,accumulation", _CASES)
+def test_a_run_stopped_and_resumed_ends_bit_identical(
+    tmp_path, runner, accumulation, uninterrupted):
+  out = str(tmp_path)
+  stopped = _train(out, runner, accumulation, steps=2)
+  assert any(name.startswith(checkpoints.POSITION_SCOPE + "/")
+             for name in _tensors(stopped))
+  final = _train(out, runner, accumulation)
+  assert final.endswith("-%d" % _STEPS)
+  _assert_identical(final, uninterrupted[runner, accumulation])
+
+
+def test_an_old_checkpoint_without_the_position_resumes_with_a_warning(
+    tmp_path, caplog):
+  out = str(tmp_path)
+  # The runner alone, as older versions trained: no position saved.
+  runner_lib.make_runner(_model_fn, _run_options("session"), out).train(_input_fn, max_steps=2)
+  assert not any(name.startswith(checkpoints.POSITION_SCOPE)
+                 for name in _tensors(checkpoints.latest(out)))
+  final = _train(out, "session", steps=3)
+  assert final.endswith("-3")
+  assert any(name.startswith(checkpoints.POSITION_SCOPE)
+             for name in _tensors(final))
+  [warning] = [r.getMessage() for r in caplog.records
+               if "holds no input position" in r.getMessage()]
+  assert warning.endswith("the input pipeline restarts from its beginning")
+
+
+@pytest.mark.slow
+def test_run_pretraining_killed_mid_run_and_rerun_ends_bit_identical(
+    tmp_path):
+  config = tmp_path / "bert_config.json"
+  with open(fh.tiny("bert_config.json")) as f:
+    values = json.load(f)
+  values.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+  config.write_text(json.dumps(values))
+  data = fh.write_records(str(tmp_path / "train.tfrecord"), 40)
+
+  def command(out):
+    return fh.pretraining_flags(
+        data, out, bert_config_file=str(config), num_train_steps=8,
+        save_checkpoints_steps=1, deterministic=True)
+
+  whole, killed = str(tmp_path / "whole"), str(tmp_path / "killed")
+  assert fh.run("run_pretraining.py", command(whole)).returncode == 0
+  proc = fh.start("run_pretraining.py", command(killed))
+  state = os.path.join(killed, "checkpoint")
+  deadline = time.time() + 120
+  while time.time() < deadline and proc.poll() is None:
+    if os.path.exists(state) and "model.ckpt-3" in open(state).read():
+      break
+    time.sleep(0.005)
+  proc.send_signal(signal.SIGKILL)
+  proc.communicate()
+  assert proc.returncode == -signal.SIGKILL  # Killed before its end.
+  stopped_at = checkpoints.latest(killed)
+  assert not stopped_at.endswith("-8"), stopped_at
+  rerun = fh.run("run_pretraining.py", command(killed))
+  assert rerun.returncode == 0, fh.last_line(rerun.stderr)
+  # The variables alike; the positions' bytes hold what the prefetch
+  # buffers held at the save, which varies with thread timing.
+  _assert_identical(checkpoints.latest(killed), checkpoints.latest(whole),
+                    position=False)
