@@ -426,3 +426,55 @@ def test_ner_trains_packed_and_predicts_as_unpacked(tmp_path):
   for name in ("test_predictions.txt", "dev_predictions.txt"):
     assert read_lines(os.path.join(packed, name)) == read_lines(
         os.path.join(unpacked, name))
+
+
+@pytest.mark.slow
+def test_extract_features_and_predict_masked_lm_write_as_unpacked(tmp_path):
+  texts = ["a short line", "the man went to the store ||| he bought milk",
+           "one", "a much longer line with many more words in it than the "
+           "others have , to fill a row", "two words"]
+  input_file = tmp_path / "input.txt"
+  input_file.write_text("\n".join(texts) + "\n", encoding="utf-8")
+  masked_file = tmp_path / "masked.txt"
+  masked_file.write_text("\n".join([
+      "the man went to the [MASK] .", "[MASK] city",
+      "he was born in [MASK] city and lived there for many years ||| she "
+      "[MASK] ."]) + "\n", encoding="utf-8")
+  got = {}
+  for pack in (False, True):
+    output = str(tmp_path / ("features%s.jsonl" % pack))
+    result = run_script("extract_features.py", [
+        "--input_file=%s" % input_file, "--output_file=" + output,
+        "--max_seq_length=48", "--batch_size=2", "--layers=-1,-2",
+        "--pack_sequences=%s" % pack, "--max_examples_per_row=3"] +
+                        tiny_model_flags(("conformance", "extract_features"),
+                                         do_lower_case=True))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert ("Packed 5 examples into 2 rows" in result.stderr) == pack
+    got[pack, "features"] = [json.loads(line) for line in read_lines(output)]
+    output = str(tmp_path / ("masked%s.jsonl" % pack))
+    result = run_script("predict_masked_lm.py", [
+        "--input_file=%s" % masked_file, "--output_file=" + output,
+        "--max_seq_length=48", "--predict_batch_size=2", "--top_k=3",
+        "--pack_sequences=%s" % pack] + tiny_model_flags())
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert ("Packed 3 lines into 1 rows" in result.stderr) == pack
+    got[pack, "masked"] = [json.loads(line) for line in read_lines(output)]
+  assert len(got[True, "features"]) == len(texts)
+  for packed, alone in zip(got[True, "features"], got[False, "features"]):
+    assert packed["linex_index"] == alone["linex_index"]
+    assert [f["token"] for f in packed["features"]] == [
+        f["token"] for f in alone["features"]]
+    for f_packed, f_alone in zip(packed["features"], alone["features"]):
+      for l_packed, l_alone in zip(f_packed["layers"], f_alone["layers"]):
+        np.testing.assert_allclose(l_packed["values"], l_alone["values"],
+                                   atol=1e-5, rtol=0)
+  assert len(got[True, "masked"]) == 3
+  for packed, alone in zip(got[True, "masked"], got[False, "masked"]):
+    assert packed["line"] == alone["line"]
+    assert len(packed["masks"]) == len(alone["masks"])
+    for m_packed, m_alone in zip(packed["masks"], alone["masks"]):
+      assert m_packed["position"] == m_alone["position"]
+      assert m_packed["tokens"] == m_alone["tokens"]
+      np.testing.assert_allclose(m_packed["probabilities"],
+                                 m_alone["probabilities"], atol=1e-5, rtol=0)
