@@ -17,6 +17,8 @@ from helpers import run_script
 from helpers import shared_path
 from helpers import tiny_model_flags
 from helpers import write_tsv
+from test_bucket_by_length import assert_same_extraction
+from test_bucket_by_length import extraction_inputs
 from test_run_ner import _head_of_conll
 
 from bert_tf.tasks.classifier import data
@@ -430,16 +432,7 @@ def test_ner_trains_packed_and_predicts_as_unpacked(tmp_path):
 
 @pytest.mark.slow
 def test_extract_features_and_predict_masked_lm_write_as_unpacked(tmp_path):
-  texts = ["a short line", "the man went to the store ||| he bought milk",
-           "one", "a much longer line with many more words in it than the "
-           "others have , to fill a row", "two words"]
-  input_file = tmp_path / "input.txt"
-  input_file.write_text("\n".join(texts) + "\n", encoding="utf-8")
-  masked_file = tmp_path / "masked.txt"
-  masked_file.write_text("\n".join([
-      "the man went to the [MASK] .", "[MASK] city",
-      "he was born in [MASK] city and lived there for many years ||| she "
-      "[MASK] ."]) + "\n", encoding="utf-8")
+  input_file, masked_file = extraction_inputs(tmp_path)
   got = {}
   for pack in (False, True):
     output = str(tmp_path / ("features%s.jsonl" % pack))
@@ -450,7 +443,8 @@ def test_extract_features_and_predict_masked_lm_write_as_unpacked(tmp_path):
                         tiny_model_flags(("conformance", "extract_features"),
                                          do_lower_case=True))
     assert result.returncode == 0, result.stderr[-3000:]
-    assert ("Packed 5 examples into 2 rows" in result.stderr) == pack
+    assert bool(re.search("Packed 5 examples into [23] rows",
+                          result.stderr)) == pack
     got[pack, "features"] = [json.loads(line) for line in read_lines(output)]
     output = str(tmp_path / ("masked%s.jsonl" % pack))
     result = run_script("predict_masked_lm.py", [
@@ -460,21 +454,5 @@ def test_extract_features_and_predict_masked_lm_write_as_unpacked(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     assert ("Packed 3 lines into 1 rows" in result.stderr) == pack
     got[pack, "masked"] = [json.loads(line) for line in read_lines(output)]
-  assert len(got[True, "features"]) == len(texts)
-  for packed, alone in zip(got[True, "features"], got[False, "features"]):
-    assert packed["linex_index"] == alone["linex_index"]
-    assert [f["token"] for f in packed["features"]] == [
-        f["token"] for f in alone["features"]]
-    for f_packed, f_alone in zip(packed["features"], alone["features"]):
-      for l_packed, l_alone in zip(f_packed["layers"], f_alone["layers"]):
-        np.testing.assert_allclose(l_packed["values"], l_alone["values"],
-                                   atol=1e-5, rtol=0)
-  assert len(got[True, "masked"]) == 3
-  for packed, alone in zip(got[True, "masked"], got[False, "masked"]):
-    assert packed["line"] == alone["line"]
-    assert len(packed["masks"]) == len(alone["masks"])
-    for m_packed, m_alone in zip(packed["masks"], alone["masks"]):
-      assert m_packed["position"] == m_alone["position"]
-      assert m_packed["tokens"] == m_alone["tokens"]
-      np.testing.assert_allclose(m_packed["probabilities"],
-                                 m_alone["probabilities"], atol=1e-5, rtol=0)
+  assert_same_extraction(got[True, "features"], got[False, "features"],
+                         got[True, "masked"], got[False, "masked"])
