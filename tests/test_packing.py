@@ -27,6 +27,7 @@ from bert_tf.tasks.classifier import task as task_lib
 from bert_tf.train import accumulation
 from bert_tf.train import model_fn as model_fn_utils
 from bert_tf.train import packing
+from bert_tf.train import spec as spec_lib
 import modeling
 import tokenization
 
@@ -215,7 +216,7 @@ def test_accumulated_packed_micro_batches_give_the_big_unpacked_gradient(
       num_attention_heads=4, intermediate_size=37,
       max_position_embeddings=64)
   head = model_lib.SingleLabelHead(["0", "1"])
-  train = tf.estimator.ModeKeys.TRAIN
+  train = spec_lib.ModeKeys.TRAIN
   with tf.Graph().as_default():
     tf.set_random_seed(5)
     big = dict(input_ids=tf.constant(unpacked["input_ids"]),
