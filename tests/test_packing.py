@@ -263,6 +263,35 @@ def test_accumulated_packed_micro_batches_give_the_big_unpacked_gradient(
                                atol=1e-6 * np.abs(want).max() + 1e-9)
 
 
+@pytest.mark.parametrize("max_per_row", [None, 3])
+def test_classifier_training_input_carries_the_update_share(tmp_path,
+                                                            max_per_row):
+  # What an accumulating classifier model_fn requires (unpacked, the mean
+  # of equal micro-batches' means ignores it): each micro-batch's share of
+  # its update's real examples.
+  processor = data.get_processor("mrpc")
+  write_tsv(str(tmp_path / "train.tsv"), _mrpc_lines("train", 16))
+  task = task_lib.ClassifierTask(
+      "mrpc", processor, processor.get_labels(),
+      model_lib.head_for(processor, processor.get_labels()),
+      tokenization.FullTokenizer(
+          data_path("conformance", "modeling", "vocab.txt")),
+      max_seq_length=64, output_dir=str(tmp_path),
+      max_examples_per_row=max_per_row)
+  training = task.training(processor.get_train_examples(str(tmp_path)), 8,
+                           1.0, 0.1, 1e-3)
+  input_fn = accumulation.update_shares_input_fn(training.input_fn, 2,
+                                                 training.token_weights)
+  with tf.Graph().as_default():
+    batch = tf.data.make_one_shot_iterator(
+        input_fn({"batch_size": 4})).get_next()
+    with tf.Session() as session:
+      values = session.run(batch)
+  assert values[accumulation.UPDATE_SHARE_KEY].min() >= 1.0
+  if max_per_row is None:  # Two micro-batches of 4 examples.
+    np.testing.assert_allclose(values[accumulation.UPDATE_SHARE_KEY], 4.0)
+
+
 # ----------------------------------------------------------------------------
 # The classifier: packed records, their input_fn and model_fn (TPU path).
 # ----------------------------------------------------------------------------
