@@ -15,6 +15,9 @@ pools over both segments), optionally `--l2_normalize`d:
 
   {"linex_index": i, "embedding": [...]}
 
+`--pack_sequences` puts several lines into each row (all read into memory
+first); every line's output stays its own.
+
 On CPU/GPU the input is read lazily and the output streamed to a temporary
 file renamed when complete: memory does not grow with the input, and a killed
 run leaves no partial file.
@@ -57,8 +60,9 @@ def define_flags():
                       "Which layers' activations to write: comma-separated "
                       "indexes, negative ones counted from the top.")
   cli_flags.define_flags("bert_config_file", "max_seq_length",
-                         "bucket_by_length", "init_checkpoint", "vocab_file",
-                         "do_lower_case", cli_flags.TPU_FLAGS)
+                         "bucket_by_length", "pack_sequences",
+                         "max_examples_per_row", "init_checkpoint",
+                         "vocab_file", "do_lower_case", cli_flags.TPU_FLAGS)
   flags.DEFINE_integer("batch_size", 32, "Examples per prediction batch.")
   flags.DEFINE_bool("use_one_hot_embeddings", False,
                     "Look up embeddings as one-hot matmuls, which TPUs run "
@@ -95,11 +99,13 @@ from bert_tf.tasks.extraction import iter_examples
 from bert_tf.tasks.extraction import iter_features
 from bert_tf.tasks.extraction import LayersHead
 from bert_tf.tasks.extraction import model_fn_builder
+from bert_tf.tasks.extraction import packed_input_fn_builder
 from bert_tf.tasks.extraction import PendingFeatures as _PendingFeatures
 from bert_tf.tasks.extraction import read_examples
 from bert_tf.tasks.extraction import streaming_input_fn_builder
 from bert_tf import io as io_utils
 from bert_tf.train import lengths as lengths_lib
+from bert_tf.train import packing
 from bert_tf.checks.problems import Problems
 from bert_tf.cli import entry
 from bert_tf.cli import startup
@@ -145,10 +151,14 @@ def _flag_problems(flag_values):
                       "line)" % flag_values.input_file)
   except ValueError as e:
     problems.append(str(e))
+  if flag_values.pack_sequences and flag_values.pooling != "none":
+    problems.append("--pack_sequences: writes every token's vectors; leave "
+                    "--pooling off with it")
   return (problems + pooling_lib.flag_problems(
       flag_values.pooling, flag_values.l2_normalize, flag_values.layers,
       flag_values["layers"].present) + lengths_lib.flag_problems(
-          flag_values.bucket_by_length, flag_values.use_tpu))
+          flag_values.bucket_by_length, flag_values.use_tpu,
+          flag_values.pack_sequences))
 
 
 def _output_line(feature, result, layer_indexes, pooling):
@@ -158,14 +168,13 @@ def _output_line(feature, result, layer_indexes, pooling):
   return pooling_lib.format_line(feature.unique_id, result["embedding"])
 
 
-def _write_predictions(model_runner, input_fn, pending, layer_indexes,
-                       output_file, pooling="none"):
-  """Streams predictions to `output_file` atomically; returns the count."""
+def _write_predictions(pairs, layer_indexes, output_file, pooling="none"):
+  """Streams the lines of `pairs` (feature, prediction), in input order, to
+  `output_file` atomically; returns the count."""
   count = 0
   start = time.time()
   with io_utils.atomic_write(output_file) as writer:
-    for result in model_runner.predict(input_fn, yield_single_examples=True):
-      feature = pending.pop(int(result["unique_id"]))
+    for feature, result in pairs:
       writer.write(_output_line(feature, result, layer_indexes, pooling))
       count += 1
       if count % 1000 == 0:
@@ -199,19 +208,31 @@ def main(_):
     return iter_features(iter_examples(FLAGS.input_file),
                          FLAGS.max_seq_length, tokenizer)
 
-  if use_tpu:
-    # TPU hosts cannot call back into this process: embed the features.
-    # Iterating `pending` once queues every feature for the writer.
-    pending = _PendingFeatures(features())
-    all_features = list(pending)
-    input_fn = input_fn_builder(all_features, FLAGS.max_seq_length)
+  if FLAGS.pack_sequences:
+    # Rows of several examples (all in memory, packed longest first),
+    # embedded as on TPU; each example's tokens back in their own places.
+    all_features = list(features())
+    pairs = zip(all_features, packing.unpack(
+        model_runner.predict(
+            packed_input_fn_builder(all_features, FLAGS.max_seq_length,
+                                    FLAGS.max_examples_per_row),
+            yield_single_examples=True),
+        len(all_features), token_keys=[
+            "layer_output_%d" % n for n in range(len(layer_indexes))]))
   else:
     pending = _PendingFeatures(features())
-    input_fn = streaming_input_fn_builder(lambda: pending,
-                                          FLAGS.max_seq_length,
-                                          FLAGS.bucket_by_length)
-  count = _write_predictions(model_runner, input_fn, pending, layer_indexes,
-                             FLAGS.output_file, FLAGS.pooling)
+    if use_tpu:
+      # TPU hosts cannot call back into this process: embed the features.
+      # Iterating `pending` once queues every feature for the writer.
+      input_fn = input_fn_builder(list(pending), FLAGS.max_seq_length)
+    else:
+      input_fn = streaming_input_fn_builder(lambda: pending,
+                                            FLAGS.max_seq_length,
+                                            FLAGS.bucket_by_length)
+    pairs = ((pending.pop(int(result["unique_id"])), result) for result in
+             model_runner.predict(input_fn, yield_single_examples=True))
+  count = _write_predictions(pairs, layer_indexes, FLAGS.output_file,
+                             FLAGS.pooling)
   logging.info("Wrote %d examples to %s", count, FLAGS.output_file)
 
 

@@ -43,7 +43,9 @@ def define_flags():
                        "How many WordPieces to write per [MASK], likeliest "
                        "first.")
   cli_flags.define_flags("bert_config_file", "max_seq_length",
-                         "bucket_by_length", "init_checkpoint", "vocab_file", "do_lower_case",
+                         "bucket_by_length", "pack_sequences",
+                         "max_examples_per_row", "init_checkpoint",
+                         "vocab_file", "do_lower_case",
                          "max_predictions_per_seq", "predict_batch_size",
                          cli_flags.TPU_FLAGS)
   # --vocab_file and --bert_config_file may come from a Hugging Face folder
@@ -72,6 +74,7 @@ from bert_tf.tasks.pretraining.heads import MaskedLmHead
 from bert_tf.train import input_fn as input_utils
 from bert_tf.train import lengths as lengths_lib
 from bert_tf.train import model_fn as model_fn_utils
+from bert_tf.train import packing
 
 
 MASK = "[MASK]"
@@ -180,6 +183,36 @@ def _input_fn_builder(lines, max_seq_length, max_predictions,
   return input_fn
 
 
+def _packed_rows(lines, max_seq_length, max_predictions, max_per_row):
+  """The lines packed into rows (`packing.pack`), with `unique_ids` (the
+  row's index) and `masked_lm_positions` [K * max_predictions]: each
+  slot's `[MASK]` positions in the row, padded with 0."""
+  rows = packing.pack([{name: getattr(line, name)[:len(line.tokens)]
+                        for name in ("input_ids", "segment_ids")}
+                       for line in lines], max_seq_length, max_per_row)
+  for number, row in enumerate(rows):
+    row["unique_ids"] = number
+    row["masked_lm_positions"] = [
+        position for index, start in zip(row["example_index"],
+                                         row["cls_positions"])
+        for position in io_utils.pad_to(
+            [start + p for p in lines[index].positions] if index >= 0 else
+            [], max_predictions)]
+  return rows
+
+
+def _packed_results(results, rows, max_per_row):
+  """Each row's prediction as `packing.unpack` takes it: its slots'
+  `example_index` [K], `top_ids` and `top_probabilities` [K, P, top_k]."""
+  for result in results:
+    row = dict(result)
+    row["example_index"] = np.array(
+        rows[int(row.pop("unique_id"))]["example_index"])
+    for key in ("top_ids", "top_probabilities"):
+      row[key] = np.reshape(row[key], [max_per_row, -1, row[key].shape[-1]])
+    yield row
+
+
 def model_fn_builder(bert_config, init_checkpoint, top_k, use_tpu=False):
   """A prediction-only `model_fn`: the encoder and `heads.MaskedLmHead`.
 
@@ -225,7 +258,8 @@ def _flag_problems(flag_values):
   except ValueError as e:
     problems.append(str(e))
   return problems + lengths_lib.flag_problems(flag_values.bucket_by_length,
-                                              flag_values.use_tpu)
+                                              flag_values.use_tpu,
+                                              flag_values.pack_sequences)
 
 
 def main(_):
@@ -246,16 +280,26 @@ def main(_):
       model_fn_builder(bert_config, init_checkpoint, FLAGS.top_k,
                        run.tpu.use_tpu),
       run, output_dir=None, predict_batch_size=FLAGS.predict_batch_size)
-  input_fn = _input_fn_builder(lines, FLAGS.max_seq_length,
-                               FLAGS.max_predictions_per_seq,
-                               FLAGS.bucket_by_length)
+  if FLAGS.pack_sequences:  # Several lines a row, each its own positions.
+    rows = _packed_rows(lines, FLAGS.max_seq_length,
+                        FLAGS.max_predictions_per_seq,
+                        FLAGS.max_examples_per_row)
+    results = packing.unpack(_packed_results(
+        model_runner.predict(packing.rows_input_fn(rows),
+                             yield_single_examples=True),
+        rows, FLAGS.max_examples_per_row), len(lines))
+    logging.info("Packed %d lines into %d rows", len(lines), len(rows))
+  else:
+    results = model_runner.predict(
+        _input_fn_builder(lines, FLAGS.max_seq_length,
+                          FLAGS.max_predictions_per_seq,
+                          FLAGS.bucket_by_length),
+        yield_single_examples=True)
   count = 0
   with io_utils.atomic_write(FLAGS.output_file) as writer:
-    for result in model_runner.predict(input_fn, yield_single_examples=True):
-      index = int(result["unique_id"])
-      if index >= len(lines):
-        break  # TPU padding.
-      writer.write(format_output_line(lines[index], result, tokenizer))
+    # In line order; zip leaves TPU padding unread.
+    for line, result in zip(lines, results):
+      writer.write(format_output_line(line, result, tokenizer))
       count += 1
   logging.info("Wrote %d lines to %s", count, FLAGS.output_file)
 

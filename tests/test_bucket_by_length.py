@@ -301,20 +301,28 @@ def _jsonl(path):
     return [json.loads(line) for line in f]
 
 
-@pytest.mark.slow
-def test_extract_features_and_predict_masked_lm_write_as_padded(tmp_path):
+def extraction_inputs(tmp_path):
+  """(input.txt of 5 lines of different lengths, masked.txt of 3 lines
+  with [MASK]s) under `tmp_path`, for extract_features.py and
+  predict_masked_lm.py."""
   texts = ["a short line", "the man went to the store ||| he bought milk",
            "one", "a much longer line with many more words in it than the "
            "others have , to make a batch need a longer bucket", "two words"]
   input_file = tmp_path / "input.txt"
   input_file.write_text("\n".join(texts) + "\n", encoding="utf-8")
-  extract_flags = tiny_model_flags(("conformance", "extract_features"),
-                                   do_lower_case=True)
   masked_file = tmp_path / "masked.txt"
   masked_file.write_text("\n".join([
       "the man went to the [MASK] .", "[MASK] city",
       "he was born in [MASK] city and lived there for many years ||| she "
       "[MASK] ."]) + "\n", encoding="utf-8")
+  return input_file, masked_file
+
+
+@pytest.mark.slow
+def test_extract_features_and_predict_masked_lm_write_as_padded(tmp_path):
+  input_file, masked_file = extraction_inputs(tmp_path)
+  extract_flags = tiny_model_flags(("conformance", "extract_features"),
+                                   do_lower_case=True)
   got = {}
   for bucket in (False, True):
     tag = "cut" if bucket else "padded"
@@ -333,24 +341,37 @@ def test_extract_features_and_predict_masked_lm_write_as_padded(tmp_path):
         "--bucket_by_length=%s" % bucket] + tiny_model_flags())
     assert result.returncode == 0, result.stderr[-3000:]
     got[tag, "masked"] = _jsonl(output)
-  for cut, padded in zip(got["cut", "--layers=-1,-2"],
-                         got["padded", "--layers=-1,-2"]):
-    assert [f["token"] for f in cut["features"]] == [
-        f["token"] for f in padded["features"]]
-    for f_cut, f_padded in zip(cut["features"], padded["features"]):
-      for l_cut, l_padded in zip(f_cut["layers"], f_padded["layers"]):
-        np.testing.assert_allclose(l_cut["values"], l_padded["values"],
-                                   atol=1e-5, rtol=0)
+  assert_same_extraction(got["cut", "--layers=-1,-2"],
+                         got["padded", "--layers=-1,-2"],
+                         got["cut", "masked"], got["padded", "masked"])
   for cut, padded in zip(got["cut", "--pooling=mean"],
                          got["padded", "--pooling=mean"]):
     np.testing.assert_allclose(cut["embedding"], padded["embedding"],
                                atol=1e-5, rtol=0)
-  assert len(got["cut", "masked"]) == 3
-  for cut, padded in zip(got["cut", "masked"], got["padded", "masked"]):
-    for m_cut, m_padded in zip(cut["masks"], padded["masks"]):
-      assert m_cut["tokens"] == m_padded["tokens"]
-      np.testing.assert_allclose(m_cut["probabilities"],
-                                 m_padded["probabilities"], atol=1e-5, rtol=0)
+
+
+def assert_same_extraction(features, want_features, masked, want_masked):
+  """extract_features.py's JSON lines (`features`) and predict_masked_lm.py's
+  (`masked`, 3 lines) against another run's: the same lines, tokens and
+  words, values within 1e-5."""
+  assert len(features) == len(want_features)
+  for got, want in zip(features, want_features):
+    assert got["linex_index"] == want["linex_index"]
+    assert [f["token"] for f in got["features"]] == [
+        f["token"] for f in want["features"]]
+    for f_got, f_want in zip(got["features"], want["features"]):
+      for l_got, l_want in zip(f_got["layers"], f_want["layers"]):
+        np.testing.assert_allclose(l_got["values"], l_want["values"],
+                                   atol=1e-5, rtol=0)
+  assert len(masked) == len(want_masked) == 3
+  for got, want in zip(masked, want_masked):
+    assert got["line"] == want["line"]
+    assert len(got["masks"]) == len(want["masks"])
+    for m_got, m_want in zip(got["masks"], want["masks"]):
+      assert m_got["position"] == m_want["position"]
+      assert m_got["tokens"] == m_want["tokens"]
+      np.testing.assert_allclose(m_got["probabilities"],
+                                 m_want["probabilities"], atol=1e-5, rtol=0)
 
 
 @pytest.mark.slow

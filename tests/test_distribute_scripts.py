@@ -311,3 +311,32 @@ def test_global_batch_the_replicas_do_not_divide_is_one_line(tmp_path,
       "error: --train_batch_size=3 is the global batch (all replicas "
       "together) and must be a multiple of the 2 replicas"), proc.stderr[-2000:]
   assert not os.path.exists(out)  # Refused before any work.
+
+
+@pytest.mark.slow
+def test_packed_accumulation_on_two_cpu_replicas_matches_one_device(
+    tmp_path):
+  # 16 short examples packed into 8 rows of 1 to 3 examples; one update of
+  # two micro-batches of four rows, on one device and on two replicas (two
+  # rows each): each micro-batch divides by its share of the update's
+  # examples, so the replicas' unequal counts give the one device's update.
+  # (Accumulated packed micro-batches against one unpacked batch:
+  # test_packing.py, in process.)
+  lines = read_lines(shared_path("data", "glue", "MRPC", "train.tsv"))
+  short = [lines[0]] + ["\t".join(fields[:3] + [
+      " ".join(text.split()[:2 + i % 4]) for text in fields[3:]])
+                        for i, fields in enumerate(
+                            line.split("\t") for line in lines[1:17])]
+  data_dir = str(tmp_path / "data")
+  write_tsv(os.path.join(data_dir, "train.tsv"), short)
+
+  def args_for(output_dir, strategy):
+    return _classifier_args(
+        data_dir, output_dir, do_eval=False, do_predict=False,
+        max_seq_length=64, pack_sequences=True, max_examples_per_row=4,
+        train_batch_size=8, gradient_accumulation_steps=2, **strategy)
+
+  single, mirrored = helpers.run_one_and_two_replicas(
+      tmp_path, "run_classifier.py", args_for)
+  assert "Packed 16 inputs into 8 rows" in mirrored.log
+  helpers.assert_matches_one_device(single, mirrored, _reader(), steps=1)

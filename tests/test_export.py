@@ -533,6 +533,41 @@ def test_classifier_end_to_end_predictions_equal_run_classifier(tmp_path):
                    proc.stderr)
 
 
+@pytest.mark.slow
+def test_packed_classifier_export_serves_the_packed_predictions(tmp_path):
+  # Short pairs, several a row: the export of a run with --pack_sequences
+  # serves one example per input (the unpacked signature) with the packed
+  # run's test_results.tsv, within float32 rounding.
+  model_dir = str(tmp_path / "model")
+  _write_fine_tuned_checkpoint(model_dir, "classifier")
+  data_dir = _mrpc_test_rows(tmp_path, 12)
+  lines = (tmp_path / "mrpc" / "test.tsv").read_text(
+      encoding="utf-8").splitlines()
+  short = [lines[0]] + ["\t".join(fields[:3] + [
+      " ".join(text.split()[:1 + i % 3]) for text in fields[3:]])
+                        for i, fields in enumerate(
+                            line.split("\t") for line in lines[1:])]
+  (tmp_path / "mrpc" / "test.tsv").write_text("\n".join(short) + "\n",
+                                              encoding="utf-8")
+  proc = _run("run_classifier.py", _model_flags() + [
+      "--task_name=MRPC", "--do_predict", "--data_dir=%s" % data_dir,
+      "--output_dir=%s" % model_dir, "--max_seq_length=%d" % _CLS_SEQ,
+      "--pack_sequences", "--export_dir=%s" % (tmp_path / "export")])
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert int(re.search(r"Packed 12 inputs into (\d+) rows",
+                       proc.stderr).group(1)) < 12
+  proc = _run("predict_saved_model.py", [
+      "--model_dir=%s" % (tmp_path / "export"),
+      "--input_file=%s" % os.path.join(data_dir, "test.tsv"),
+      "--output_dir=%s" % (tmp_path / "served")])
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  results = [np.loadtxt(path, ndmin=2) for path in (
+      os.path.join(model_dir, "test_results.tsv"),
+      tmp_path / "served" / "test_results.tsv")]
+  assert results[0].shape == (12, 2)
+  np.testing.assert_allclose(results[1], results[0], atol=1e-5, rtol=0)
+
+
 @pytest.mark.both_stacks
 @pytest.mark.slow
 def test_squad_end_to_end_predictions_equal_run_squad(tmp_path):

@@ -17,13 +17,17 @@ from helpers import run_script
 from helpers import shared_path
 from helpers import tiny_model_flags
 from helpers import write_tsv
+from test_bucket_by_length import assert_same_extraction
+from test_bucket_by_length import extraction_inputs
 from test_run_ner import _head_of_conll
 
 from bert_tf.tasks.classifier import data
 from bert_tf.tasks.classifier import model as model_lib
 from bert_tf.tasks.classifier import task as task_lib
+from bert_tf.train import accumulation
 from bert_tf.train import model_fn as model_fn_utils
 from bert_tf.train import packing
+from bert_tf.train import spec as spec_lib
 import modeling
 import tokenization
 
@@ -185,6 +189,107 @@ def test_packed_gradient_equals_unpacked(graph):
     # The packed mean divides by (8 + 1e-5): a relative 1.3e-6 apart.
     np.testing.assert_allclose(rows, alone, rtol=2e-5,
                                atol=1e-6 * np.abs(alone).max() + 1e-9)
+
+
+def test_accumulated_packed_micro_batches_give_the_big_unpacked_gradient(
+    monkeypatch):
+  # Rows of 2, 3 and 3 examples, one row a micro-batch: the mean of their
+  # gradients, each divided by its update share (`with_update_shares`), is
+  # the gradient of all 8 examples unpacked; each micro-batch's own mean
+  # would weigh the first row's examples 4/3 too much.
+  monkeypatch.setattr(modeling, "dropout", lambda tensor, prob: tensor)
+  examples = _examples()
+  labels = [int(i % 3 == 0) for i in range(len(examples))]
+  unpacked, packed = _batches(examples)
+  packed["segment_ids"] = packed.pop("token_type_ids")
+  packed["label_ids"] = np.array(
+      [[labels[i] if i >= 0 else 0 for i in row]
+       for row in packed["example_index"]], np.int32)
+  assert [int(n) for n in packed["is_real_example"].sum(1)] == [2, 3, 3]
+  shares = [float(batch[accumulation.UPDATE_SHARE_KEY][0]) for batch in
+            accumulation.with_update_shares(
+                tf.data.Dataset.from_tensor_slices(packed).batch(1), 3,
+                lambda batch: batch["is_real_example"]).as_numpy_iterator()]
+  assert shares == pytest.approx([8 / 3] * 3)
+  config = modeling.BertConfig(
+      vocab_size=99, hidden_size=32, num_hidden_layers=2,
+      num_attention_heads=4, intermediate_size=37,
+      max_position_embeddings=64)
+  head = model_lib.SingleLabelHead(["0", "1"])
+  train = spec_lib.ModeKeys.TRAIN
+  with tf.Graph().as_default():
+    tf.set_random_seed(5)
+    big = dict(input_ids=tf.constant(unpacked["input_ids"]),
+               input_mask=tf.constant(unpacked["input_mask"]),
+               segment_ids=tf.constant(unpacked["token_type_ids"]),
+               label_ids=tf.constant(labels),
+               is_real_example=tf.ones([len(labels)]))
+    big_loss = head.build(modeling.BertModel(
+        config, True, big["input_ids"], big["input_mask"],
+        big["segment_ids"], scope="bert"), big, train).loss
+    row = {name: tf.placeholder(tf.int32, [1] + list(value.shape[1:]))
+           for name, value in packed.items()}
+    share = tf.placeholder(tf.float32, [1])
+    with tf.variable_scope(tf.get_variable_scope(), reuse=True):
+      row_loss = head.build(modeling.BertModel(
+          config, True, row["input_ids"], row["input_mask"],
+          row["segment_ids"], scope="bert", **packing.encoder_inputs(row)),
+                            head.prepare(row, train), train, share).loss
+    variables = tf.trainable_variables()
+    big_grads = [tf.convert_to_tensor(grad) for grad in
+                 tf.gradients(big_loss, variables)]
+    row_grads = [tf.convert_to_tensor(grad) for grad in
+                 tf.gradients(row_loss, variables)]
+    with tf.Session() as session:
+      session.run(tf.global_variables_initializer())
+      expected = session.run(big_grads)
+
+      def mean_gradient(shares):
+        total = [0.0] * len(variables)
+        for r, value in enumerate(shares):
+          feed = {row[name]: packed[name][r:r + 1] for name in row}
+          feed[share] = [value]
+          total = [t + g for t, g in zip(total, session.run(row_grads, feed))]
+        return [t / len(shares) for t in total]
+
+      accumulated = mean_gradient(shares)
+      own_means = mean_gradient(packed["is_real_example"].sum(1))
+  assert len(variables) > 20
+  worst = max(np.linalg.norm(a - e) / np.linalg.norm(e)
+              for a, e in zip(own_means, expected))
+  assert worst > 0.01  # The test tells the two rules apart.
+  for got, want in zip(accumulated, expected):
+    np.testing.assert_allclose(got, want, rtol=2e-5,
+                               atol=1e-6 * np.abs(want).max() + 1e-9)
+
+
+@pytest.mark.parametrize("max_per_row", [None, 3])
+def test_classifier_training_input_carries_the_update_share(tmp_path,
+                                                            max_per_row):
+  # What an accumulating classifier model_fn requires (unpacked, the mean
+  # of equal micro-batches' means ignores it): each micro-batch's share of
+  # its update's real examples.
+  processor = data.get_processor("mrpc")
+  write_tsv(str(tmp_path / "train.tsv"), _mrpc_lines("train", 16))
+  task = task_lib.ClassifierTask(
+      "mrpc", processor, processor.get_labels(),
+      model_lib.head_for(processor, processor.get_labels()),
+      tokenization.FullTokenizer(
+          data_path("conformance", "modeling", "vocab.txt")),
+      max_seq_length=64, output_dir=str(tmp_path),
+      max_examples_per_row=max_per_row)
+  training = task.training(processor.get_train_examples(str(tmp_path)), 8,
+                           1.0, 0.1, 1e-3)
+  input_fn = accumulation.update_shares_input_fn(training.input_fn, 2,
+                                                 training.token_weights)
+  with tf.Graph().as_default():
+    batch = tf.data.make_one_shot_iterator(
+        input_fn({"batch_size": 4})).get_next()
+    with tf.Session() as session:
+      values = session.run(batch)
+  assert values[accumulation.UPDATE_SHARE_KEY].min() >= 1.0
+  if max_per_row is None:  # Two micro-batches of 4 examples.
+    np.testing.assert_allclose(values[accumulation.UPDATE_SHARE_KEY], 4.0)
 
 
 # ----------------------------------------------------------------------------
@@ -353,3 +458,31 @@ def test_ner_trains_packed_and_predicts_as_unpacked(tmp_path):
   for name in ("test_predictions.txt", "dev_predictions.txt"):
     assert read_lines(os.path.join(packed, name)) == read_lines(
         os.path.join(unpacked, name))
+
+
+@pytest.mark.slow
+def test_extract_features_and_predict_masked_lm_write_as_unpacked(tmp_path):
+  input_file, masked_file = extraction_inputs(tmp_path)
+  got = {}
+  for pack in (False, True):
+    output = str(tmp_path / ("features%s.jsonl" % pack))
+    result = run_script("extract_features.py", [
+        "--input_file=%s" % input_file, "--output_file=" + output,
+        "--max_seq_length=48", "--batch_size=2", "--layers=-1,-2",
+        "--pack_sequences=%s" % pack, "--max_examples_per_row=3"] +
+                        tiny_model_flags(("conformance", "extract_features"),
+                                         do_lower_case=True))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert bool(re.search("Packed 5 examples into [23] rows",
+                          result.stderr)) == pack
+    got[pack, "features"] = [json.loads(line) for line in read_lines(output)]
+    output = str(tmp_path / ("masked%s.jsonl" % pack))
+    result = run_script("predict_masked_lm.py", [
+        "--input_file=%s" % masked_file, "--output_file=" + output,
+        "--max_seq_length=48", "--predict_batch_size=2", "--top_k=3",
+        "--pack_sequences=%s" % pack] + tiny_model_flags())
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert ("Packed 3 lines into 1 rows" in result.stderr) == pack
+    got[pack, "masked"] = [json.loads(line) for line in read_lines(output)]
+  assert_same_extraction(got[True, "features"], got[False, "features"],
+                         got[True, "masked"], got[False, "masked"])

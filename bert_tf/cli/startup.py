@@ -72,12 +72,9 @@ def fine_tuning_flag_problems(flag_values, positive_flags=()):
   if not tf.io.gfile.isdir(flag_values.data_dir):
     problems.append("--data_dir: %s is not a directory" %
                     flag_values.data_dir)
-  if getattr(flag_values, "pack_sequences", False) and (
-      flag_values.bucket_by_length):
-    problems.append("--pack_sequences: rows are full already; leave "
-                    "--bucket_by_length off with it")
-  return problems + lengths_lib.flag_problems(flag_values.bucket_by_length,
-                                              flag_values.use_tpu)
+  return problems + lengths_lib.flag_problems(
+      flag_values.bucket_by_length, flag_values.use_tpu,
+      getattr(flag_values, "pack_sequences", False))
 
 
 def load_bert_config(path, flag_name="bert_config_file"):

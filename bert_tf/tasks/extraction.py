@@ -13,6 +13,7 @@ import re
 import threading
 from typing import Optional
 
+from absl import logging
 import tensorflow.compat.v1 as tf
 
 from bert_tf import io as io_utils
@@ -21,13 +22,14 @@ from bert_tf.tasks import pooling as pooling_lib
 from bert_tf.train import input_fn as input_utils
 from bert_tf.train import lengths as lengths_lib
 from bert_tf.train import model_fn as model_fn_utils
+from bert_tf.train import packing
 from bert_tf.train import spec as spec_lib
 import modeling
 
 __all__ = ["InputExample", "InputFeatures", "iter_examples", "read_examples",
            "convert_single_example", "iter_features",
            "convert_examples_to_features", "input_fn_builder",
-           "streaming_input_fn_builder", "LayersHead", "model_fn_builder",
+           "packed_input_fn_builder", "streaming_input_fn_builder", "LayersHead", "model_fn_builder",
            "format_output_line", "PendingFeatures"]
 
 # A pair is written `text_a ||| text_b`; the pattern is greedy, so the last
@@ -131,21 +133,21 @@ def input_fn_builder(features, seq_length):
   Every feature is embedded in the graph as a constant, so this is for small
   inputs and TPUs (whose hosts cannot call back into this Python process).
   """
-  columns = collections.defaultdict(list)
-  for feature in features:
-    for name, value in _feature_dict(feature).items():
-      columns[name].append(value)
+  del seq_length  # The features' own.
+  return packing.rows_input_fn([_feature_dict(feature) for feature in features])
 
-  def input_fn(params):
-    num = len(features)
-    tensors = {name: tf.constant(values, shape=[num] + (
-        [seq_length] if name != "unique_ids" else []), dtype=tf.int32)
-               for name, values in columns.items()}
-    d = tf.data.Dataset.from_tensor_slices(tensors)
-    return input_utils.without_autotune(
-        d.batch(params["batch_size"], drop_remainder=False))
 
-  return input_fn
+def packed_input_fn_builder(features, seq_length, max_per_row):
+  """`input_fn_builder` over `features` packed into rows of `seq_length`
+  (`packing.pack`, at most `max_per_row` examples a row; `LayersHead`
+  then predicts rows, which `packing.unpack` returns to examples)."""
+  rows = packing.pack(
+      [{name: getattr(feature, name)[:len(feature.tokens)]
+        for name in ("input_ids", "input_type_ids")} for feature in features],
+      seq_length, max_per_row)
+  logging.info("Packed %d examples into %d rows of %d tokens", len(features),
+               len(rows), seq_length)
+  return packing.rows_input_fn(rows)
 
 
 # The [seq_length] features, which --bucket_by_length cuts.
@@ -195,7 +197,11 @@ class LayersHead(model_fn_utils.Head):
   def build(self, model, features, mode, update_share=None):
     del mode, update_share  # Prediction only.
     all_layers = model.get_all_encoder_layers()
-    predictions = {"unique_id": features["unique_ids"]}
+    if "example_index" in features:  # Packed rows: for `packing.unpack`.
+      predictions = {name: features[name]
+                     for name in ("example_index", "input_mask")}
+    else:
+      predictions = {"unique_id": features["unique_ids"]}
     if self.pooling != "none":
       predictions["embedding"] = pooling_lib.pool(
           self.pooling, all_layers[-1], features["input_mask"],
@@ -219,7 +225,8 @@ def model_fn_builder(bert_config, init_checkpoint, layer_indexes, use_tpu,
         config=bert_config, is_training=False,
         input_ids=features["input_ids"], input_mask=features["input_mask"],
         token_type_ids=features["input_type_ids"],
-        use_one_hot_embeddings=use_one_hot_embeddings)
+        use_one_hot_embeddings=use_one_hot_embeddings,
+        **packing.encoder_inputs(features))
 
   return model_fn_utils.build_model_fn(
       LayersHead(layer_indexes, pooling, l2_normalize), bert_config,

@@ -97,10 +97,13 @@ def group_by_length(dataset, batch_size, lengths, drop_remainder,
   return dataset.group_by_window(bucket, batch, window_size=batch_size)
 
 
-def flag_problems(bucket_by_length, use_tpu):
+def flag_problems(bucket_by_length, use_tpu, pack_sequences=False):
   """`--bucket_by_length`'s problem with the other flags, as a list of at
   most one message."""
   if bucket_by_length and use_tpu:
     return ["--bucket_by_length: batches of varying length need dynamic "
             "shapes, which TPUs do not take; leave it off with --use_tpu"]
+  if bucket_by_length and pack_sequences:
+    return ["--pack_sequences: rows are full already; leave "
+            "--bucket_by_length off with it"]
   return []

@@ -21,10 +21,11 @@ import numpy as np
 import tensorflow.compat.v1 as tf
 
 from bert_tf import io as io_utils
+from bert_tf.train import input_fn as input_utils
 import modeling
 
 __all__ = ["first_fit_decreasing", "pack", "empty_row", "add_slot_values",
-           "write_rows",
+           "write_rows", "rows_input_fn",
            "encoder_inputs", "slots", "unslot", "unpack",
            "scale_batch_size", "input_features"]
 
@@ -150,6 +151,21 @@ def write_rows(path, rows):
                   for name, values in row.items()}
       # Sorted names: the same bytes on every protobuf release.
       out.write(io_utils.serialize_example(features, sorted(features)))
+
+
+def rows_input_fn(rows):
+  """An `input_fn(params)` batching `rows` (dicts of ints or int lists, one
+  set of keys) held in the graph as int32 constants (TPU hosts cannot call
+  back into Python); the last batch may be partial."""
+
+  def input_fn(params):
+    tensors = {name: tf.constant([row[name] for row in rows], dtype=tf.int32)
+               for name in rows[0]}
+    return input_utils.without_autotune(
+        tf.data.Dataset.from_tensor_slices(tensors).batch(
+            params["batch_size"], drop_remainder=False))
+
+  return input_fn
 
 
 def input_features(seq_length, max_per_row, label_feature=None):

@@ -115,7 +115,6 @@ class SingleLabelHead(model_fn_utils.Head):
             probabilities)
 
   def build(self, model, features, mode, update_share=None):
-    del update_share  # The reference's mean over the batch.
     pooled = model.get_pooled_output()
     label_ids, is_real = features["label_ids"], features["is_real_example"]
     packed = pooled.shape.ndims == 3  # [B, K, W]: K examples a row.
@@ -125,8 +124,10 @@ class SingleLabelHead(model_fn_utils.Head):
     loss, per_example_loss, logits, outputs = self.layer(
         pooled, label_ids, mode == spec_lib.ModeKeys.TRAIN)
     predictions = {self.output_key: outputs}
-    if packed:  # The mean over the real examples; outputs per row.
-      loss = model_fn_utils.weighted_mean_loss(per_example_loss, is_real)
+    # Unpacked: the reference's mean over each (equal) micro-batch.
+    if packed:  # The mean over the update's real examples; rows' outputs.
+      loss = model_fn_utils.weighted_mean_loss(per_example_loss, is_real,
+                                               update_share)
       num_slots = modeling.get_shape_list(features["example_index"])[1]
       predictions = {self.output_key: packing.unslot(outputs, num_slots),
                      "example_index": features["example_index"]}

@@ -188,6 +188,9 @@ class ClassifierTask:
     return loop.Training(
         input_fn=input_fn, num_train_steps=num_train_steps, num_warmup_steps=num_warmup_steps,
         learning_rate=learning_rate, records=[train_file],
+        # With accumulation, packed micro-batches of unequal numbers of
+        # examples give the mean over all of the update's examples.
+        token_weights=lambda batch: batch["is_real_example"],
         # Progress about ten times a run, at most every 100 steps.
         progress_every=min(100, max(1, num_train_steps // 10)))
 
