@@ -19,6 +19,8 @@ import json
 
 import tensorflow.compat.v1 as tf
 
+from bert_tf.checks import checkpoint as checkpoint_checks
+
 __all__ = ["MODES", "flag_problems", "checkpoint_problems", "pool",
            "format_line"]
 
@@ -49,7 +51,8 @@ def checkpoint_problems(pooling, init_checkpoint):
   the pooler's weights, which sentence-embedding checkpoints may lack."""
   if pooling != "cls" or not init_checkpoint:
     return []
-  names = {name for name, _ in tf.train.list_variables(init_checkpoint)}
+  names = {name for name, _ in tf.train.list_variables(
+      checkpoint_checks.readable_prefix(init_checkpoint))}
   if _POOLER_KERNEL in names:
     return []
   return ["--pooling=cls: %s has no pooler weights (%s); expected a "
