@@ -308,6 +308,12 @@ def _train(runner, run_options, output_dir_path, training, evaluate, saving):
         if secs else "")
 
   def train_to(max_steps):
+    # The Estimator's own check globs the folder's name: in `run[1]` it saw
+    # no checkpoint and trained one step past max_steps.
+    if checkpoints.latest_step(output_dir_path) >= max_steps:
+      logging.info("Skipping training: the checkpoint in %s is at step "
+                   "%d or later", output_dir_path, max_steps)
+      return
     hooks = training_hooks(run_options, output_dir_path, training, saving)
     with record_checks.reading(list(training.records)), \
         _without_stalled_step_warning(update.conditional_update):
