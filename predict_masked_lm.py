@@ -66,6 +66,7 @@ import numpy as np
 import tensorflow.compat.v1 as tf
 
 from bert_tf import io as io_utils
+from bert_tf.checks import checkpoint as checkpoint_checks
 from bert_tf.cli import entry
 from bert_tf.cli import startup
 from bert_tf.runner import select as runner_lib
@@ -228,7 +229,8 @@ def model_fn_builder(bert_config, init_checkpoint, top_k, use_tpu=False):
 
 def check_masked_lm_head(init_checkpoint):
   """Raises ValueError unless the checkpoint holds `cls/predictions`."""
-  names = {name for name, _ in tf.train.list_variables(init_checkpoint)}
+  names = {name for name, _ in tf.train.list_variables(
+      checkpoint_checks.readable_prefix(init_checkpoint))}
   if _HEAD_VARIABLE not in names:
     raise ValueError(
         "--init_checkpoint: %s has no masked-LM head (cls/predictions/*): "

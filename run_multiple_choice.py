@@ -83,9 +83,9 @@ def _flag_problems(flag_values):
   """This script's flag problems (the model's are `startup.prepare_model`'s)."""
   problems = []
   if not (flag_values.do_train or flag_values.do_eval or
-          flag_values.do_predict):
+          flag_values.do_predict or flag_values.export_dir):
     problems.append("At least one of --do_train, --do_eval or --do_predict "
-                    "must be set.")
+                    "must be set. (--export_dir alone exports only.)")
   if flag_values.max_seq_length < 3:
     problems.append("--max_seq_length: got %d, expected at least 3 ([CLS] "
                     "and two [SEP])" % flag_values.max_seq_length)

@@ -402,3 +402,20 @@ def test_records_of_the_other_layout_are_one_line_naming_the_flags(unmasked):
   with pytest.raises(ValueError, match="word_continues"):
     check_record_lengths([path], _SEQ, _PREDS, dynamic_masking=True,
                          word_marks=True)
+
+
+def test_masked_records_under_dynamic_masking_are_one_line(tokenizer,
+                                                          tmp_path):
+  path = str(tmp_path / "masked.tfrecord")
+  instance = instances_lib.TrainingInstance(
+      tokens=["[CLS]", "the", "[MASK]", "[SEP]", "a", "[SEP]"],
+      segment_ids=[0, 0, 0, 0, 1, 1], is_random_next=False,
+      masked_lm_positions=[2], masked_lm_labels=["man"])
+  with tf.io.TFRecordWriter(path) as writer:
+    writer.write(records.make_serializer(tokenizer, _SEQ, _PREDS).serialize(
+        instance))
+  check_record_lengths([path], _SEQ, _PREDS)
+  with pytest.raises(ValueError, match=r"masked.tfrecord: record 0 is "
+                     r"already masked; --dynamic_masking expects"):
+    check_record_lengths([path], _SEQ, _PREDS, dynamic_masking=True,
+                         next_sentence=False)

@@ -19,6 +19,7 @@ from helpers import data_path
 from helpers import REPO_ROOT
 from helpers import shared_path
 
+from bert_tf.checks import checkpoint as checkpoint_checks
 from bert_tf.train import model_fn as model_fn_utils
 from bert_tf.runner import select as runner_lib
 from bert_tf.train import options as training_options
@@ -252,6 +253,24 @@ def test_a_checkpoint_without_global_step_is_exported(classifier, tmp_path):
       _export_classifier(checkpoint, str(tmp_path / "export"))).run(*inputs)
   np.testing.assert_array_equal(without["probabilities"],
                                 with_step["probabilities"])
+
+
+def test_a_bracketed_folder_exports_and_serves(classifier, tmp_path):
+  # TensorFlow's checkpoint and SavedModel readers find files by pattern:
+  # `run[1]` was "not found" at export and at load.
+  _, checkpoint, _, version = classifier
+  folder = tmp_path / "run[1]"
+  folder.mkdir()
+  for path in checkpoint_checks.checkpoint_files(checkpoint):
+    shutil.copy(path, str(folder / os.path.basename(path)))
+  copied = str(folder / os.path.basename(checkpoint))
+  bracketed = _export_classifier(copied, str(tmp_path / "export[1]"))
+  inputs = [np.array([[101, 7, 8, 102] + [0] * (_CLS_SEQ - 4)], np.int32),
+            np.array([[1] * 4 + [0] * (_CLS_SEQ - 4)], np.int32),
+            np.zeros([1, _CLS_SEQ], np.int32)]
+  np.testing.assert_array_equal(
+      serving.BertServingModel(bracketed).run(*inputs)["probabilities"],
+      serving.BertServingModel(version).run(*inputs)["probabilities"])
 
 
 def test_serving_input_fills_the_features_a_client_does_not_send():

@@ -135,6 +135,11 @@ def test_a_bracketed_output_dir_trains_evaluates_and_resumes(tmp_path,
                                         "best.json")).read())
   assert [int(e["global_step"]) for e in record["evaluations"]] == [2, 4, 6]
   assert _steps_in(output_dir)[-1] == 6
+  # At max_steps already: no training (the Estimator's own check globs the
+  # folder's name, sees no checkpoint and trained one step more).
+  third = _classify(tmp_path, output_dir, runner, epochs=3)
+  assert third.returncode == 0, third.stderr[-3000:]
+  assert _steps_in(output_dir)[-1] == 6
 
 
 # ---------------------------------------------------------------------------

@@ -118,6 +118,26 @@ def test_the_lock_is_held_only_while_training(tmp_path):
     pass
 
 
+@pytest.mark.parametrize("do_train", [True, False])
+def test_a_failed_start_leaves_no_folder_it_made(tmp_path, do_train):
+  top = tmp_path / "new"
+  with pytest.raises(ValueError, match="bad input"):
+    with loop.output_dir(str(top / "out"), _run(do_train=do_train)):
+      raise ValueError("bad input")
+  assert not top.exists()
+  # A folder that was there, or one holding a file, stays.
+  (top / "out").mkdir(parents=True)
+  with pytest.raises(ValueError):
+    with loop.output_dir(str(top / "out"), _run(do_train=do_train)):
+      raise ValueError("bad input")
+  assert (top / "out").is_dir()
+  with pytest.raises(ValueError):
+    with loop.output_dir(str(tmp_path / "kept"), _run(do_train=do_train)):
+      (tmp_path / "kept" / "train.tf_record").write_bytes(b"")
+      raise ValueError("bad input")
+  assert (tmp_path / "kept" / "train.tf_record").exists()
+
+
 def test_number_flags_are_refused_with_the_other_problems():
   class Flags(object):
     learning_rate = float("nan")

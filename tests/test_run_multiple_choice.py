@@ -10,6 +10,7 @@ import json
 import os
 import types
 
+from absl import flags
 import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
@@ -20,6 +21,7 @@ from helpers import shared_path
 from helpers import tiny_model_flags
 from bert_tf.export import serving
 import predict_saved_model
+import run_multiple_choice
 
 _ENDINGS = ["ending0", "ending1", "ending2", "ending3"]
 
@@ -56,6 +58,25 @@ def _data_dir(tmp_path):
 def _eval_results(path):
   return {key: float(value) for key, value in
           (line.split(" = ") for line in read_lines(path))}
+
+
+@pytest.mark.parametrize("export_dir, problems", [
+    ("/tmp/export", []),
+    ("", ["At least one of --do_train, --do_eval or --do_predict must be "
+          "set. (--export_dir alone exports only.)"])])
+def test_export_dir_alone_is_a_run(tmp_path, export_dir, problems):
+  # As run_classifier.py and run_squad.py: --export_dir alone exports the
+  # output folder's checkpoint.
+  values = flags.FlagValues()
+  for name in ("do_train", "do_eval", "do_predict"):
+    flags.DEFINE_boolean(name, False, "", flag_values=values)
+  for name in ("max_seq_length", "train_batch_size", "eval_batch_size",
+               "predict_batch_size"):
+    flags.DEFINE_integer(name, 8, "", flag_values=values)
+  flags.DEFINE_string("export_dir", export_dir, "", flag_values=values)
+  flags.DEFINE_string("data_dir", str(tmp_path), "", flag_values=values)
+  values(["run_multiple_choice.py"])
+  assert run_multiple_choice._flag_problems(values) == problems
 
 
 @pytest.mark.e2e

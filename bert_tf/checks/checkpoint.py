@@ -75,13 +75,15 @@ def _checkpoint_reader(prefix, flag_name):
 def readable_prefix(prefix):
   """A name of checkpoint `prefix` that TensorFlow's readers can open: they
   find `<prefix>.index` by pattern, so `pre[2]/...` is "not found"; such a
-  prefix gets links to its files in this process's temp folder (once);
-  others, and remote ones, are returned as they are."""
+  prefix gets links to its files in this process's temp folder (once), a
+  folder (a SavedModel's) one link to itself; others, and remote ones, are
+  returned as they are."""
   if "://" in prefix or not _PATTERN_CHARACTERS.search(prefix):
     return prefix
   if prefix not in _READABLE:
     folder = tempfile.mkdtemp(prefix="checkpoint-")
-    for path in checkpoint_files(prefix):
+    paths = [prefix] if os.path.isdir(prefix) else checkpoint_files(prefix)
+    for path in paths:
       os.symlink(os.path.abspath(path), os.path.join(
           folder, "checkpoint" + path[len(prefix):]))
     _READABLE[prefix] = os.path.join(folder, "checkpoint")

@@ -29,6 +29,7 @@ from absl import logging
 import tensorflow.compat.v1 as tf
 
 from bert_tf import io as io_utils
+from bert_tf.checks import checkpoint as checkpoint_checks
 from bert_tf.tasks.classifier import model as classifier_model
 from bert_tf.train import checkpoints
 from bert_tf.train import lengths as lengths_lib
@@ -110,7 +111,8 @@ def serving_input_fn_builder(max_seq_length, extra_features=None,
 
 
 def _checkpoint_variables(checkpoint_path):
-  return {name for name, _ in tf.train.list_variables(checkpoint_path)}
+  return {name for name, _ in tf.train.list_variables(
+      checkpoint_checks.readable_prefix(checkpoint_path))}
 
 
 def _serving_graph(model_fn, output_keys, checkpoint_path, inputs):

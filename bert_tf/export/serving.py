@@ -19,6 +19,7 @@ from absl import logging
 import numpy as np
 import tensorflow as tf2
 
+from bert_tf.checks import checkpoint as checkpoint_checks
 from bert_tf.checks import disk
 from bert_tf import json_file
 from bert_tf.export import portable
@@ -310,7 +311,9 @@ class BertServingModel(object):
     for logger in loggers:
       logger.addFilter(_no_fingerprint_note)
     try:
-      self._loaded = tf2.saved_model.load(self.version_dir)
+      # TensorFlow finds the variables by pattern: `[` in a name breaks it.
+      self._loaded = tf2.saved_model.load(
+          checkpoint_checks.readable_prefix(self.version_dir))
       self._signature = self._loaded.signatures["serving_default"]
       outputs = {name: spec.shape.as_list() for name, spec in
                  self._signature.structured_outputs.items()}

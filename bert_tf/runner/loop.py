@@ -36,6 +36,7 @@ import contextlib
 import dataclasses
 import logging as std_logging
 import os
+import shutil
 from typing import Any, Callable, Optional, Sequence
 
 from absl import logging
@@ -156,6 +157,7 @@ def setup_devices(run):
 @contextlib.contextmanager
 def output_dir(path, run, init_checkpoint=None):
   """Makes `path`; while the block runs, holds it for a run that trains.
+  A block that raises leaves no folder it made that holds no file.
 
   With `run.do_train`: `checkpoints.start_training` (the folder's lock,
   taken by the chief; the removal of a killed run's unfinished saves; a
@@ -172,11 +174,23 @@ def output_dir(path, run, init_checkpoint=None):
     ValueError: another live run trains there, its checkpoint state file is
       damaged, or its latest checkpoint is truncated or damaged.
   """
+  made = None  # The top folder this call makes (local folders only).
+  parent = os.path.abspath(path)
+  while "://" not in path and not os.path.exists(parent):
+    made, parent = parent, os.path.dirname(parent)
   tf.io.gfile.makedirs(path)
-  held = (checkpoints.start_training(path, init_checkpoint)
-          if run.do_train else None)
+  held = None
   try:
+    held = (checkpoints.start_training(path, init_checkpoint)
+            if run.do_train else None)
     yield path
+  except BaseException:
+    if held is not None:
+      held.release()
+    if made and not any(set(files) - {".lock"}
+                        for _, _, files in os.walk(made)):
+      shutil.rmtree(made, ignore_errors=True)
+    raise
   finally:
     if held is not None:
       held.release()
@@ -320,6 +334,12 @@ def _train(runner, run_options, output_dir_path, training, evaluate, saving):
         if secs else "")
 
   def train_to(max_steps):
+    # The Estimator's own check globs the folder's name: in `run[1]` it saw
+    # no checkpoint and trained one step past max_steps.
+    if checkpoints.latest_step(output_dir_path) >= max_steps:
+      logging.info("Skipping training: the checkpoint in %s is at step "
+                   "%d or later", output_dir_path, max_steps)
+      return
     hooks = training_hooks(run_options, output_dir_path, training, saving)
     with record_checks.reading(list(training.records)), \
         _without_stalled_step_warning(update.conditional_update):

@@ -27,7 +27,6 @@ from absl import logging
 import tensorflow.compat.v1 as tf
 
 from bert_tf import tf_private
-from bert_tf.checks import checkpoint as checkpoint_checks
 from bert_tf.train import checkpoints
 from bert_tf.train import distribute as distribute_utils
 from bert_tf.train import hooks as train_hooks
@@ -136,13 +135,6 @@ class SessionRunner(object):
   # Train
   # --------------------------------------------------------------------------
 
-  def _latest_step(self):
-    path = checkpoints.latest(self.model_dir)
-    if path is None:
-      return 0
-    return int(tf.train.load_variable(checkpoint_checks.readable_prefix(path),
-                                      tf.GraphKeys.GLOBAL_STEP))
-
   def _train_graph(self, input_fn, strategy):
     """(loss, train_op, the model_fn's training hooks, iterator init)."""
     if strategy is None:
@@ -194,7 +186,7 @@ class SessionRunner(object):
     """
     if steps is not None or saving_listeners or max_steps is None:
       raise ValueError("the session runner trains to max_steps only")
-    start = self._latest_step()
+    start = checkpoints.latest_step(self.model_dir)
     if start >= max_steps:
       logging.info("Skipping training: the checkpoint in %s is at step %d, "
                    "max_steps is %d", self.model_dir, start, max_steps)

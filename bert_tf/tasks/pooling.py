@@ -17,7 +17,6 @@ sentence-transformers' Normalize.
 
 import json
 
-
 __all__ = ["MODES", "flag_problems", "checkpoint_problems", "pool",
            "format_line"]
 
@@ -48,10 +47,12 @@ def checkpoint_problems(pooling, init_checkpoint):
   the pooler's weights, which sentence-embedding checkpoints may lack."""
   if pooling != "cls" or not init_checkpoint:
     return []
-  # TensorFlow where it is used: extract_features.py defines --pooling from
-  # MODES before TensorFlow loads.
+  # TensorFlow (and the checkpoint checks, which import it) where used:
+  # extract_features.py defines --pooling from MODES before TensorFlow loads.
   import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
-  names = {name for name, _ in tf.train.list_variables(init_checkpoint)}
+  from bert_tf.checks import checkpoint as checkpoint_checks  # pylint: disable=g-import-not-at-top
+  names = {name for name, _ in tf.train.list_variables(
+      checkpoint_checks.readable_prefix(init_checkpoint))}
   if _POOLER_KERNEL in names:
     return []
   return ["--pooling=cls: %s has no pooler weights (%s); expected a "

@@ -43,7 +43,8 @@ from bert_tf.train import distribute as distribute_utils
 __all__ = ["PREFIX", "INIT_RECORD", "KEEP_CHECKPOINT_MAX", "SANE_WEIGHT",
            "POSITION_SCOPE", "Saver", "Positions", "Position",
            "Saving", "TimedCheckpointHook", "start_training",
-           "remove_killed_saves", "read_state", "latest", "resolve",
+           "remove_killed_saves", "read_state", "latest", "latest_step",
+           "resolve",
            "check_resume", "remove_checkpoint", "copy_checkpoint",
            "keep_copy", "named_in", "prune_after_divergence",
            "checkpoint_to_export"]
@@ -463,6 +464,19 @@ def latest(folder):
   if not folder or not tf.io.gfile.isdir(folder):
     return None
   return read_state(folder)[0]
+
+
+def latest_step(folder):
+  """The global step (int) of `folder`'s latest checkpoint; 0 without one.
+
+  Raises:
+    ValueError: as `read_state`.
+  """
+  path = latest(folder)
+  if path is None:
+    return 0
+  return int(tf.train.load_variable(checkpoint_checks.readable_prefix(path),
+                                    tf.GraphKeys.GLOBAL_STEP))
 
 
 def resolve(path, flag_name="init_checkpoint"):

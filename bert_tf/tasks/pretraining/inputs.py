@@ -95,7 +95,8 @@ def check_record_lengths(input_files, max_seq_length, max_predictions_per_seq,
 
   Raises:
     ValueError: naming the file, the feature, its length and the expected
-      length; or when a file is not a TFRecord of Examples.
+      length; when a file is not a TFRecord of Examples; or when records
+      are masked under `dynamic_masking`.
   """
   expected = _lengths(max_seq_length, max_predictions_per_seq, **layout)
   empty = []
@@ -120,6 +121,13 @@ def check_record_lengths(input_files, max_seq_length, max_predictions_per_seq,
             "%s: record 0 has %s of length %d, but %s; create the data with "
             "the same value or change the flag" %
             (path, name, len(values), where))
+    if (layout.get("dynamic_masking") and
+        "masked_lm_positions" in example.features.feature):
+      # Masking masked records again would train on doubly masked input.
+      raise ValueError(
+          "%s: record 0 is already masked; --dynamic_masking expects the "
+          "output of create_pretraining_data.py --dynamic_masking=True "
+          "(or drop the flag)" % path)
   if len(empty) == len(input_files):
     # Training would loop forever over an empty dataset.
     raise ValueError("--input_file: %s hold%s no records; expected the "
