@@ -21,8 +21,10 @@ as they serve the SavedModel: same inputs (`input_ids`, `input_mask`,
 Int8 here is dynamic-range quantization: the weights of the dense layers
 (query, key, value, attention output, both feed-forward layers, pooler and
 head; in ONNX also the one-hot token-type product) and the word-embedding
-table are stored as int8 with a scale; the activations entering a dense
-layer are quantized on the fly per batch. What stays float32 (checked by
+table are stored as int8 with a scale (ONNX: one per output channel,
+the more accurate choice on fine-tuned models, docs/extract-and-serve.md);
+the activations entering a dense layer are quantized on the fly per
+batch. What stays float32 (checked by
 counting the converted ops): layer normalization, softmax, GELU, tanh, the
 residual additions, the position and token-type embeddings (TensorFlow
 Lite), the two attention products (query x key, probabilities x value: both
@@ -278,7 +280,7 @@ def _write_onnx(version_dir, path, int8, scratch):
     if int8:
       # Function-level: the optional `onnx` extra.
       from onnxruntime import quantization  # pylint: disable=g-import-not-at-top
-      quantization.quantize_dynamic(float_path, temp,
+      quantization.quantize_dynamic(float_path, temp, per_channel=True,
                                     weight_type=quantization.QuantType.QInt8)
     else:
       shutil.copyfile(float_path, temp)
