@@ -237,6 +237,14 @@ def test_int8_onnx_is_smaller_and_close(exports):
   sizes = [os.path.getsize(os.path.join(out, name, "model.onnx"))
            for name in ("onnx", "onnx_int8")]
   assert sizes[1] < sizes[0] * 0.6, sizes
+  # One weight scale per output channel of each dense layer.
+  onnx = import_or_skip("onnx")
+  scales = [init.dims for init in onnx.load(
+      os.path.join(out, "onnx_int8", "model.onnx")).graph.initializer
+            if init.name.endswith("intermediate/dense/MatMul/ReadVariableOp"
+                                  ":0_scale")]
+  assert scales and all(list(dims) == [_bert_config().intermediate_size]
+                        for dims in scales), scales
   want = _served(version).run(*_batch(4))["probabilities"]
   got = _served(os.path.join(out, "onnx_int8")).run(
       *_batch(4))["probabilities"]

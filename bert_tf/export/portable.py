@@ -21,8 +21,9 @@ as they serve the SavedModel: same inputs (`input_ids`, `input_mask`,
 Int8 here is dynamic-range quantization: the weights of the dense layers
 (query, key, value, attention output, both feed-forward layers, pooler and
 head; in ONNX also the one-hot token-type product) and the word-embedding
-table are stored as int8 with a scale (ONNX: one per output channel,
-the more accurate choice on fine-tuned models, docs/extract-and-serve.md);
+table are stored as int8 with a scale (ONNX's dense layers: one per
+output channel, the more accurate choice on fine-tuned models, see
+docs/extract-and-serve.md);
 the activations entering a dense layer are quantized on the fly per
 batch. What stays float32 (checked by
 counting the converted ops): layer normalization, softmax, GELU, tanh, the
