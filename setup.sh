@@ -20,8 +20,8 @@ cd "$(dirname "$0")"
 # KerasHub presets in convert_checkpoint.py: requirements-kerashub.txt; the
 # TensorFlow 2.21 stack only, where --test adds it too), --onnx (tf2onnx,
 # onnx and ONNX Runtime, for predict_saved_model.py --convert_to=onnx and
-# serving ONNX files: requirements-onnx.txt; --test does not add it, its
-# tests skip without it), --print-stack (print the Python, its stack and
+# serving ONNX files: requirements-onnx.txt; --test adds it too),
+# --print-stack (print the Python, its stack and
 # the venv, check them, and install nothing).
 WITH_TEST=0
 WITH_GPU=0
@@ -143,8 +143,8 @@ if [ "$WITH_KERASHUB" = 1 ] || { [ "$WITH_TEST" = 1 ] &&
 fi
 # tf2onnx, onnx and ONNX Runtime, resolved together with the stack's pins
 # (alone, pip would move numpy and protobuf past what TensorFlow 2.15
-# accepts).
-if [ "$WITH_ONNX" = 1 ]; then
+# accepts); --test installs it too (the ONNX serving tests).
+if [ "$WITH_ONNX" = 1 ] || [ "$WITH_TEST" = 1 ]; then
   $PIP install -q --disable-pip-version-check --use-pep517 \
     -r "$REQUIREMENTS" -r requirements-onnx.txt
 fi

@@ -3,9 +3,11 @@
 SavedModel's numbers (float32 within 1e-5; int8 close), serve through the
 same client and script, and bad input is one line.
 
-ONNX needs the onnx extra (./setup.sh --onnx), which --test does not
-install: those tests skip without it, naming how to get it."""
+ONNX needs the onnx extra, which ./setup.sh --test installs: without it
+those tests skip (fail under CI), naming how to get it. Each head's export
+is made and converted once, to every format it is tested in, per module."""
 
+import functools
 import json
 import os
 import subprocess
@@ -16,6 +18,7 @@ import pytest
 import tensorflow.compat.v1 as tf
 
 from helpers import data_path
+from helpers import import_or_skip
 from helpers import REPO_ROOT
 from helpers import run_script
 
@@ -36,13 +39,18 @@ _LABELS = ["a", "b", "c"]
 
 
 def _need_onnx():
-  """Skips the test where the onnx extra is not installed."""
+  """Skips the test (fails it under CI) where the onnx extra is missing."""
   for name in ("onnxruntime", "onnx", "tf2onnx"):
-    try:
+    import_or_skip(name, "./setup.sh --test (or --onnx: the onnx extra)")
+
+
+def _have_onnx():
+  try:
+    for name in ("onnxruntime", "onnx", "tf2onnx"):
       __import__(name)
-    except ImportError as e:
-      pytest.skip("%s is not importable (%s): the onnx extra, installed "
-                  "by ./setup.sh --onnx" % (name, e))
+  except ImportError:
+    return False
+  return True
 
 
 def _model_file(name):
@@ -122,23 +130,28 @@ def _batch(batch_size, seed=1):
   return ids * mask, mask, segments
 
 
+# Head kind -> the formats its tests compare (ONNX ones where installed).
+_FORMATS = {"classifier": ("tflite", "tflite_int8", "onnx", "onnx_int8")}
+
+
 @pytest.fixture(scope="module")
 def exports(tmp_path_factory):
-  """kind -> (SavedModel version folder, conversion output folder); the
-  conversions made on first use."""
+  """kind -> (SavedModel version folder, conversion output folder); made on
+  first use, with every format of `_FORMATS` (default tflite and onnx) in
+  one conversion."""
   made = {}
 
-  def get(kind, formats=("tflite", "onnx")):
+  def get(kind):
     if kind not in made:
       root = str(tmp_path_factory.mktemp(kind))
-      made[kind] = (_export(kind, root), os.path.join(root, "portable"))
-    version, out = made[kind]
-    todo = [name for name in formats
-            if not os.path.isdir(os.path.join(out, name))]
-    if todo:
+      version = _export(kind, root)
+      out = os.path.join(root, "portable")
+      todo = [name for name in _FORMATS.get(kind, ("tflite", "onnx"))
+              if _have_onnx() or not name.startswith("onnx")]
       config, _, _ = serving.read_assets(version)
       portable.convert(version, out, todo, config)
-    return version, out
+      made[kind] = (version, out)
+    return made[kind]
 
   return get
 
@@ -151,9 +164,15 @@ def test_asset_names_agree_with_saved_model():
   assert portable._INPUT_NAMES == export_utils.INPUT_NAMES
 
 
+@functools.lru_cache(maxsize=None)
+def _served(folder):
+  """`serving.BertServingModel(folder)`, loaded once per module."""
+  return serving.BertServingModel(folder)
+
+
 def _assert_same_outputs(version, folder, batch_size=3):
-  want_model = serving.BertServingModel(version)
-  got_model = serving.BertServingModel(folder)
+  want_model = _served(version)
+  got_model = _served(folder)
   batch = _batch(batch_size)
   want = want_model.run(*batch)
   got = got_model.run(*batch)
@@ -168,7 +187,7 @@ def _assert_same_outputs(version, folder, batch_size=3):
 @pytest.mark.parametrize("kind", ["classifier", "regression", "multi_label",
                                   "ner", "squad"])
 def test_float_tflite_equals_the_saved_model(exports, kind):
-  version, out = exports(kind, ["tflite"])
+  version, out = exports(kind)
   want, _ = _assert_same_outputs(version, os.path.join(out, "tflite"))
   # Outputs differ between inputs (the comparison is not of constants).
   first = next(iter(want.values()))
@@ -180,13 +199,13 @@ def test_float_tflite_equals_the_saved_model(exports, kind):
                                   "ner", "squad"])
 def test_float_onnx_equals_the_saved_model(exports, kind):
   _need_onnx()
-  version, out = exports(kind, ["onnx"])
+  version, out = exports(kind)
   _assert_same_outputs(version, os.path.join(out, "onnx"))
   _assert_same_outputs(version, os.path.join(out, "onnx"), batch_size=1)
 
 
 def test_serving_config_is_the_exports_plus_the_format(exports):
-  version, out = exports("classifier", ["tflite"])
+  version, out = exports("classifier")
   config, _, _ = serving.read_assets(version)
   served, _, _ = serving.read_assets(os.path.join(out, "tflite"))
   portable_entry = served.pop("portable")
@@ -202,31 +221,39 @@ def test_serving_config_is_the_exports_plus_the_format(exports):
 
 
 def test_int8_tflite_is_smaller_and_close(exports):
-  version, out = exports("classifier", ["tflite", "tflite_int8"])
+  version, out = exports("classifier")
   sizes = [os.path.getsize(os.path.join(out, name, "model.tflite"))
            for name in ("tflite", "tflite_int8")]
   assert sizes[1] < sizes[0] * 0.6, sizes
-  want = serving.BertServingModel(version).run(*_batch(4))["probabilities"]
-  got = serving.BertServingModel(os.path.join(out, "tflite_int8")).run(
+  want = _served(version).run(*_batch(4))["probabilities"]
+  got = _served(os.path.join(out, "tflite_int8")).run(
       *_batch(4))["probabilities"]
   np.testing.assert_allclose(got, want, atol=0.05)
 
 
 def test_int8_onnx_is_smaller_and_close(exports):
   _need_onnx()
-  version, out = exports("classifier", ["onnx", "onnx_int8"])
+  version, out = exports("classifier")
   sizes = [os.path.getsize(os.path.join(out, name, "model.onnx"))
            for name in ("onnx", "onnx_int8")]
   assert sizes[1] < sizes[0] * 0.6, sizes
-  want = serving.BertServingModel(version).run(*_batch(4))["probabilities"]
-  got = serving.BertServingModel(os.path.join(out, "onnx_int8")).run(
+  # One weight scale per output channel of each dense layer.
+  onnx = import_or_skip("onnx")
+  scales = [init.dims for init in onnx.load(
+      os.path.join(out, "onnx_int8", "model.onnx")).graph.initializer
+            if init.name.endswith("intermediate/dense/MatMul/ReadVariableOp"
+                                  ":0_scale")]
+  assert scales and all(list(dims) == [_bert_config().intermediate_size]
+                        for dims in scales), scales
+  want = _served(version).run(*_batch(4))["probabilities"]
+  got = _served(os.path.join(out, "onnx_int8")).run(
       *_batch(4))["probabilities"]
   np.testing.assert_allclose(got, want, atol=0.05)
 
 
 def test_predict_saved_model_writes_the_same_results_from_each_format(
     exports, tmp_path):
-  version, out = exports("classifier", ["tflite"])
+  version, out = exports("classifier")
   rows = tmp_path / "test.tsv"
   rows.write_text("the cat sat .\tit sat\nno\tyes a b c\n"
                   "a longer sentence with words\tand another one\n")
@@ -237,8 +264,8 @@ def test_predict_saved_model_writes_the_same_results_from_each_format(
   for name, folder in (("saved_model", version),
                        ("tflite", os.path.join(out, "tflite"))):
     path = str(tmp_path / (name + ".tsv"))
-    predict_saved_model.predict_classifier(
-        serving.BertServingModel(folder), examples, path, 2)
+    predict_saved_model.predict_classifier(_served(folder), examples, path,
+                                           2)
     results[name] = np.loadtxt(path, delimiter="\t")
   assert results["tflite"].shape == (3, len(_LABELS))
   np.testing.assert_allclose(results["tflite"], results["saved_model"],
@@ -247,9 +274,9 @@ def test_predict_saved_model_writes_the_same_results_from_each_format(
 
 def test_onnx_is_served_without_tensorflow(exports):
   _need_onnx()
-  version, out = exports("classifier", ["onnx"])
+  version, out = exports("classifier")
   folder = os.path.join(out, "onnx")
-  want = serving.BertServingModel(version).run(*_batch(2))["probabilities"]
+  want = _served(version).run(*_batch(2))["probabilities"]
   code = (
       "import sys, json, numpy as np\n"
       "sys.path.insert(0, %r)\n"
@@ -292,7 +319,7 @@ def test_a_damaged_model_file_is_one_line_naming_it(exports, tmp_path,
                                                     model_file):
   if model_file == "model.onnx":
     _need_onnx()
-  version, _ = exports("classifier", [])
+  version, _ = exports("classifier")
   folder = str(tmp_path / "damaged")
   _copy_assets(version, folder)
   with open(os.path.join(folder, model_file), "wb") as f:
@@ -306,7 +333,7 @@ def test_a_damaged_model_file_is_one_line_naming_it(exports, tmp_path,
 
 
 def test_a_folder_without_model_or_assets_is_one_line(exports, tmp_path):
-  version, out = exports("classifier", ["tflite"])
+  version, out = exports("classifier")
   with pytest.raises(ValueError, match=r"holds the --convert_to folders "
                      r".*tflite.*; expected one of them \(e\.g\. "):
     serving.resolve_version(out)
@@ -322,7 +349,7 @@ def test_a_folder_without_model_or_assets_is_one_line(exports, tmp_path):
 
 def test_a_missing_runtime_is_one_line_naming_the_extra(exports, tmp_path,
                                                         monkeypatch):
-  version, _ = exports("classifier", [])
+  version, _ = exports("classifier")
   folder = str(tmp_path / "onnx")
   _copy_assets(version, folder)
   with open(os.path.join(folder, "model.onnx"), "wb") as f:
@@ -340,7 +367,7 @@ def test_a_missing_runtime_is_one_line_naming_the_extra(exports, tmp_path,
 
 
 def test_bad_formats_and_a_taken_folder_are_one_line(exports, tmp_path):
-  version, out = exports("classifier", ["tflite"])
+  version, out = exports("classifier")
   config, _, _ = serving.read_assets(version)
   with pytest.raises(ValueError, match=r"--convert_to: onnx_fp16, expected "
                      r"a comma-separated list of onnx, onnx_int8, tflite, "
@@ -352,7 +379,7 @@ def test_bad_formats_and_a_taken_folder_are_one_line(exports, tmp_path):
 
 def test_the_script_refuses_another_head_kind_from_a_portable_folder(
     exports, tmp_path):
-  _, out = exports("ner", ["tflite"])
+  _, out = exports("ner")
   rows = tmp_path / "test.tsv"
   rows.write_text("a\tb\n")
   done = subprocess.run(
@@ -372,7 +399,7 @@ def test_the_script_converts_then_predicts_the_same_file(exports, tmp_path):
   """predict_saved_model.py --convert_to writes the folders; the script then
   writes the same test_results.tsv from the TensorFlow Lite folder as from
   the SavedModel (and refuses to convert a converted folder)."""
-  version, _ = exports("classifier", [])
+  version, _ = exports("classifier")
   rows = tmp_path / "test.tsv"
   rows.write_text("the cat sat .\tit sat\nno\tyes a b c\n")
   out = str(tmp_path / "portable")

@@ -308,18 +308,20 @@ def test_kerashub_requirements_pin_each_package_for_tensorflow_2_21():
   assert "keras-hub" in names
 
 
-def test_onnx_extra_comes_with_the_stacks_pins_and_not_with_test(tmp_path):
-  """--onnx installs requirements-onnx.txt together with the stack's pins
-  (alone, pip would move numpy and protobuf past TensorFlow 2.15's), on
-  both stacks; --test does not (the ONNX tests skip without it)."""
+def test_onnx_extra_comes_with_the_stacks_pins_with_onnx_and_with_test(
+    tmp_path):
+  """--onnx and --test each install requirements-onnx.txt once, together
+  with the stack's pins (alone, pip would move numpy and protobuf past
+  TensorFlow 2.15's), on both stacks; a plain run does not."""
   for version, stack in (("3.11", "requirements-tf2.15.txt"),
                          ("3.12", "requirements-tf2.21.txt")):
-    calls, _ = _setup_test_pip_calls(tmp_path / ("onnx" + version), 1,
-                                     version, ("--onnx",))
     both = "-r %s -r requirements-onnx.txt" % stack
-    assert sum(both in line for line in calls) == 1, calls
-    calls, _ = _setup_test_pip_calls(tmp_path / ("test" + version), 1,
-                                     version)
+    for options in (("--onnx",), ("--test",)):
+      calls, _ = _setup_test_pip_calls(
+          tmp_path / (options[0][2:] + version), 1, version, options)
+      assert sum(both in line for line in calls) == 1, calls
+    calls, _ = _setup_test_pip_calls(tmp_path / ("plain" + version), 1,
+                                     version, ())
     assert not any("requirements-onnx.txt" in line for line in calls)
 
 

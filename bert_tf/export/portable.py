@@ -21,8 +21,11 @@ as they serve the SavedModel: same inputs (`input_ids`, `input_mask`,
 Int8 here is dynamic-range quantization: the weights of the dense layers
 (query, key, value, attention output, both feed-forward layers, pooler and
 head; in ONNX also the one-hot token-type product) and the word-embedding
-table are stored as int8 with a scale; the activations entering a dense
-layer are quantized on the fly per batch. What stays float32 (checked by
+table are stored as int8 with a scale (ONNX's dense layers: one per
+output channel, the more accurate choice on fine-tuned models, see
+docs/extract-and-serve.md);
+the activations entering a dense layer are quantized on the fly per
+batch. What stays float32 (checked by
 counting the converted ops): layer normalization, softmax, GELU, tanh, the
 residual additions, the position and token-type embeddings (TensorFlow
 Lite), the two attention products (query x key, probabilities x value: both
@@ -38,6 +41,7 @@ TensorFlow. The TensorFlow Lite runner uses TensorFlow's own interpreter.
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -259,27 +263,28 @@ def _write_tflite(version_dir, path, int8):
 def _write_onnx(version_dir, path, int8, scratch):
   """Converts the SavedModel at `version_dir` to `path` with tf2onnx (in a
   child process: its converter changes TensorFlow's global state), then
-  quantizes the weights for int8."""
+  quantizes the weights for int8. The float model is kept in `scratch`, so
+  that onnx and onnx_int8 in one call convert once."""
   float_path = os.path.join(scratch, "float.onnx")
-  command = [sys.executable, "-m", "tf2onnx.convert", "--saved-model",
-             version_dir, "--tag", "serve", "--signature_def",
-             "serving_default", "--opset", str(_ONNX_OPSET), "--output",
-             float_path]
-  done = subprocess.run(command, stdout=subprocess.PIPE,
-                        stderr=subprocess.STDOUT, text=True, check=False)
-  if done.returncode != 0 or not os.path.isfile(float_path):
-    last = [line for line in done.stdout.splitlines() if line.strip()]
-    raise ValueError("--convert_to: tf2onnx could not convert %s (%s)" %
-                     (version_dir, last[-1] if last else "no output"))
-  if int8:
-    # Function-level: the optional `onnx` extra.
-    from onnxruntime import quantization  # pylint: disable=g-import-not-at-top
-    quantized = os.path.join(scratch, "int8.onnx")
-    quantization.quantize_dynamic(float_path, quantized,
-                                  weight_type=quantization.QuantType.QInt8)
-    float_path = quantized
+  if not os.path.isfile(float_path):
+    command = [sys.executable, "-m", "tf2onnx.convert", "--saved-model",
+               version_dir, "--tag", "serve", "--signature_def",
+               "serving_default", "--opset", str(_ONNX_OPSET), "--output",
+               float_path]
+    done = subprocess.run(command, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, check=False)
+    if done.returncode != 0 or not os.path.isfile(float_path):
+      last = [line for line in done.stdout.splitlines() if line.strip()]
+      raise ValueError("--convert_to: tf2onnx could not convert %s (%s)" %
+                       (version_dir, last[-1] if last else "no output"))
   with io_utils.atomic_path(path) as temp:
-    os.replace(float_path, temp)
+    if int8:
+      # Function-level: the optional `onnx` extra.
+      from onnxruntime import quantization  # pylint: disable=g-import-not-at-top
+      quantization.quantize_dynamic(float_path, temp, per_channel=True,
+                                    weight_type=quantization.QuantType.QInt8)
+    else:
+      shutil.copyfile(float_path, temp)
 
 
 def _check_runtimes(formats):
@@ -333,27 +338,33 @@ def convert(version_dir, output_dir, formats, config, threads=None):
   threads = dict(DEFAULT_THREADS, **(threads or {}))
   os.makedirs(output_dir, exist_ok=True)
   written = {}
-  for name in formats:
-    runtime, weights = FORMATS[name]
-    folder = os.path.join(output_dir, name)
-    with io_utils.atomic_path(folder) as temp, \
-        tempfile.TemporaryDirectory(dir=output_dir) as scratch:
-      os.makedirs(os.path.join(temp, _ASSETS_DIR))
-      model_path = os.path.join(temp, MODEL_FILES[runtime])
-      if runtime == "tflite":
-        _write_tflite(version_dir, model_path, weights == "int8")
-      else:
-        _write_onnx(version_dir, model_path, weights == "int8", scratch)
-      for asset in _ASSET_NAMES[:2]:
-        with open(os.path.join(version_dir, _ASSETS_DIR, asset), "rb") as f:
-          data = f.read()
-        with open(os.path.join(temp, _ASSETS_DIR, asset), "wb") as f:
-          f.write(data)
-      served = dict(config, portable={
-          "format": name, "runtime": runtime, "weights": weights,
-          "source": os.path.abspath(version_dir),
-          "threads": threads[runtime]})
-      with open(os.path.join(temp, _ASSETS_DIR, _SERVING_ASSET), "w") as f:
-        f.write(json.dumps(served, indent=2, sort_keys=True) + "\n")
-    written[name] = folder
+  with tempfile.TemporaryDirectory(dir=output_dir) as scratch:
+    for name in formats:
+      written[name] = _write_format(version_dir, output_dir, name, config,
+                                    threads, scratch)
   return written
+
+
+def _write_format(version_dir, output_dir, name, config, threads, scratch):
+  """Writes `output_dir/name/` whole (see `convert`); returns its path."""
+  runtime, weights = FORMATS[name]
+  folder = os.path.join(output_dir, name)
+  with io_utils.atomic_path(folder) as temp:
+    os.makedirs(os.path.join(temp, _ASSETS_DIR))
+    model_path = os.path.join(temp, MODEL_FILES[runtime])
+    if runtime == "tflite":
+      _write_tflite(version_dir, model_path, weights == "int8")
+    else:
+      _write_onnx(version_dir, model_path, weights == "int8", scratch)
+    for asset in _ASSET_NAMES[:2]:
+      with open(os.path.join(version_dir, _ASSETS_DIR, asset), "rb") as f:
+        data = f.read()
+      with open(os.path.join(temp, _ASSETS_DIR, asset), "wb") as f:
+        f.write(data)
+    served = dict(config, portable={
+        "format": name, "runtime": runtime, "weights": weights,
+        "source": os.path.abspath(version_dir),
+        "threads": threads[runtime]})
+    with open(os.path.join(temp, _ASSETS_DIR, _SERVING_ASSET), "w") as f:
+      f.write(json.dumps(served, indent=2, sort_keys=True) + "\n")
+  return folder
