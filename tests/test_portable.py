@@ -390,7 +390,7 @@ def test_the_script_refuses_another_head_kind_from_a_portable_folder(
   assert done.returncode != 0
   lines = [line for line in done.stderr.splitlines() if "error" in line]
   assert len(lines) == 1, done.stderr[-2000:]
-  assert "is a ner export; this script predicts classifier and SQuAD" in (
+  assert "is a ner export; this script predicts classifier, SQuAD and multiple-choice" in (
       lines[0])
 
 

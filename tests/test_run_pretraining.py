@@ -277,9 +277,12 @@ def test_train_eval_then_resume(tmp_path):
   assert step_4.endswith("model.ckpt-4")
   _assert_learning_rate_summary(output_dir)
 
-  # Restart with more steps: continues from step 4, init_checkpoint ignored.
+  # Restart with more steps: continues from step 4, init_checkpoint ignored;
+  # on fewer input files, whose pipeline cannot take the saved position.
   second = _run(_flags(data, output_dir, do_train=True, num_train_steps=6))
   assert second.returncode == 0, second.stderr[-3000:]
+  assert ("its input position does not fit this run's input pipeline"
+          in second.stderr), second.stderr[-3000:]
   step_6 = tf.train.latest_checkpoint(output_dir)
   assert step_6.endswith("model.ckpt-6")
   assert _variable(step_6, "global_step") == 6

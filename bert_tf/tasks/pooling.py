@@ -50,7 +50,8 @@ def checkpoint_problems(pooling, init_checkpoint):
   # TensorFlow (and the checkpoint checks, which import it) where used:
   # extract_features.py defines --pooling from MODES before TensorFlow loads.
   import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
-  from bert_tf.checks import checkpoint as checkpoint_checks  # pylint: disable=g-import-not-at-top
+  # The checkpoint checks import TensorFlow too (see above).
+  from bert_tf.checks import checkpoint as checkpoint_checks
   names = {name for name, _ in tf.train.list_variables(
       checkpoint_checks.readable_prefix(init_checkpoint))}
   if _POOLER_KERNEL in names:

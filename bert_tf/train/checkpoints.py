@@ -81,8 +81,9 @@ class Saver(tf.train.Saver):
   Graph mode only, as the runners.
 
   `positions`: the `Positions` its checkpoints hold beside the variables
-  (None: none); a checkpoint without them restores the variables and
-  starts the input from its beginning, with a warning.
+  (None: none); a checkpoint without them, or whose position another input
+  pipeline saved, restores the variables and starts the input from its
+  beginning, with a warning.
   """
 
   positions = None
@@ -107,8 +108,21 @@ class Saver(tf.train.Saver):
           "%s holds no input position (saved by an older version): the "
           "input pipeline restarts from its beginning", save_path)
       saver_def = self.positions.variables_only.saver_def
-    sess.run(saver_def.restore_op_name,
-             {saver_def.filename_tensor_name: prefix})
+    try:
+      sess.run(saver_def.restore_op_name,
+               {saver_def.filename_tensor_name: prefix})
+    except tf.errors.OpError as e:
+      # A position saved by another input pipeline (other files, batch size
+      # or flags) does not restore into this one.
+      if saver_def is not self.saver_def or "Iterator" not in str(e):
+        raise
+      logging.warning(
+          "%s: its input position does not fit this run's input pipeline "
+          "(%s): the input pipeline restarts from its beginning", save_path,
+          e.message.split(". ")[0].split(" from checkpoint: ")[-1])
+      saver_def = self.positions.variables_only.saver_def
+      sess.run(saver_def.restore_op_name,
+               {saver_def.filename_tensor_name: prefix})
     if saver_def is not self.saver_def:
       sess.run([p.initializer for p in positions])
 
