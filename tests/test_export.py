@@ -231,7 +231,9 @@ def test_loading_an_export_logs_no_fingerprint_note(classifier, caplog):
   """TensorFlow logged `Fingerprint not found. Saved model loading will
   continue.` at every load of an export (predict_saved_model.py printed
   it per export)."""
-  with caplog.at_level(logging.INFO):
+  # absl's logger at INFO too, whatever verbosity an earlier test left.
+  with caplog.at_level(logging.INFO), caplog.at_level(logging.INFO,
+                                                      logger="absl"):
     serving.BertServingModel(classifier[3])
   assert "Loading SavedModel" in caplog.text
   assert "Fingerprint" not in caplog.text
