@@ -169,17 +169,22 @@ def _output_line(feature, result, layer_indexes, pooling):
 
 
 def _write_predictions(pairs, layer_indexes, output_file, pooling="none"):
-  """Streams the lines of `pairs` (feature, prediction), in input order, to
-  `output_file` atomically; returns the count."""
+  """Streams the lines of `pairs` (a generator of (feature, prediction), in
+  input order) to `output_file` atomically, then closes it; returns the
+  count."""
   count = 0
   start = time.time()
-  with io_utils.atomic_write(output_file) as writer:
-    for feature, result in pairs:
-      writer.write(_output_line(feature, result, layer_indexes, pooling))
-      count += 1
-      if count % 1000 == 0:
-        logging.info("%d examples written (%.1f/sec)", count,
-                     count / max(time.time() - start, 1e-9))
+  try:
+    with io_utils.atomic_write(output_file) as writer:
+      for feature, result in pairs:
+        writer.write(_output_line(feature, result, layer_indexes, pooling))
+        count += 1
+        if count % 1000 == 0:
+          logging.info("%d examples written (%.1f/sec)", count,
+                       count / max(time.time() - start, 1e-9))
+  finally:
+    # The prediction loop ends now, not after an error's line is printed.
+    pairs.close()
   return count
 
 
@@ -212,13 +217,13 @@ def main(_):
     # Rows of several examples (all in memory, packed longest first),
     # embedded as on TPU; each example's tokens back in their own places.
     all_features = list(features())
-    pairs = zip(all_features, packing.unpack(
+    pairs = (pair for pair in zip(all_features, packing.unpack(
         model_runner.predict(
             packed_input_fn_builder(all_features, FLAGS.max_seq_length,
                                     FLAGS.max_examples_per_row),
             yield_single_examples=True),
         len(all_features), token_keys=[
-            "layer_output_%d" % n for n in range(len(layer_indexes))]))
+            "layer_output_%d" % n for n in range(len(layer_indexes))])))
   else:
     pending = _PendingFeatures(features())
     if use_tpu:

@@ -324,6 +324,8 @@ def start_peer_watchdog(timeout_secs, poll_secs=2.0):
              timeout_secs)
       if waiting:
         time.sleep(1.0)
+    if stop.is_set():  # The work ended first (its error may be printing).
+      return
     logging.info("All %d other tasks of the cluster are reachable",
                  len(peers))
     lost_since = {}
