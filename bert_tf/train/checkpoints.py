@@ -101,9 +101,8 @@ class Saver(tf.train.Saver):
     prefix = checkpoint_checks.readable_prefix(save_path)
     saver_def = self.saver_def
     positions = self.positions or ()
-    if positions and not all(
-        p.key in tf.train.load_checkpoint(prefix).get_variable_to_shape_map()
-        for p in positions):
+    if positions and not {p.key for p in positions} <= set(
+        tf.train.load_checkpoint(prefix).get_variable_to_shape_map()):
       logging.warning(
           "%s holds no input position (saved by an older version): the "
           "input pipeline restarts from its beginning", save_path)
