@@ -23,6 +23,7 @@ from bert_tf import io as io_utils
 from bert_tf.cli import flags as cli_flags
 from bert_tf.train import distribute as distribute_utils
 from bert_tf.runner import estimator as estimator_runner
+from bert_tf.train import checkpoints
 from bert_tf.checks.problems import Problems
 from bert_tf.train import options as training_options
 import optimization
@@ -429,7 +430,13 @@ def test_deterministic_runs_give_identical_variables(tmp_path):
     runs.append(_checkpoint_values(output_dir)[1])
   first, second, plain = runs
   assert first["global_step"] == 5
+  assert first.keys() == second.keys()
   for name in first:
+    # The saved input position holds whatever the prefetch buffers held at
+    # save time, which depends on thread timing; the resume tests prove it
+    # yields the same next batches.
+    if name.startswith(checkpoints.POSITION_SCOPE + "/"):
+      continue
     np.testing.assert_array_equal(first[name], second[name], err_msg=name)
   # Without the flag the shuffled input order and dropout masks differ.
   kernel = "bert/pooler/dense/kernel"
