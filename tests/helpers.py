@@ -43,6 +43,15 @@ DATA_DIR = os.path.join(REPO_ROOT, "tests", "data")
 from bert_tf.train import spec as _spec  # pylint: disable=wrong-import-position
 HAS_ESTIMATOR = _spec.estimator_available()
 RUNNERS = ("estimator", "session") if HAS_ESTIMATOR else ("session",)
+
+
+def runner_pairs(cases):
+  """(runner, case) pairs: each case once, the runners taken in turn, so
+  every runner of this stack runs some case. For a case whose code is the
+  same on both runners (the runner's part is tested on each elsewhere)."""
+  return [(RUNNERS[i % len(RUNNERS)], case) for i, case in enumerate(cases)]
+
+
 needs_estimator = pytest.mark.skipif(
     not HAS_ESTIMATOR, reason="needs tf.estimator (the TensorFlow 2.15 stack)")
 # Conformance inputs that are byte-identical to a real data file of the shared

@@ -6,7 +6,9 @@ of every variable is identical and equal to the one-device run within float
 tolerance, and so are the outputs; the three scripts on two workers over
 loopback: both workers end with the chief's checkpoint, and the chief alone
 evaluates and predicts; a global batch that the replicas do not divide is
-refused in one line by each script.
+refused in one line by each script. The classifier runs each strategy on
+every runner of the stack; SQuAD and NER, whose heads are what is theirs
+here, each strategy on one runner, crossed (RUNNERS[:1] / RUNNERS[-1:]).
 (run_pretraining.py: test_distribute.py.)
 """
 
@@ -95,7 +97,7 @@ def test_classifier_on_two_cpu_replicas_matches_one_device(tmp_path, runner):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("runner", RUNNERS)
+@pytest.mark.parametrize("runner", RUNNERS[:1])
 def test_squad_on_two_cpu_replicas_matches_one_device(tmp_path, runner):
   train_file, predict_file = _real_squad_subset(tmp_path)
 
@@ -141,7 +143,7 @@ def _squad_outputs(output_dir):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("runner", RUNNERS)
+@pytest.mark.parametrize("runner", RUNNERS[-1:])
 def test_ner_on_two_cpu_replicas_matches_one_device(tmp_path, runner):
   data = tmp_path / "data"
   _head_of_conll(_conll("eng.train"), data / "eng.train", 8)
@@ -217,7 +219,7 @@ _MULTI_WORKER = dict(distribution_strategy="multi_worker_mirrored",
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("runner", RUNNERS)
+@pytest.mark.parametrize("runner", RUNNERS[-1:])
 def test_squad_on_two_workers_only_the_chief_writes_predictions(tmp_path, runner):
   train_file, predict_file = _real_squad_subset(tmp_path)
   out = str(tmp_path / "out")
@@ -249,7 +251,7 @@ def test_squad_on_two_workers_only_the_chief_writes_predictions(tmp_path, runner
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("runner", RUNNERS)
+@pytest.mark.parametrize("runner", RUNNERS[:1])
 def test_ner_on_two_workers_only_the_chief_writes_results(tmp_path, runner):
   data = tmp_path / "data"
   _head_of_conll(_conll("eng.train"), data / "eng.train", 8)

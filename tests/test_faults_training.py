@@ -19,6 +19,7 @@ from tensorflow.python.data.ops import multi_device_iterator_ops
 import extract_features
 import fault_helpers as fh
 from helpers import RUNNERS
+from helpers import runner_pairs
 from helpers import sgd_train_spec
 import predict_masked_lm
 import run_pretraining
@@ -479,8 +480,8 @@ def test_per_replica_input_without_autotune_wraps_once():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("runner", RUNNERS)
-@pytest.mark.parametrize("replicas", [1, 2])
+@pytest.mark.parametrize("runner,replicas", runner_pairs([1, 2]),
+                         ids=["one_device", "two_replicas"])
 def test_training_sessions_have_no_autotuning_iterator(tmp_path, data, runner,
                                                        replicas):
   """run_pretraining.py, one device or two CPU replicas (whose input goes

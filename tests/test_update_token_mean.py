@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
-from helpers import RUNNERS, data_path, run_script, write_json
+from helpers import data_path, run_script, runner_pairs, write_json
 import modeling
 import optimization
 import run_ner
@@ -228,8 +228,8 @@ _TWO_REPLICAS = ("--distribution_strategy=mirrored", "--num_cpu_devices=2")
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("runner", RUNNERS)
-@pytest.mark.parametrize("replicas", [(), _TWO_REPLICAS],
+@pytest.mark.parametrize("runner,replicas",
+                         runner_pairs([(), _TWO_REPLICAS]),
                          ids=["one_device", "two_replicas"])
 def test_run_pretraining_accumulation_equals_the_big_batch(tmp_path, runner,
                                                            replicas):
