@@ -9,6 +9,7 @@ any graph is built, or handled so that the run trains on.
 import json
 import os
 import shutil
+import tempfile
 
 import numpy as np
 import pytest
@@ -101,6 +102,23 @@ def test_a_bracketed_folder_resolves_as_init_checkpoint_and_export(tmp_path):
   assert checkpoints.resolve(folder) == prefix
   assert checkpoints.checkpoint_to_export(folder, None) == prefix
   assert checkpoint_checks.check_checkpoint(prefix) == []
+
+
+def test_a_bracketed_prefix_links_are_removed_at_exit(tmp_path, monkeypatch):
+  folder = str(tmp_path / "run[1]")
+  _save_steps(folder, [4])
+  temp = tmp_path / "temp"
+  temp.mkdir()
+  monkeypatch.setattr(tempfile, "tempdir", str(temp))
+  at_exit = []
+  monkeypatch.setattr(checkpoint_checks.atexit, "register",
+                      lambda *call: at_exit.append(call))
+  readable = checkpoint_checks.readable_prefix(
+      os.path.join(folder, "model.ckpt-4"))
+  assert readable.startswith(str(temp)) and tf.train.load_checkpoint(readable)
+  for function, *args in at_exit:
+    function(*args)
+  assert not os.listdir(temp)
 
 
 def _classify(tmp_path, output_dir, runner, epochs):

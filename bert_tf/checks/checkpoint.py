@@ -2,8 +2,10 @@
 it: one copied in part, damaged, or not fitting `bert_config.json` is
 refused in one line naming the file, before any graph is built."""
 
+import atexit
 import os
 import re
+import shutil
 import tempfile
 
 import tensorflow.compat.v1 as tf
@@ -75,13 +77,15 @@ def _checkpoint_reader(prefix, flag_name):
 def readable_prefix(prefix):
   """A name of checkpoint `prefix` that TensorFlow's readers can open: they
   find `<prefix>.index` by pattern, so `pre[2]/...` is "not found"; such a
-  prefix gets links to its files in this process's temp folder (once), a
+  prefix gets links to its files in a folder of this process's temp folder
+  (once; removed when the process exits), a
   folder (a SavedModel's) one link to itself; others, and remote ones, are
   returned as they are."""
   if "://" in prefix or not _PATTERN_CHARACTERS.search(prefix):
     return prefix
   if prefix not in _READABLE:
     folder = tempfile.mkdtemp(prefix="checkpoint-")
+    atexit.register(shutil.rmtree, folder, True)  # Links only: gone at exit.
     paths = [prefix] if os.path.isdir(prefix) else checkpoint_files(prefix)
     for path in paths:
       os.symlink(os.path.abspath(path), os.path.join(
