@@ -9,6 +9,7 @@ still resume (the input restarts, with one warning line). One slow test
 kills `run_pretraining.py` with SIGKILL mid-run and reruns it.
 """
 
+import dataclasses
 import functools
 import json
 import os
@@ -136,6 +137,48 @@ def test_an_old_checkpoint_without_the_position_resumes_with_a_warning(
   [warning] = [r.getMessage() for r in caplog.records
                if "holds no input position" in r.getMessage()]
   assert warning.endswith("the input pipeline restarts from its beginning")
+
+
+def _counting_model_fn(features, labels, mode, params, options=None):
+  """_model_fn, also counting in a variable how often each example id
+  was read by a training step."""
+  seen = tf.get_variable("seen", [10], tf.int32, trainable=False,
+                         initializer=tf.zeros_initializer())
+  count = tf.scatter_add(seen, features.pop("id"),
+                         tf.ones_like(features["x"][:, 0], tf.int32))
+  with tf.control_dependencies([count]):
+    features["x"] = tf.identity(features["x"])
+  return _model_fn(features, labels, mode, params, options)
+
+
+def _epochs_input_fn(params, config=None):
+  """10 examples with their ids, each epoch in a new shuffled order (no
+  seed: a new one in each process)."""
+  del config
+  x = np.arange(40, dtype=np.float32).reshape(10, 4) / 10.0
+  data = tf.data.Dataset.from_tensor_slices({"x": x, "id": np.arange(10)})
+  data = data.shuffle(10).repeat()
+  return data.batch(params["batch_size"], drop_remainder=True)
+
+
+@pytest.mark.parametrize("runner", RUNNERS)
+def test_without_deterministic_a_resumed_run_reads_each_example_as_often(
+    tmp_path, runner):
+  run = dataclasses.replace(_run_options(runner), train_batch_size=2,
+                            training=training_options.TrainingOptions())
+  model_fn = functools.partial(_counting_model_fn,
+                               options=run.training.optimizer_options)
+
+  def train(steps):
+    with loop.output_dir(str(tmp_path), run):
+      loop.run(model_fn, run, str(tmp_path), training=loop.Training(
+          _epochs_input_fn, num_train_steps=steps))
+    return _tensors(checkpoints.latest(str(tmp_path)))["seen"]
+
+  # Stopped mid-epoch (6 of 10 read), resumed to 2 epochs: 2 reads each,
+  # as without the stop (a restarted input would give 3 to some).
+  assert sorted(train(3)) == [0] * 4 + [1] * 6
+  assert train(10).tolist() == [2] * 10
 
 
 @pytest.mark.slow
