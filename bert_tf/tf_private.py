@@ -26,7 +26,7 @@ __all__ = ["REQUIRED", "missing", "in_multi_worker_mode",
            "run_distribute_coordinator", "estimator_in_coordinator_mode",
            "keep_out_of_xla", "quiet_deprecation_notices",
            "per_replica_input_without_autotune", "saved_variable_names",
-           "iterator_saveable"]
+           "iterator_saveable", "per_replica"]
 
 # (object, private attribute) pairs this module uses, for `missing()`.
 REQUIRED = (
@@ -39,6 +39,8 @@ REQUIRED = (
     (saveable_object, "SaveableObject"),
     (saveable_object, "SaveSpec"),
     (tf.distribute.StrategyExtended, "_in_multi_worker_mode"),
+    (tf.distribute.StrategyExtended,
+     "_experimental_distribute_values_from_function"),
     (saved_model_pb2, "SavedModel"),
 )
 
@@ -171,3 +173,13 @@ def iterator_saveable(iterator, name):
 
   spec = saveable_object.SaveSpec(state, "", name, device=resource.device)
   return _Position(resource, [spec], name)
+
+
+def per_replica(strategy, values):
+  """`values` (a list, one nest per replica of this worker, in replica
+  order) as the per-replica value `call_for_each_replica` hands out, each
+  replica its own. The extended's private
+  `_experimental_distribute_values_from_function`: graph mode's
+  `StrategyV1` lacks the public method."""
+  return strategy.extended._experimental_distribute_values_from_function(  # pylint: disable=protected-access
+      lambda context: values[context.replica_id_in_sync_group])
