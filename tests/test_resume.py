@@ -233,3 +233,19 @@ def test_dropout_draws_stateless_masks_only_in_deterministic_runs(
   assert ("RandomUniform" in types) != deterministic  # tf.nn.dropout's.
   assert any(t.startswith("StatelessRandomUniform")
              for t in types) == deterministic
+
+
+@pytest.mark.parametrize("runner,strategy,use_tpu,saved", [
+    ("session", "none", False, True),
+    ("estimator", "none", False, True),
+    ("session", "mirrored", False, True),
+    ("estimator", "mirrored", False, False),
+    ("session", "multi_worker_mirrored", False, False),
+    ("estimator", "none", True, False),
+])
+def test_where_the_input_position_is_saved(runner, strategy, use_tpu, saved):
+  run = training_options.RunOptions(
+      tpu=training_options.TpuOptions(runner=runner, use_tpu=use_tpu),
+      distribute=training_options.DistributeOptions(
+          distribution_strategy=strategy))
+  assert loop._saves_position(run) == saved  # pylint: disable=protected-access
