@@ -138,16 +138,32 @@ def test_a_run_stopped_and_resumed_ends_bit_identical(
   _assert_identical(final, uninterrupted[case])
 
 
-# argv: output folder. Two logical CPUs, then each mirrored case: the
-# uninterrupted run, and one stopped at step 2 and resumed.
+# argv: output folder. Two logical CPUs; each replica draws its own
+# masks; then each mirrored case: the uninterrupted run, and one stopped at
+# step 2 and resumed.
 _MIRRORED = textwrap.dedent("""
     import os
     import sys
+    import numpy as np
     import tensorflow as tf2
     cpu = tf2.config.list_physical_devices("CPU")[0]
     tf2.config.set_logical_device_configuration(
         cpu, [tf2.config.LogicalDeviceConfiguration()] * 2)
+    import tensorflow.compat.v1 as tf
+    import modeling
     import test_resume as t
+    from bert_tf.train import model_fn
+    with tf.Graph().as_default():
+      strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+      with strategy.scope():
+        tf.train.get_or_create_global_step()
+        masks = strategy.extended.call_for_each_replica(
+            lambda: modeling.dropout(tf.ones([64]), 0.5, model_fn.dropout_seed(
+                {model_fn.DROPOUT_SEED_KEY: 1}, "train")))
+        with tf.Session(config=tf.ConfigProto(device_count={"CPU": 2})) as s:
+          s.run(tf.global_variables_initializer())
+          first, second = s.run(strategy.experimental_local_results(masks))
+    assert not np.array_equal(first, second)
     for accumulation in (1, 2):
       out = os.path.join(sys.argv[1], str(accumulation))
       whole = t._train(out + "whole", "session", accumulation, 2)
