@@ -138,9 +138,10 @@ def test_a_run_stopped_and_resumed_ends_bit_identical(
   _assert_identical(final, uninterrupted[case])
 
 
-# argv: output folder. Two logical CPUs; each replica draws its own
-# masks; then each mirrored case: the uninterrupted run, and one stopped at
-# step 2 and resumed.
+# argv: output folder, runners. Two logical CPUs; each replica draws its
+# own masks; then each mirrored case (each runner; the session runner with
+# accumulation too): the uninterrupted run, and one stopped at step 2 and
+# resumed.
 _MIRRORED = textwrap.dedent("""
     import os
     import sys
@@ -164,11 +165,12 @@ _MIRRORED = textwrap.dedent("""
           s.run(tf.global_variables_initializer())
           first, second = s.run(strategy.experimental_local_results(masks))
     assert not np.array_equal(first, second)
-    for accumulation in (1, 2):
-      out = os.path.join(sys.argv[1], str(accumulation))
-      whole = t._train(out + "whole", "session", accumulation, 2)
-      t._train(out, "session", accumulation, 2, steps=2)
-      t._assert_identical(t._train(out, "session", accumulation, 2), whole)
+    for runner, accumulation in [(r, 1) for r in sys.argv[2:]] + [
+        ("session", 2)]:
+      out = os.path.join(sys.argv[1], runner + str(accumulation))
+      whole = t._train(out + "whole", runner, accumulation, 2)
+      t._train(out, runner, accumulation, 2, steps=2)
+      t._assert_identical(t._train(out, runner, accumulation, 2), whole)
     print("identical")
 """)
 
@@ -177,7 +179,8 @@ _MIRRORED = textwrap.dedent("""
 def test_mirrored_replicas_stopped_and_resumed_end_bit_identical(tmp_path):
   paths = [REPO_ROOT, os.path.join(REPO_ROOT, "tests")]
   result = subprocess.run(
-      [sys.executable, "-c", _MIRRORED, str(tmp_path)], cwd=REPO_ROOT,
+      [sys.executable, "-c", _MIRRORED, str(tmp_path)] + list(RUNNERS),
+      cwd=REPO_ROOT,
       env=fh.env(PYTHONPATH=os.pathsep.join(paths)), capture_output=True,
       text=True, timeout=300)
   assert result.returncode == 0, result.stderr[-3000:]
@@ -253,7 +256,7 @@ def test_dropout_draws_stateless_masks_only_in_deterministic_runs(
     ("session", "none", False, True),
     ("estimator", "none", False, True),
     ("session", "mirrored", False, True),
-    ("estimator", "mirrored", False, False),
+    ("estimator", "mirrored", False, True),
     ("session", "multi_worker_mirrored", False, False),
     ("estimator", "none", True, False),
 ])

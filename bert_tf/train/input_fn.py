@@ -78,7 +78,7 @@ def with_batch_size(input_fn, batch_size):
 
   The result takes `(params, config, input_context=None)`, as the Estimator
   calls an input_fn, and passes `config` and `input_context` on where
-  `input_fn` takes them.
+  `input_fn` takes them; it keeps `positioned`'s `makes_iterator`.
   """
   names = inspect.signature(input_fn).parameters
 
@@ -90,6 +90,7 @@ def with_batch_size(input_fn, batch_size):
       kwargs["input_context"] = input_context
     return input_fn(**kwargs)
 
+  wrapped.makes_iterator = getattr(input_fn, "makes_iterator", False)
   return wrapped
 
 
