@@ -32,7 +32,8 @@ Shape legend used in comments:
   N = number of attention heads, H = size per head, W = hidden width.
 
 Public names are listed in `__all__`: the reference's, plus `compute_dtype`
-(an argument of `BertModel`), `gelu_exact` and `variable_name`.
+(an argument of `BertModel`), `gelu_exact`, `variable_name` and
+`DropoutSeed` (stateless dropout draws, for runs that must repeat exactly).
 """
 
 import collections
@@ -61,6 +62,7 @@ __all__ = [
     "get_assignment_map_from_checkpoint",
     "variable_name",
     "dropout",
+    "DropoutSeed",
     "layer_norm",
     "layer_norm_and_dropout",
     "create_initializer",
@@ -205,7 +207,8 @@ class BertModel(object):
                cast_weights_once=False,
                position_ids=None,
                block_diagonal=False,
-               pool_positions=None):
+               pool_positions=None,
+               dropout_seed=None):
     """Builds the graph.
 
     Args:
@@ -240,6 +243,9 @@ class BertModel(object):
         tokens at these positions (each packed sequence's [CLS]) with the
         same pooler variables; `get_pooled_output` is then [batch_size, K,
         hidden_size]. Default: the first token, [batch_size, hidden_size].
+      dropout_seed: (optional) `DropoutSeed`: every dropout draws stateless
+        masks from it (attribute `dropout_seed`, None when not training, for
+        the heads' dropout). Default: stateful draws, as the reference.
 
     Raises:
       ValueError: if a tensor has the wrong rank, if the static sequence length
@@ -260,6 +266,8 @@ class BertModel(object):
     if not is_training:
       config.hidden_dropout_prob = 0.0
       config.attention_probs_dropout_prob = 0.0
+      dropout_seed = None
+    self.dropout_seed = dropout_seed
 
     batch_size, seq_length = get_shape_list(
         input_ids, expected_rank=2, name="input_ids")
@@ -274,7 +282,7 @@ class BertModel(object):
       with tf.variable_scope("embeddings"):
         embedding_output, self.embedding_table = self._embed(
             config, input_ids, token_type_ids, use_one_hot_embeddings,
-            compute_dtype, position_ids)
+            compute_dtype, position_ids, dropout_seed)
       with tf.variable_scope("encoder"):
         attention_mask = create_attention_mask_from_input_mask(
             input_ids, input_mask, dtype=compute_dtype,
@@ -291,7 +299,8 @@ class BertModel(object):
             attention_probs_dropout_prob=config.attention_probs_dropout_prob,
             initializer_range=config.initializer_range,
             do_return_all_layers=True,
-            cast_weights_once=cast_weights_once)
+            cast_weights_once=cast_weights_once,
+            dropout_seed=dropout_seed)
       with tf.variable_scope("pooler"):
         pooled_output = self._pool(config, all_encoder_layers[-1],
                                    cast_weights_once, pool_positions)
@@ -304,7 +313,7 @@ class BertModel(object):
 
   @staticmethod
   def _embed(config, input_ids, token_type_ids, use_one_hot_embeddings,
-             compute_dtype, position_ids=None):
+             compute_dtype, position_ids=None, dropout_seed=None):
     """Word + token type + position embeddings, layer norm, dropout."""
     word_embeddings, embedding_table = embedding_lookup(
         input_ids=input_ids,
@@ -325,7 +334,8 @@ class BertModel(object):
         initializer_range=config.initializer_range,
         max_position_embeddings=config.max_position_embeddings,
         dropout_prob=config.hidden_dropout_prob,
-        position_ids=position_ids)
+        position_ids=position_ids,
+        dropout_seed=dropout_seed)
     return output, embedding_table
 
   @staticmethod
@@ -528,28 +538,58 @@ def variable_name(name):
 # ----------------------------------------------------------------------------
 
 
-def dropout(input_tensor, dropout_prob):
+class DropoutSeed(object):
+  """The key of stateless dropout draws: each `dropout` given this value
+  draws with the key folded with its own number (1, 2, ... in the order the
+  graph builds them), so its masks depend on the key alone, not on what
+  the process drew before. One value per model built.
+  """
+
+  def __init__(self, make_key):
+    """`make_key()`: the key, an int32 or int64 Tensor of shape [2] (a
+    stateless op's seed); called at the first dropout, so a model without
+    dropout gets no extra ops."""
+    self._make_key = make_key
+    self._key = None
+    self._sites = 0
+
+  def next_key(self):
+    """The [2] seed of the next dropout site."""
+    if self._key is None:
+      self._key = self._make_key()
+    self._sites += 1
+    return tf.random.experimental.stateless_fold_in(self._key, self._sites)
+
+
+def dropout(input_tensor, dropout_prob, seed=None):
   """Drops each value with probability `dropout_prob` (and rescales the rest).
 
   float32 input: `tf.nn.dropout`, as the reference. bfloat16 or float16
   input: the same mask rule (keep where a uniform number >= the rate) and
   scale 1 / (1 - rate), with the uniform numbers drawn in float32; half
-  the op time of drawing bfloat16 ones on an AVX512-BF16 CPU.
+  the op time of drawing bfloat16 ones on an AVX512-BF16 CPU. With `seed`,
+  that rule on float32 numbers drawn by `tf.random.stateless_uniform`.
 
   Args:
     input_tensor: float Tensor of any shape.
     dropout_prob: float in [0, 1), the chance of dropping a value; None or 0.0
       returns `input_tensor` unchanged.
+    seed: (optional) `DropoutSeed`; None: stateful draws.
 
   Returns:
     float Tensor of the same shape.
   """
   if dropout_prob is None or dropout_prob == 0.0:
     return input_tensor
-  if input_tensor.dtype == tf.float32:
+  if input_tensor.dtype == tf.float32 and seed is None:
     return tf.nn.dropout(input_tensor, rate=dropout_prob)
   with tf.name_scope("dropout"):
-    keep = tf.random.uniform(tf.shape(input_tensor)) >= dropout_prob
+    shape = tf.shape(input_tensor)
+    if seed is None:
+      uniform = tf.random.uniform(shape)
+    else:
+      uniform = tf.random.stateless_uniform(shape, seed.next_key())
+    keep = uniform >= dropout_prob
     scale = tf.cast(1.0 / (1.0 - dropout_prob), input_tensor.dtype)
     return input_tensor * scale * tf.cast(keep, input_tensor.dtype)
 
@@ -584,9 +624,9 @@ def layer_norm(input_tensor, name=None):
     return _cast(inputs * scale + (beta - mean * scale), input_tensor.dtype)
 
 
-def layer_norm_and_dropout(input_tensor, dropout_prob, name=None):
+def layer_norm_and_dropout(input_tensor, dropout_prob, name=None, seed=None):
   """`layer_norm` then `dropout`; see both."""
-  return dropout(layer_norm(input_tensor, name), dropout_prob)
+  return dropout(layer_norm(input_tensor, name), dropout_prob, seed)
 
 
 def create_initializer(initializer_range=0.02):
@@ -717,7 +757,8 @@ def embedding_postprocessor(input_tensor,
                             initializer_range=0.02,
                             max_position_embeddings=512,
                             dropout_prob=0.1,
-                            position_ids=None):
+                            position_ids=None,
+                            dropout_seed=None):
   """Adds token type and absolute position embeddings, then layer norm, dropout.
 
   The tables are float32 variables, cast on read to the dtype of
@@ -738,6 +779,7 @@ def embedding_postprocessor(input_tensor,
     position_ids: (optional) int32 Tensor [batch_size, seq_length], each
       token's row of the position table (packed sequences restart at 0);
       default 0..seq_length-1 for every row.
+    dropout_seed: (optional) `DropoutSeed` of the dropout; None: stateful.
 
   Returns:
     Tensor of the same shape and dtype as `input_tensor`.
@@ -783,7 +825,7 @@ def embedding_postprocessor(input_tensor,
                                        [seq_length, -1])
       output += tf.expand_dims(_cast(position_embeddings, dtype), axis=0)
 
-  return layer_norm_and_dropout(output, dropout_prob)
+  return layer_norm_and_dropout(output, dropout_prob, seed=dropout_seed)
 
 
 def _check_seq_length(seq_length, max_position_embeddings):
@@ -872,7 +914,8 @@ def attention_layer(from_tensor,
                     batch_size=None,
                     from_seq_length=None,
                     to_seq_length=None,
-                    cast_weights_once=False):
+                    cast_weights_once=False,
+                    dropout_seed=None):
   """Multi-head scaled dot-product attention (Vaswani et al. 2017, 3.2).
 
   Variables `query`, `key`, `value` (each `kernel` [width, N*H], `bias`
@@ -899,6 +942,7 @@ def attention_layer(from_tensor,
     batch_size, from_seq_length, to_seq_length: (optional) ints or scalar
       Tensors, required when the inputs are 2-D.
     cast_weights_once: bool; see `dense_layer` (inference graphs only).
+    dropout_seed: (optional) `DropoutSeed` of the dropout; None: stateful.
 
   Returns:
     Tensor [B, F, N*H] (or [B*F, N*H] with `do_return_2d_tensor`), in the
@@ -950,7 +994,7 @@ def attention_layer(from_tensor,
   probs = _cast(tf.nn.softmax(_cast(scores, tf.float32)),
                 value.dtype)  # [B, N, F, T]
   # Kept for parity: dropout on whole attention probabilities (keys dropped).
-  probs = dropout(probs, attention_probs_dropout_prob)
+  probs = dropout(probs, attention_probs_dropout_prob, dropout_seed)
 
   context = tf.matmul(probs, value)  # [B, N, F, H]
   context = tf.transpose(context, [0, 2, 1, 3])  # [B, F, N, H]
@@ -963,7 +1007,7 @@ def _transformer_layer(layer_input, attention_mask, batch_size, seq_length,
                        hidden_size, num_attention_heads, intermediate_size,
                        intermediate_act_fn, hidden_dropout_prob,
                        attention_probs_dropout_prob, initializer_range,
-                       cast_weights_once):
+                       cast_weights_once, dropout_seed=None):
   """One post-layer-norm Transformer layer on [B*T, W] activations."""
   with tf.variable_scope("attention"):
     with tf.variable_scope("self"):
@@ -979,12 +1023,14 @@ def _transformer_layer(layer_input, attention_mask, batch_size, seq_length,
           batch_size=batch_size,
           from_seq_length=seq_length,
           to_seq_length=seq_length,
-          cast_weights_once=cast_weights_once)  # [B*T, W]
+          cast_weights_once=cast_weights_once,
+          dropout_seed=dropout_seed)  # [B*T, W]
     with tf.variable_scope("output"):
       attention_output = dense_layer(attention_output, hidden_size, None,
                                      initializer_range, "dense",
                                      cast_weights_once)
-      attention_output = dropout(attention_output, hidden_dropout_prob)
+      attention_output = dropout(attention_output, hidden_dropout_prob,
+                                 dropout_seed)
       attention_output = layer_norm(attention_output + layer_input)
 
   with tf.variable_scope("intermediate"):
@@ -995,7 +1041,7 @@ def _transformer_layer(layer_input, attention_mask, batch_size, seq_length,
     layer_output = dense_layer(intermediate_output, hidden_size, None,
                                initializer_range, "dense",
                                cast_weights_once)  # [B*T, W]
-    layer_output = dropout(layer_output, hidden_dropout_prob)
+    layer_output = dropout(layer_output, hidden_dropout_prob, dropout_seed)
     return layer_norm(layer_output + attention_output)
 
 
@@ -1010,7 +1056,8 @@ def transformer_model(input_tensor,
                       attention_probs_dropout_prob=0.1,
                       initializer_range=0.02,
                       do_return_all_layers=False,
-                      cast_weights_once=False):
+                      cast_weights_once=False,
+                      dropout_seed=None):
   """Stack of post-layer-norm Transformer layers (Vaswani et al. 2017, 3.1).
 
   Variables under `layer_<i>/...` in the current scope (see the module
@@ -1035,6 +1082,7 @@ def transformer_model(input_tensor,
     do_return_all_layers: bool; return every layer's output, not just the
       last.
     cast_weights_once: bool; see `dense_layer` (inference graphs only).
+    dropout_seed: (optional) `DropoutSeed` of every dropout; None: stateful.
 
   Returns:
     float Tensor [batch_size, seq_length, hidden_size] (the last layer), or a
@@ -1064,7 +1112,7 @@ def transformer_model(input_tensor,
           layer_output, attention_mask, batch_size, seq_length, hidden_size,
           num_attention_heads, intermediate_size, intermediate_act_fn,
           hidden_dropout_prob, attention_probs_dropout_prob,
-          initializer_range, cast_weights_once)
+          initializer_range, cast_weights_once, dropout_seed)
       all_layer_outputs.append(layer_output)
 
   if do_return_all_layers:

@@ -26,7 +26,7 @@ __all__ = ["REQUIRED", "missing", "in_multi_worker_mode",
            "run_distribute_coordinator", "estimator_in_coordinator_mode",
            "keep_out_of_xla", "quiet_deprecation_notices",
            "per_replica_input_without_autotune", "saved_variable_names",
-           "iterator_saveable"]
+           "iterator_saveable", "per_replica", "estimator_taking_inputs"]
 
 # (object, private attribute) pairs this module uses, for `missing()`.
 REQUIRED = (
@@ -39,6 +39,8 @@ REQUIRED = (
     (saveable_object, "SaveableObject"),
     (saveable_object, "SaveSpec"),
     (tf.distribute.StrategyExtended, "_in_multi_worker_mode"),
+    (tf.distribute.StrategyExtended,
+     "_experimental_distribute_values_from_function"),
     (saved_model_pb2, "SavedModel"),
 )
 
@@ -171,3 +173,44 @@ def iterator_saveable(iterator, name):
 
   spec = saveable_object.SaveSpec(state, "", name, device=resource.device)
   return _Position(resource, [spec], name)
+
+
+def per_replica(strategy, values):
+  """`values` (a list, one nest per replica of this worker, in replica
+  order) as the per-replica value `call_for_each_replica` hands out, each
+  replica its own. The extended's private
+  `_experimental_distribute_values_from_function`: graph mode's
+  `StrategyV1` lacks the public method."""
+  return strategy.extended._experimental_distribute_values_from_function(  # pylint: disable=protected-access
+      lambda context: values[context.replica_id_in_sync_group])
+
+
+def estimator_taking_inputs(**kwargs):
+  """A `tf.estimator.Estimator(**kwargs)` whose distributed training takes
+  what an input_fn marked `makes_iterator` (`input_fn.positioned`) returns,
+  (features, labels) per replica, instead of making the strategy's own
+  iterator over a dataset, which it gives no way to save. Replaces the
+  private `Estimator._get_iterator_from_input_fn` on the instance (the
+  Estimator refuses subclasses that override it): no public hook reaches
+  a strategy's input. Checked on TensorFlow Estimator 2.15.0."""
+  estimator = tf.estimator.Estimator(**kwargs)
+  own = estimator._get_iterator_from_input_fn  # pylint: disable=protected-access
+
+  class _Inputs(object):
+
+    def __init__(self, result):
+      self._result = result
+
+    def get_next(self):
+      return self._result
+
+  def get_iterator(input_fn, mode, distribution=None):
+    if distribution is None or not getattr(input_fn, "makes_iterator",
+                                           False):
+      return own(input_fn, mode, distribution)
+    context = tf.distribute.InputContext(
+        num_replicas_in_sync=distribution.num_replicas_in_sync)
+    return _Inputs(estimator._call_input_fn(input_fn, mode, context)), []  # pylint: disable=protected-access
+
+  estimator._get_iterator_from_input_fn = get_iterator  # pylint: disable=protected-access
+  return estimator

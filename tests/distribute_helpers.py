@@ -53,7 +53,7 @@ _DUMPING_MAIN = textwrap.dedent("""
 
     train_hooks.ProgressHook = DumpHook
     _dropout = modeling.dropout
-    modeling.dropout = lambda tensor, prob: _dropout(tensor, 0.0)
+    modeling.dropout = lambda tensor, prob, seed=None: _dropout(tensor, 0.0)
     script.define_flags()
     entry.run_main(script.main)
     """)

@@ -2,11 +2,12 @@
 never stopped, every tensor of its final checkpoint bit for bit.
 
 In process, through `loop.run` on each runner: a small model whose update
-depends on which examples each step reads (a shuffled, repeated input),
-under `--deterministic`; the stop is a first run that ends at step K with
-its checkpoint. Old checkpoints, without the input's position,
-still resume (the input restarts, with one warning line). One slow test
-kills `run_pretraining.py` with SIGKILL mid-run and reruns it.
+depends on which examples each step reads (a shuffled, repeated input) and
+on its dropout masks, under `--deterministic`; the stop is a first run that
+ends at step K with its checkpoint. Old checkpoints, without the input's position,
+still resume (the input restarts, with one warning line). Slow tests: two
+mirrored replicas (a fresh process), and `run_pretraining.py` (dropout
+on) killed with SIGKILL mid-run and rerun.
 """
 
 import dataclasses
@@ -14,6 +15,9 @@ import functools
 import json
 import os
 import signal
+import subprocess
+import sys
+import textwrap
 import time
 
 import numpy as np
@@ -22,6 +26,7 @@ import tensorflow as tf_v2
 import tensorflow.compat.v1 as tf
 
 import fault_helpers as fh
+from helpers import REPO_ROOT
 from helpers import RUNNERS
 
 from bert_tf.runner import loop
@@ -31,8 +36,10 @@ from bert_tf.train import model_fn as model_fn_utils
 from bert_tf.train import optimizer_options
 from bert_tf.train import options as training_options
 from bert_tf.train import spec as spec_lib
+import modeling
 
 _STEPS = 6
+_DROPOUT = 0.3
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -47,10 +54,12 @@ def _op_determinism_left_off():
 
 
 def _model_fn(features, labels, mode, params, options=None):
-  del labels, params
+  del labels
   x = features["x"]
   init = tf.truncated_normal_initializer(stddev=0.5)  # As modeling.py's.
   hidden = tf.matmul(x, tf.get_variable("hidden", [4, 8], initializer=init))
+  hidden = modeling.dropout(
+      hidden, _DROPOUT, model_fn_utils.dropout_seed(params, mode, options))
   y = tf.matmul(hidden, tf.get_variable("out", [8, 1], initializer=init))
   loss = tf.reduce_mean(tf.square(y[:, 0] - tf.reduce_sum(x, axis=1)))
   return model_fn_utils.train_spec(loss, 0.01, _STEPS, 0, use_tpu=False,
@@ -64,18 +73,24 @@ def _input_fn(params, config=None):
   return data.batch(params["batch_size"], drop_remainder=True)
 
 
-def _run_options(runner, accumulation=1):
+def _run_options(runner, accumulation=1, replicas=1):
   update = optimizer_options.OptimizerOptions(
       gradient_accumulation_steps=accumulation)
+  distribute = training_options.DistributeOptions()
+  if replicas > 1:
+    distribute = training_options.DistributeOptions(
+        distribution_strategy="mirrored", num_gpus=0,
+        num_cpu_devices=replicas)
   return training_options.RunOptions(
-      tpu=training_options.TpuOptions(runner=runner), train_batch_size=3,
+      tpu=training_options.TpuOptions(runner=runner), distribute=distribute,
+      train_batch_size=4,
       save_checkpoints_steps=100, save_checkpoints_secs=0, do_train=True,
       training=training_options.TrainingOptions(
           deterministic=True, optimizer_options=update))
 
 
-def _train(out, runner, accumulation=1, steps=_STEPS):
-  run = _run_options(runner, accumulation)
+def _train(out, runner, accumulation=1, replicas=1, steps=_STEPS):
+  run = _run_options(runner, accumulation, replicas)
   model_fn = functools.partial(
       _model_fn, options=run.training.optimizer_options)
   with loop.output_dir(out, run):
@@ -100,27 +115,78 @@ def _assert_identical(prefix, expected_prefix, position=True):
     assert np.array_equal(got[name], expected[name]), name
 
 
-_CASES = [(runner, 1) for runner in RUNNERS] + [("session", 2)]
+# (runner, micro-batches per update, mirrored replicas); two replicas need
+# a fresh process (`test_mirrored_replicas_stopped_and_resumed_...`).
+_CASES = [(runner, 1, 1) for runner in RUNNERS] + [("session", 2, 1)]
 
 
 @pytest.fixture(scope="module")
 def uninterrupted(tmp_path_factory):
-  """The final checkpoint of the run that never stopped, by (runner,
-  micro-batches per update)."""
+  """The final checkpoint of the run that never stopped, by case."""
   return {case: _train(str(tmp_path_factory.mktemp("whole")), *case,
                        steps=_STEPS) for case in _CASES}
 
 
-@pytest.mark.parametrize("runner,accumulation", _CASES)
+@pytest.mark.parametrize("case", _CASES, ids=lambda c: "%s-%d-%d" % c)
 def test_a_run_stopped_and_resumed_ends_bit_identical(
-    tmp_path, runner, accumulation, uninterrupted):
+    tmp_path, case, uninterrupted):
   out = str(tmp_path)
-  stopped = _train(out, runner, accumulation, steps=2)
+  stopped = _train(out, *case, steps=2)
   assert any(name.startswith(checkpoints.POSITION_SCOPE + "/")
              for name in _tensors(stopped))
-  final = _train(out, runner, accumulation)
+  final = _train(out, *case)
   assert final.endswith("-%d" % _STEPS)
-  _assert_identical(final, uninterrupted[runner, accumulation])
+  _assert_identical(final, uninterrupted[case])
+
+
+# argv: output folder, runners. Two logical CPUs; each replica draws its
+# own masks; then each mirrored case (each runner; the session runner with
+# accumulation too): the uninterrupted run, and one stopped at step 2 and
+# resumed.
+_MIRRORED = textwrap.dedent("""
+    import os
+    import sys
+    import numpy as np
+    import tensorflow as tf2
+    cpu = tf2.config.list_physical_devices("CPU")[0]
+    tf2.config.set_logical_device_configuration(
+        cpu, [tf2.config.LogicalDeviceConfiguration()] * 2)
+    import tensorflow.compat.v1 as tf
+    import modeling
+    import test_resume as t
+    from bert_tf.train import model_fn
+    with tf.Graph().as_default():
+      strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+      with strategy.scope():
+        tf.train.get_or_create_global_step()
+        masks = strategy.extended.call_for_each_replica(
+            lambda: modeling.dropout(tf.ones([64]), 0.5, model_fn.dropout_seed(
+                {model_fn.DROPOUT_SEED_KEY: 1}, "train")))
+        with tf.Session(config=tf.ConfigProto(device_count={"CPU": 2})) as s:
+          s.run(tf.global_variables_initializer())
+          first, second = s.run(strategy.experimental_local_results(masks))
+    assert not np.array_equal(first, second)
+    for runner, accumulation in [(r, 1) for r in sys.argv[2:]] + [
+        ("session", 2)]:
+      out = os.path.join(sys.argv[1], runner + str(accumulation))
+      whole = t._train(out + "whole", runner, accumulation, 2)
+      t._train(out, runner, accumulation, 2, steps=2)
+      t._assert_identical(t._train(out, runner, accumulation, 2), whole)
+    print("identical")
+""")
+
+
+@pytest.mark.slow
+def test_mirrored_replicas_stopped_and_resumed_end_bit_identical(tmp_path):
+  paths = [REPO_ROOT, os.path.join(REPO_ROOT, "tests")]
+  result = subprocess.run(
+      [sys.executable, "-c", _MIRRORED, str(tmp_path)] + list(RUNNERS),
+      cwd=REPO_ROOT,
+      env=fh.env(PYTHONPATH=os.pathsep.join(paths)), capture_output=True,
+      text=True, timeout=300)
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert result.stdout.split()[-1] == "identical"
+  assert "restarts from its beginning" not in result.stderr
 
 
 def test_an_old_checkpoint_without_the_position_resumes_with_a_warning(
@@ -184,17 +250,14 @@ def test_without_deterministic_a_resumed_run_reads_each_example_as_often(
 @pytest.mark.slow
 def test_run_pretraining_killed_mid_run_and_rerun_ends_bit_identical(
     tmp_path):
-  config = tmp_path / "bert_config.json"
-  with open(fh.tiny("bert_config.json")) as f:
-    values = json.load(f)
-  values.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-  config.write_text(json.dumps(values))
+  with open(fh.tiny("bert_config.json")) as f:  # Dropout on.
+    assert json.load(f)["hidden_dropout_prob"] > 0
   data = fh.write_records(str(tmp_path / "train.tfrecord"), 40)
 
   def command(out):
     return fh.pretraining_flags(
-        data, out, bert_config_file=str(config), num_train_steps=8,
-        save_checkpoints_steps=1, deterministic=True)
+        data, out, num_train_steps=8, save_checkpoints_steps=1,
+        deterministic=True)
 
   whole, killed = str(tmp_path / "whole"), str(tmp_path / "killed")
   assert fh.run("run_pretraining.py", command(whole)).returncode == 0
@@ -216,3 +279,33 @@ def test_run_pretraining_killed_mid_run_and_rerun_ends_bit_identical(
   # buffers held at the save, which varies with thread timing.
   _assert_identical(checkpoints.latest(killed), checkpoints.latest(whole),
                     position=False)
+
+
+@pytest.mark.parametrize("deterministic", [False, True])
+def test_dropout_draws_stateless_masks_only_in_deterministic_runs(
+    deterministic):
+  params = {model_fn_utils.DROPOUT_SEED_KEY: 1} if deterministic else {}
+  with tf.Graph().as_default() as graph:
+    tf.train.get_or_create_global_step()
+    _model_fn({"x": tf.zeros([3, 4])}, None, spec_lib.ModeKeys.TRAIN,
+              params)
+  types = {op.type for op in graph.get_operations()}
+  assert ("RandomUniform" in types) != deterministic  # tf.nn.dropout's.
+  assert any(t.startswith("StatelessRandomUniform")
+             for t in types) == deterministic
+
+
+@pytest.mark.parametrize("runner,strategy,use_tpu,saved", [
+    ("session", "none", False, True),
+    ("estimator", "none", False, True),
+    ("session", "mirrored", False, True),
+    ("estimator", "mirrored", False, True),
+    ("session", "multi_worker_mirrored", False, False),
+    ("estimator", "none", True, False),
+])
+def test_where_the_input_position_is_saved(runner, strategy, use_tpu, saved):
+  run = training_options.RunOptions(
+      tpu=training_options.TpuOptions(runner=runner, use_tpu=use_tpu),
+      distribute=training_options.DistributeOptions(
+          distribution_strategy=strategy))
+  assert loop._saves_position(run) == saved  # pylint: disable=protected-access

@@ -3,6 +3,8 @@ there on this stack, and do what the project relies on."""
 
 import tensorflow.compat.v1 as tf
 
+from helpers import needs_estimator
+
 from bert_tf import tf_private
 
 
@@ -31,3 +33,9 @@ def test_a_local_strategy_is_not_multi_worker():
   with tf.Graph().as_default():
     strategy = tf.distribute.MirroredStrategy(["/cpu:0"])
     assert not tf_private.in_multi_worker_mode(strategy)
+
+
+@needs_estimator
+def test_the_estimator_has_the_input_method_estimator_taking_inputs_replaces():
+  for name in ("_get_iterator_from_input_fn", "_call_input_fn"):
+    assert callable(getattr(tf.estimator.Estimator, name, None)), name

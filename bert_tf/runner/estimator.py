@@ -239,7 +239,7 @@ class DistributedEstimator(object):
         spec = spec._replace(loss=spec.loss / replicas_now)
       return spec
 
-    self.estimator = tf.estimator.Estimator(
+    self.estimator = tf_private.estimator_taking_inputs(
         model_fn=estimator_model_fn, config=config, params={})
 
   @property

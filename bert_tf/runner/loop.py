@@ -299,6 +299,15 @@ def run(model_fn, run_options, output_dir_path, training=None, evaluate=None,
   return results
 
 
+def _saves_position(run_options):
+  """Whether the run's checkpoints hold its input's position: on one device
+  off TPU, and under `mirrored` (one worker's replicas read one saved
+  iterator); not on TPU or under `multi_worker_mirrored`, where each worker
+  reads its own input and the chief alone saves."""
+  strategy = run_options.distribute.distribution_strategy
+  return not run_options.tpu.use_tpu and strategy in ("none", "mirrored")
+
+
 def _train(runner, run_options, output_dir_path, training, evaluate, saving):
   """Trains (evaluating as `run_options.evaluation` asks).
 
@@ -315,14 +324,15 @@ def _train(runner, run_options, output_dir_path, training, evaluate, saving):
     input_fn = accumulation.update_shares_input_fn(
         input_fn, update.runs_per_update, training.token_weights)
   strategy = run_options.distribute.distribution_strategy
-  if not run_options.tpu.use_tpu and strategy == "none":
+  if _saves_position(run_options):
     # Each checkpoint holds the input's position: a resumed run reads on.
     input_fn = input_utils.positioned(input_fn, saving)
   elif checkpoints.latest(output_dir_path) is not None:
     logging.warning(
-        "Resuming %s: the input's position is saved on one device only, so "
-        "the input pipeline restarts from its beginning", "on TPU" if
-        run_options.tpu.use_tpu else "--distribution_strategy=" + strategy)
+        "Resuming %s: the input's position is saved on one device and "
+        "under mirrored only, so the input pipeline restarts from its "
+        "beginning", "on TPU" if run_options.tpu.use_tpu else
+        "--distribution_strategy=" + strategy)
   every = run_options.evaluation.eval_every_steps
   save_steps = run_options.save_checkpoints_steps
   if save_steps and training.num_train_steps < save_steps and not every:

@@ -145,10 +145,18 @@ class SessionRunner(object):
               init)
     # As the Estimator's distributed training: the input first, then the
     # global step (a mirrored variable), then one model per replica.
-    iterator = strategy.make_input_fn_iterator(
-        lambda context: self._dataset(input_fn, _KEYS.TRAIN, context))
+    if getattr(input_fn, "makes_iterator", False):  # One worker's replicas.
+      features, labels = self._dataset(input_fn, _KEYS.TRAIN,
+                                       tf.distribute.InputContext(
+                                           num_replicas_in_sync=strategy
+                                           .num_replicas_in_sync))
+      init = tf.no_op()  # The saver's to start or restore.
+    else:
+      iterator = strategy.make_input_fn_iterator(
+          lambda context: self._dataset(input_fn, _KEYS.TRAIN, context))
+      features, labels = input_utils.features_and_labels(iterator.get_next())
+      init = iterator.initializer
     tf.train.get_or_create_global_step()
-    features, labels = input_utils.features_and_labels(iterator.get_next())
     hooks = []
 
     def replica_fn(features, labels):
@@ -163,7 +171,7 @@ class SessionRunner(object):
         replica_fn, args=(features, labels))
     loss = strategy.reduce(tf.distribute.ReduceOp.SUM, losses, axis=None)
     train_op = tf.group(*strategy.experimental_local_results(train_ops))
-    return loss, train_op, hooks, iterator.initializer
+    return loss, train_op, hooks, init
 
   def train(self, input_fn, hooks=None, steps=None, max_steps=None,
             saving_listeners=None):

@@ -17,7 +17,7 @@ from bert_tf.train import spec as spec_lib
 from bert_tf.train import variables as variables_lib
 
 __all__ = ["Accumulators", "UPDATE_SHARE_KEY", "with_update_shares",
-           "update_shares_input_fn", "update_share"]
+           "update_shares_input_fn", "update_share", "micro_step_counter"]
 
 # The feature holding a micro-batch's share of its update's total weight.
 UPDATE_SHARE_KEY = "update_weight_share"
@@ -102,6 +102,17 @@ def update_share(features, options, mode, use_tpu):
   return features[UPDATE_SHARE_KEY]
 
 
+def micro_step_counter(distributed):
+  """The int64 variable `gradient_accumulation/micro_steps`, made on the
+  first call, the same one after (`Accumulators` and the dropout key read
+  it). `distributed`: under a strategy it is a local variable."""
+  local = (dict(collections=[tf.GraphKeys.LOCAL_VARIABLES]) if distributed
+           else {})
+  return variables_lib.root_variable(
+      "gradient_accumulation/micro_steps", [], tf.int64,
+      tf.zeros_initializer(), reuse=tf.AUTO_REUSE, **local)
+
+
 class Accumulators(object):
   """Float32 gradient sums `<var>/gradient_accumulator` and the int64
   counter `gradient_accumulation/micro_steps` (attribute `micro_steps`).
@@ -121,9 +132,7 @@ class Accumulators(object):
     per_replica = ({} if strategy is None else
                    dict(synchronization=tf.VariableSynchronization.ON_READ,
                         aggregation=tf.VariableAggregation.SUM))
-    self.micro_steps = variables_lib.root_variable(
-        "gradient_accumulation/micro_steps", [], tf.int64,
-        tf.zeros_initializer(), **local)
+    self.micro_steps = micro_step_counter(strategy is not None)
     self._sums = [
         variables_lib.root_variable(
             modeling.variable_name(v.name) + "/gradient_accumulator",

@@ -78,7 +78,7 @@ def with_batch_size(input_fn, batch_size):
 
   The result takes `(params, config, input_context=None)`, as the Estimator
   calls an input_fn, and passes `config` and `input_context` on where
-  `input_fn` takes them.
+  `input_fn` takes them; it keeps `positioned`'s `makes_iterator`.
   """
   names = inspect.signature(input_fn).parameters
 
@@ -90,29 +90,46 @@ def with_batch_size(input_fn, batch_size):
       kwargs["input_context"] = input_context
     return input_fn(**kwargs)
 
+  wrapped.makes_iterator = getattr(input_fn, "makes_iterator", False)
   return wrapped
 
 
 def positioned(input_fn, saving):
-  """`input_fn` as one device trains on it, its position saved.
+  """`input_fn` as one device, or one worker's replicas, train on it, its
+  position saved.
 
   The result, called as `with_batch_size`'s, reads the dataset through an
   initializable iterator whose state `saving` (a
   `checkpoints.Saving`) writes into every checkpoint and restores from it,
   so a resumed run reads on from where the saved run was: the same
-  batches, the same shuffle buffer, no epoch restarted.
+  batches, the same shuffle buffer, no epoch restarted. Given an
+  `input_context` of N replicas, in a strategy's scope, it reads N batches
+  a step, one after the other, the i-th for replica i (as a strategy's
+  own input hands them out), and returns per-replica values.
 
   Returns:
-    `input_fn(params, config=None)` -> (features, labels or None) Tensors.
+    `input_fn(params, config=None, input_context=None)` -> (features,
+    labels or None): Tensors, or per-replica values. Its attribute
+    `makes_iterator` is True (the runner takes these, not a dataset).
   """
 
-  def wrapped(params, config=None):
+  def wrapped(params, config=None, input_context=None):
     call = with_batch_size(input_fn, params["batch_size"])
-    dataset = without_autotune(call(params=params, config=config))
+    dataset = without_autotune(call(params=params, config=config,
+                                    input_context=input_context))
     iterator = tf.data.make_initializable_iterator(dataset)
     saving.track(iterator)
-    return features_and_labels(iterator.get_next())
+    if input_context is None:
+      return features_and_labels(iterator.get_next())
+    elements = []
+    for _ in range(input_context.num_replicas_in_sync //
+                   input_context.num_input_pipelines):
+      with tf.control_dependencies(tf.nest.flatten(elements[-1:])):
+        elements.append(iterator.get_next())
+    return features_and_labels(
+        tf_private.per_replica(tf.distribute.get_strategy(), elements))
 
+  wrapped.makes_iterator = True
   return wrapped
 
 

@@ -18,8 +18,12 @@ from bert_tf.train import update
 import modeling
 
 __all__ = ["Head", "HeadOutput", "TrainingSchedule", "build_model_fn",
-           "fine_tuning_steps", "init_from_checkpoint", "weighted_mean_loss",
+           "DROPOUT_SEED_KEY", "dropout_seed", "fine_tuning_steps", "init_from_checkpoint", "weighted_mean_loss",
            "train_spec", "cast_weights_once"]
+
+
+# The `params` key of a --deterministic run's seed (`select.make_runner`).
+DROPOUT_SEED_KEY = "dropout_seed"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,7 +62,8 @@ class Head(abc.ABC):
   def build(self, model, features, mode, update_share=None):
     """Builds the head's variables and outputs on `model` (a `BertModel`
     over `features`) for `mode`; `update_share` is None or float32
-    [batch_size] (`accumulation.update_share`). Returns a `HeadOutput`."""
+    [batch_size] (`accumulation.update_share`); dropout draws from
+    `model.dropout_seed`. Returns a `HeadOutput`."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,7 +93,8 @@ def build_model_fn(head, bert_config, init_checkpoint, use_tpu,
   PREDICT with its predictions. `schedule` (`TrainingSchedule`) is None
   where the model never trains; `compute_dtype` is the encoder's (weights
   stay float32); `log_features` logs the reference's "*** Features ***";
-  `encoder(features, mode) -> BertModel` replaces the standard encoder.
+  `encoder(features, mode) -> BertModel` replaces the standard encoder
+  (with `dropout_seed=` too in a --deterministic run: `dropout_seed`).
 
   Raises:
     ValueError: (when called) for a mode the head does not support.
@@ -96,7 +102,7 @@ def build_model_fn(head, bert_config, init_checkpoint, use_tpu,
   schedule = schedule or TrainingSchedule()
 
   def model_fn(features, labels, mode, params):
-    del labels, params  # Labels come in `features`.
+    del labels  # Labels come in `features`.
     if mode not in head.modes:
       raise ValueError("%s supports the modes %s, got %s" %
                        (type(head).__name__, ", ".join(head.modes), mode))
@@ -105,8 +111,10 @@ def build_model_fn(head, bert_config, init_checkpoint, use_tpu,
       for name in sorted(features):
         logging.info("  name = %s, shape = %s", name, features[name].shape)
     features = head.prepare(features, mode)
+    seed = dropout_seed(params, mode, schedule.options)
     if encoder is not None:
-      model = encoder(features, mode)
+      model = encoder(features, mode, **(
+          {} if seed is None else {"dropout_seed": seed}))
     else:
       model = modeling.BertModel(
           config=bert_config, is_training=mode == spec_lib.ModeKeys.TRAIN,
@@ -115,7 +123,7 @@ def build_model_fn(head, bert_config, init_checkpoint, use_tpu,
           use_one_hot_embeddings=use_one_hot_embeddings,
           compute_dtype=compute_dtype,
           cast_weights_once=cast_weights_once(mode, use_tpu),
-          **packing.encoder_inputs(features))
+          dropout_seed=seed, **packing.encoder_inputs(features))
     output = head.build(
         model, features, mode,
         update_share=accumulation.update_share(features, schedule.options,
@@ -133,6 +141,36 @@ def build_model_fn(head, bert_config, init_checkpoint, use_tpu,
                                scaffold_fn=scaffold_fn)
 
   return model_fn
+
+
+def dropout_seed(params, mode, options=None):
+  """The `modeling.DropoutSeed` of a --deterministic run's TRAIN graph (the
+  seed `params[DROPOUT_SEED_KEY]`), else None (stateful dropout).
+
+  Its key folds in the global step, the micro-batch's number in its
+  update (`options`, `OptimizerOptions`, with gradient accumulation) and
+  the replica, so a step's masks are the same whether or not the run was
+  restarted before it, and each replica draws its own.
+  """
+  seed = (params or {}).get(DROPOUT_SEED_KEY)
+  if seed is None or mode != spec_lib.ModeKeys.TRAIN:
+    return None
+
+  def make_key():
+    parts = [tf.train.get_or_create_global_step()]
+    if options is not None and options.runs_per_update > 1:
+      # The micro-batch's number in its update (a strategy's counter is
+      # not saved: it restarts at 0, at an update's start).
+      parts.append(tf.math.floormod(accumulation.micro_step_counter(
+          tf.distribute.has_strategy()), options.runs_per_update))
+    parts.append(tf.distribute.get_replica_context().replica_id_in_sync_group)
+    key = tf.constant([seed, 0], tf.int64)
+    for part in parts:
+      key = tf.random.experimental.stateless_fold_in(
+          key, tf.cast(part, tf.int64))
+    return key
+
+  return modeling.DropoutSeed(make_key)
 
 
 def fine_tuning_steps(num_examples, train_batch_size, num_train_epochs,

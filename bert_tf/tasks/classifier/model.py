@@ -83,9 +83,10 @@ class SingleLabelHead(model_fn_utils.Head):
       is_real = tf.ones(tf.shape(features["label_ids"])[:1], dtype=tf.float32)
     return dict(features, is_real_example=is_real)
 
-  def layer(self, output_layer, labels, is_training):
+  def layer(self, output_layer, labels, is_training, dropout_seed=None):
     """The dense layer on the pooled output [batch_size, hidden]; `loss`'s
-    values for `labels` (the `label_ids` feature)."""
+    values for `labels` (the `label_ids` feature). `dropout_seed`: see
+    `modeling.dropout`."""
     hidden_size = modeling.get_shape_list(output_layer, expected_rank=2)[1]
     output_weights = tf.get_variable(
         "output_weights", [self.num_outputs, hidden_size],
@@ -96,7 +97,7 @@ class SingleLabelHead(model_fn_utils.Head):
     # would push the runner's TensorBoard `loss` summary to `loss_1`.
     with tf.variable_scope("classifier"):
       if is_training:
-        output_layer = modeling.dropout(output_layer, 0.1)
+        output_layer = modeling.dropout(output_layer, 0.1, dropout_seed)
       logits = tf.matmul(output_layer, output_weights, transpose_b=True)
       logits = tf.nn.bias_add(logits, output_bias)  # [B, num_outputs]
       return self.loss(logits, labels)
@@ -122,7 +123,8 @@ class SingleLabelHead(model_fn_utils.Head):
       pooled, label_ids, is_real = (packing.slots(tensor) for tensor in (
           pooled, label_ids, is_real))
     loss, per_example_loss, logits, outputs = self.layer(
-        pooled, label_ids, mode == spec_lib.ModeKeys.TRAIN)
+        pooled, label_ids, mode == spec_lib.ModeKeys.TRAIN,
+        model.dropout_seed)
     predictions = {self.output_key: outputs}
     # Unpacked: the reference's mean over each (equal) micro-batch.
     if packed:  # The mean over the update's real examples; rows' outputs.

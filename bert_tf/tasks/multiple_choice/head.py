@@ -50,12 +50,13 @@ def encoder_fn(bert_config, use_one_hot_embeddings, use_tpu,
     compute_dtype: the encoder's compute dtype.
 
   Returns:
-    `encoder(features, mode) -> modeling.BertModel` over the choices' rows:
+    `encoder(features, mode, dropout_seed=None) -> modeling.BertModel`
+    over the choices' rows:
     `input_ids`, `input_mask`, `segment_ids` int32 [B, C, S] are read as
     [B * C, S].
   """
 
-  def encoder(features, mode):
+  def encoder(features, mode, dropout_seed=None):
     seq_length = modeling.get_shape_list(features["input_ids"],
                                          expected_rank=3)[2]
     rows = {key: tf.reshape(features[key], [-1, seq_length])  # [B * C, S]
@@ -66,7 +67,8 @@ def encoder_fn(bert_config, use_one_hot_embeddings, use_tpu,
         token_type_ids=rows["segment_ids"],
         use_one_hot_embeddings=use_one_hot_embeddings,
         compute_dtype=compute_dtype,
-        cast_weights_once=model_fn_utils.cast_weights_once(mode, use_tpu))
+        cast_weights_once=model_fn_utils.cast_weights_once(mode, use_tpu),
+        dropout_seed=dropout_seed)
 
   return encoder
 
@@ -87,7 +89,8 @@ class MultipleChoiceHead(model_fn_utils.Head):
     num_choices = modeling.get_shape_list(features["input_ids"],
                                           expected_rank=3)[1]
     logits = self.logits(model.get_pooled_output(), num_choices,
-                         mode == spec_lib.ModeKeys.TRAIN)  # [B, C]
+                         mode == spec_lib.ModeKeys.TRAIN,
+                         model.dropout_seed)  # [B, C]
     probabilities = tf.nn.softmax(logits, axis=-1)
     if mode == spec_lib.ModeKeys.PREDICT:
       return model_fn_utils.HeadOutput(
@@ -108,7 +111,7 @@ class MultipleChoiceHead(model_fn_utils.Head):
             per_example_loss, label_ids, logits, is_real]))
 
   @staticmethod
-  def logits(pooled_output, num_choices, is_training):
+  def logits(pooled_output, num_choices, is_training, dropout_seed=None):
     """The choices' scores.
 
     Args:
@@ -116,6 +119,7 @@ class MultipleChoiceHead(model_fn_utils.Head):
         the choices of a question next to each other.
       num_choices: int, C.
       is_training: bool; dropout 0.1 on the pooled output when training.
+      dropout_seed: (optional) `modeling.DropoutSeed`; None: stateful.
 
     Returns:
       float32 Tensor [B, C].
@@ -128,7 +132,7 @@ class MultipleChoiceHead(model_fn_utils.Head):
       output_bias = tf.get_variable("output_bias", [1],
                                     initializer=tf.zeros_initializer())
       if is_training:
-        pooled_output = modeling.dropout(pooled_output, 0.1)
+        pooled_output = modeling.dropout(pooled_output, 0.1, dropout_seed)
       scores = tf.matmul(tf.cast(pooled_output, tf.float32), output_weights,
                          transpose_b=True)
       scores = tf.nn.bias_add(scores, output_bias)  # [B * C, 1]

@@ -46,7 +46,7 @@ def _token_outputs(model, label_ids, weights, num_labels, is_training,
     output_bias = tf.get_variable("output_bias", [num_labels],
                                   initializer=tf.zeros_initializer())
     if is_training:
-      sequence = modeling.dropout(sequence, 0.1)
+      sequence = modeling.dropout(sequence, 0.1, model.dropout_seed)
     flat = tf.reshape(sequence, [-1, hidden_size])  # [B*L, H]
     logits = tf.nn.bias_add(
         tf.matmul(flat, output_weights, transpose_b=True), output_bias)
