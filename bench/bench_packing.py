@@ -17,7 +17,10 @@ BERT-Base-shaped encoder, random weights) in its own graph:
     prediction: --batch_size rows a batch; training:
     max(1, round(batch_size / examples per row)) rows, as the scripts.
 --phase=predict fetches the predictions; --phase=train runs one epoch of
-the subset (forward, backward and the project's AdamW update, dropout on).
+the subset (forward, backward and the project's AdamW update, dropout on);
+--phase=fill only prints rows and fill, also for SQuAD windows
+(`run_squad.py`'s code) and for records with `input_mask` (--records, e.g.
+`create_pretraining_data.py`'s instances).
 Each line gives the best of --repetitions (seconds from the first batch to
 the last output, after one untimed run of each batch shape), the speed-up
 over fixed, rows, examples per row and the real tokens' share of the
@@ -26,7 +29,8 @@ vector flags and the load average (before and after) are printed.
 
 Run from the repo root:
   python bench/bench_packing.py --data=mrpc --num_examples=256
-  python bench/bench_packing.py --data=sst2 --phase=train --num_examples=256
+  python bench/bench_packing.py --data=sst2 --phase=train --num_examples=128
+  python bench/bench_packing.py --data=squad --phase=fill --max_seq_length=384
 """
 
 import os
