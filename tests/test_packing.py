@@ -197,7 +197,7 @@ def test_accumulated_packed_micro_batches_give_the_big_unpacked_gradient(
   # gradients, each divided by its update share (`with_update_shares`), is
   # the gradient of all 8 examples unpacked; each micro-batch's own mean
   # would weigh the first row's examples 4/3 too much.
-  monkeypatch.setattr(modeling, "dropout", lambda tensor, prob: tensor)
+  monkeypatch.setattr(modeling, "dropout", lambda tensor, prob, seed=None: tensor)
   examples = _examples()
   labels = [int(i % 3 == 0) for i in range(len(examples))]
   unpacked, packed = _batches(examples)
