@@ -18,8 +18,9 @@ from bert_tf.train import update
 import modeling
 
 __all__ = ["Head", "HeadOutput", "TrainingSchedule", "build_model_fn",
-           "DROPOUT_SEED_KEY", "dropout_seed", "fine_tuning_steps", "init_from_checkpoint", "weighted_mean_loss",
-           "train_spec", "cast_weights_once"]
+           "DROPOUT_SEED_KEY", "dropout_seed", "fine_tuning_steps",
+           "init_from_checkpoint", "weighted_mean_loss", "train_spec",
+           "cast_weights_once"]
 
 
 # The `params` key of a --deterministic run's seed (`select.make_runner`).
