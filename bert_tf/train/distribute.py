@@ -6,6 +6,7 @@ TPUs keep the `TPUEstimator`. Batch sizes stay global, as on TPU: each
 replica reads `params["batch_size"]`, the global size over the replicas.
 """
 
+import logging as std_logging
 import os
 import socket
 import sys
@@ -304,12 +305,16 @@ def start_peer_watchdog(timeout_secs, poll_secs=2.0):
   def fail(label, address, what):
     if stop.is_set():
       return
+    # os._exit skips atexit, which would remove the command's temporary
+    # folder (autograph's files): removed here, before the message.
+    io_utils.remove_own_temp_dir()
+    # The training thread goes on logging (a session restoring every
+    # second): holding the log handlers keeps the error the last line.
+    for handler in std_logging.getLogger().handlers:
+      handler.acquire()
     sys.stderr.write("error: --distribution_strategy=multi_worker_mirrored: "
                      "worker %s (TF_CONFIG %s) %s\n" % (address, label, what))
     sys.stderr.flush()
-    # os._exit skips atexit, which would remove the command's temporary
-    # folder (autograph's files): removed here.
-    io_utils.remove_own_temp_dir()
     os._exit(1)  # pylint: disable=protected-access
 
   def watch():
