@@ -525,7 +525,8 @@ def _run_distributed(tmp_path, optimizer, num_micro=1, precision="fp32"):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("optimizer,num_micro,precision", [
-    ("adamw", 1, "fp32"), ("lamb", 1, "fp32"), ("adamw", 2, "fp32"),
+    # fp32 AdamW and LAMB, with and without micro-batches, run through
+    # run_pretraining.py in test_distribute.py; fp16's loss scale here.
     ("lamb", 2, "fp16")])
 def test_mirrored_replicas_stay_identical_and_match_one_device(
     optimizer, num_micro, precision, tmp_path):
