@@ -239,7 +239,8 @@ def main(_):
         model_fn_utils.TrainingSchedule(
             FLAGS.learning_rate, training and training.num_train_steps,
             training and training.num_warmup_steps,
-            run.training.optimizer_options),
+            run.training.optimizer_options,
+            dropout_seed=run.training.dropout_seed),
         compute_dtype=run.training.compute_dtype)
     # 4. Train (evaluating on the way), evaluate, predict, export.
     loop.run(

@@ -144,7 +144,8 @@ def main(_):
             learning_rate=FLAGS.learning_rate,
             num_train_steps=training and training.num_train_steps,
             num_warmup_steps=training and training.num_warmup_steps,
-            options=run.training.optimizer_options),
+            options=run.training.optimizer_options,
+            dropout_seed=run.training.dropout_seed),
         compute_dtype=run.training.compute_dtype,
         encoder=mc_head.encoder_fn(model.bert_config, use_tpu, use_tpu,
                                    run.training.compute_dtype))

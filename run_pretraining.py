@@ -85,7 +85,8 @@ from bert_tf.train import model_fn as model_fn_utils
 def model_fn_builder(bert_config, init_checkpoint, learning_rate,
                      num_train_steps, num_warmup_steps, use_tpu,
                      use_one_hot_embeddings, options=None,
-                     compute_dtype=tf.float32, next_sentence=True):
+                     compute_dtype=tf.float32, next_sentence=True,
+                     dropout_seed=None):
   """Returns the `model_fn` for `TPUEstimator` (TRAIN and EVAL modes).
 
   The encoder and `heads.pretraining_head`: the masked LM and the next
@@ -103,12 +104,15 @@ def model_fn_builder(bert_config, init_checkpoint, learning_rate,
     options: (optional) `optimization.OptimizerOptions`: the optimizer;
       default the reference's.
     compute_dtype: the encoder's arithmetic (weights stay float32).
+    next_sentence: bool, train the next-sentence head too.
+    dropout_seed: (optional) int, stateless dropout (--deterministic).
   """
   return model_fn_utils.build_model_fn(
       pretraining_head(bert_config, next_sentence), bert_config,
       init_checkpoint, use_tpu, use_one_hot_embeddings,
       schedule=model_fn_utils.TrainingSchedule(
-          learning_rate, num_train_steps, num_warmup_steps, options),
+          learning_rate, num_train_steps, num_warmup_steps, options,
+          dropout_seed),
       compute_dtype=compute_dtype)
 
 
@@ -206,7 +210,8 @@ def main(_):
       use_one_hot_embeddings=use_tpu,
       options=run.training.optimizer_options,
       compute_dtype=run.training.compute_dtype,
-      next_sentence=FLAGS.next_sentence)
+      next_sentence=FLAGS.next_sentence,
+      dropout_seed=run.training.dropout_seed)
   masker = _masker()
 
   # 3. Train (the masked-LM loss a mean over each update's tokens),

@@ -29,6 +29,8 @@ import fault_helpers as fh
 from helpers import REPO_ROOT
 from helpers import RUNNERS
 
+from bert_tf.cli import fine_tuning
+from bert_tf.cli import startup
 from bert_tf.runner import loop
 from bert_tf.runner import select as runner_lib
 from bert_tf.train import checkpoints
@@ -53,13 +55,13 @@ def _op_determinism_left_off():
     yield
 
 
-def _model_fn(features, labels, mode, params, options=None):
-  del labels
+def _model_fn(features, labels, mode, params, options=None, seed=None):
+  del labels, params
   x = features["x"]
   init = tf.truncated_normal_initializer(stddev=0.5)  # As modeling.py's.
   hidden = tf.matmul(x, tf.get_variable("hidden", [4, 8], initializer=init))
   hidden = modeling.dropout(
-      hidden, _DROPOUT, model_fn_utils.dropout_seed(params, mode, options))
+      hidden, _DROPOUT, model_fn_utils.dropout_seed(seed, mode, options))
   y = tf.matmul(hidden, tf.get_variable("out", [8, 1], initializer=init))
   loss = tf.reduce_mean(tf.square(y[:, 0] - tf.reduce_sum(x, axis=1)))
   return model_fn_utils.train_spec(loss, 0.01, _STEPS, 0, use_tpu=False,
@@ -92,7 +94,8 @@ def _run_options(runner, accumulation=1, replicas=1):
 def _train(out, runner, accumulation=1, replicas=1, steps=_STEPS):
   run = _run_options(runner, accumulation, replicas)
   model_fn = functools.partial(
-      _model_fn, options=run.training.optimizer_options)
+      _model_fn, options=run.training.optimizer_options,
+      seed=run.training.dropout_seed)
   with loop.output_dir(out, run):
     loop.run(model_fn, run, out,
              training=loop.Training(_input_fn, num_train_steps=steps))
@@ -161,7 +164,7 @@ _MIRRORED = textwrap.dedent("""
         tf.train.get_or_create_global_step()
         masks = strategy.extended.call_for_each_replica(
             lambda: modeling.dropout(tf.ones([64]), 0.5, model_fn.dropout_seed(
-                {model_fn.DROPOUT_SEED_KEY: 1}, "train")))
+                1, "train")))
         with tf.Session(config=tf.ConfigProto(device_count={"CPU": 2})) as s:
           s.run(tf.global_variables_initializer())
           first, second = s.run(strategy.experimental_local_results(masks))
@@ -284,11 +287,12 @@ def test_run_pretraining_killed_mid_run_and_rerun_ends_bit_identical(
 @pytest.mark.parametrize("deterministic", [False, True])
 def test_dropout_draws_stateless_masks_only_in_deterministic_runs(
     deterministic):
-  params = {model_fn_utils.DROPOUT_SEED_KEY: 1} if deterministic else {}
+  seed = training_options.TrainingOptions(
+      deterministic=deterministic).dropout_seed
   with tf.Graph().as_default() as graph:
     tf.train.get_or_create_global_step()
-    _model_fn({"x": tf.zeros([3, 4])}, None, spec_lib.ModeKeys.TRAIN,
-              params)
+    _model_fn({"x": tf.zeros([3, 4])}, None, spec_lib.ModeKeys.TRAIN, {},
+              seed=seed)
   types = {op.type for op in graph.get_operations()}
   assert ("RandomUniform" in types) != deterministic  # tf.nn.dropout's.
   assert any(t.startswith("StatelessRandomUniform")
@@ -309,3 +313,38 @@ def test_where_the_input_position_is_saved(runner, strategy, use_tpu, saved):
       distribute=training_options.DistributeOptions(
           distribution_strategy=strategy))
   assert loop._saves_position(run) == saved  # pylint: disable=protected-access
+
+
+class _LossHead(model_fn_utils.Head):
+  """The pooled output's mean as the loss: enough to train."""
+
+  def build(self, model, features, mode, update_share=None):
+    del features, mode, update_share
+    return model_fn_utils.HeadOutput(
+        loss=tf.reduce_mean(model.get_pooled_output()))
+
+
+@pytest.mark.parametrize("deterministic", [False, True])
+def test_a_scripts_deterministic_run_hands_its_seed_to_the_encoder(
+    deterministic):
+  # run_ner.py and run_squad.py build their model_fn here; the other
+  # training scripts pass the same option (checked below by name).
+  run = training_options.RunOptions(
+      training=training_options.TrainingOptions(deterministic=deterministic))
+  model = startup.Model(modeling.BertConfig(
+      vocab_size=20, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+      intermediate_size=8, max_position_embeddings=8), None, None)
+  with tf.Graph().as_default() as graph:
+    tf.train.get_or_create_global_step()
+    features = {name: tf.ones([2, 4], tf.int32)
+                for name in ("input_ids", "input_mask", "segment_ids")}
+    fine_tuning.model_fn(_LossHead(), model, run, 1e-3, loop.Training(
+        None, num_train_steps=2, num_warmup_steps=0))(
+        features, None, spec_lib.ModeKeys.TRAIN, {})
+  types = {op.type for op in graph.get_operations()}
+  assert any(t.startswith("StatelessRandomUniform")
+             for t in types) == deterministic
+  for script in ("run_classifier.py", "run_pretraining.py",
+                 "run_multiple_choice.py"):
+    with open(os.path.join(REPO_ROOT, script)) as f:
+      assert "dropout_seed=run.training.dropout_seed" in f.read(), script

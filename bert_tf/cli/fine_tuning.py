@@ -111,7 +111,8 @@ def model_fn(head, model, run, learning_rate, train=None):
       schedule=model_fn_utils.TrainingSchedule(
           learning_rate, train and train.num_train_steps,
           train and train.num_warmup_steps,
-          run.training.optimizer_options),
+          run.training.optimizer_options,
+          dropout_seed=run.training.dropout_seed),
       compute_dtype=run.training.compute_dtype, log_features=False)
 
 

@@ -11,8 +11,6 @@ from absl import logging
 from bert_tf.runner import config as config_lib
 from bert_tf.runner import estimator as estimator_runner
 from bert_tf.runner import session as session_runner
-from bert_tf.train import model_fn as model_fn_utils
-from bert_tf.train import options as training_options
 
 __all__ = ["make_runner"]
 
@@ -34,9 +32,6 @@ def make_runner(model_fn, run, output_dir, eval_batch_size=None,
   Returns:
     An object with the runner interface (module docstring).
   """
-  if run.training.deterministic:
-    model_fn = _with_dropout_seed(model_fn,
-                                  training_options.DETERMINISTIC_SEED)
   name = run.tpu.runner_name
   logging.info("Runner: %s", name)
   if name == "estimator":
@@ -49,14 +44,3 @@ def make_runner(model_fn, run, output_dir, eval_batch_size=None,
       predict_batch_size=predict_batch_size,
       worker_timeout_secs=run.distribute.worker_timeout_secs, saving=saving)
 
-
-def _with_dropout_seed(model_fn, seed):
-  """`model_fn` given `seed` in `params` (`model_fn.DROPOUT_SEED_KEY`):
-  its dropout draws stateless masks (`model_fn.dropout_seed`)."""
-
-  def seeded(features, labels, mode, params):
-    return model_fn(features=features, labels=labels, mode=mode,
-                    params=dict(params or {}, **{
-                        model_fn_utils.DROPOUT_SEED_KEY: seed}))
-
-  return seeded

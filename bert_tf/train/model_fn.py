@@ -18,13 +18,9 @@ from bert_tf.train import update
 import modeling
 
 __all__ = ["Head", "HeadOutput", "TrainingSchedule", "build_model_fn",
-           "DROPOUT_SEED_KEY", "dropout_seed", "fine_tuning_steps",
+           "dropout_seed", "fine_tuning_steps",
            "init_from_checkpoint", "weighted_mean_loss", "train_spec",
            "cast_weights_once"]
-
-
-# The `params` key of a --deterministic run's seed (`select.make_runner`).
-DROPOUT_SEED_KEY = "dropout_seed"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,13 +66,16 @@ class Head(abc.ABC):
 @dataclasses.dataclass(frozen=True)
 class TrainingSchedule:
   """How a `model_fn` trains: peak `learning_rate`, `num_train_steps` and
-  `num_warmup_steps` (updates; None: no training) and `options`
-  (`OptimizerOptions`; None: the reference's)."""
+  `num_warmup_steps` (updates; None: no training), `options`
+  (`OptimizerOptions`; None: the reference's) and `dropout_seed` (int: a
+  --deterministic run's stateless dropout, `dropout_seed`; None: stateful,
+  the reference's)."""
 
   learning_rate: float = 0.0
   num_train_steps: Optional[int] = None
   num_warmup_steps: Optional[int] = None
   options: Any = None
+  dropout_seed: Optional[int] = None
 
 
 def build_model_fn(head, bert_config, init_checkpoint, use_tpu,
@@ -112,7 +111,8 @@ def build_model_fn(head, bert_config, init_checkpoint, use_tpu,
       for name in sorted(features):
         logging.info("  name = %s, shape = %s", name, features[name].shape)
     features = head.prepare(features, mode)
-    seed = dropout_seed(params, mode, schedule.options)
+    del params  # Batch sizes are the input_fn's; the model reads none.
+    seed = dropout_seed(schedule.dropout_seed, mode, schedule.options)
     if encoder is not None:
       model = encoder(features, mode, **(
           {} if seed is None else {"dropout_seed": seed}))
@@ -144,16 +144,15 @@ def build_model_fn(head, bert_config, init_checkpoint, use_tpu,
   return model_fn
 
 
-def dropout_seed(params, mode, options=None):
-  """The `modeling.DropoutSeed` of a --deterministic run's TRAIN graph (the
-  seed `params[DROPOUT_SEED_KEY]`), else None (stateful dropout).
+def dropout_seed(seed, mode, options=None):
+  """The `modeling.DropoutSeed` of a --deterministic run's TRAIN graph
+  (`seed`, an int), else None (`seed` None, or not TRAIN: stateful dropout).
 
   Its key folds in the global step, the micro-batch's number in its
   update (`options`, `OptimizerOptions`, with gradient accumulation) and
   the replica, so a step's masks are the same whether or not the run was
   restarted before it, and each replica draws its own.
   """
-  seed = (params or {}).get(DROPOUT_SEED_KEY)
   if seed is None or mode != spec_lib.ModeKeys.TRAIN:
     return None
 

@@ -67,6 +67,12 @@ class TrainingOptions:
   use_xla: bool = False
   deterministic: bool = False
 
+  @property
+  def dropout_seed(self):
+    """int seed of a --deterministic run's stateless dropout
+    (`model_fn.TrainingSchedule`); None: stateful, the reference's."""
+    return DETERMINISTIC_SEED if self.deterministic else None
+
   def __post_init__(self):
     if self.optimizer_options.loss_scaling != self.loss_scaling:
       # Frozen: the one derived field is set once, here.
