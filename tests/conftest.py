@@ -24,6 +24,7 @@ import importlib.util
 import os
 import resource
 import sys
+import tempfile
 
 import pytest
 
@@ -141,3 +142,14 @@ def _legacy_keras_variable_kept():
     os.environ.pop(_LEGACY_KERAS, None)
   else:
     os.environ[_LEGACY_KERAS] = before
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _temporary_files_under_pytests_folder(tmp_path_factory):
+  """Temporary files made in this process (Beam's pipelines run in process
+  make a `beam-temp*` folder each) go under pytest's own folder, which
+  pytest prunes, not into the system's temporary folder."""
+  before = tempfile.tempdir
+  tempfile.tempdir = str(tmp_path_factory.mktemp("tempfile"))
+  yield
+  tempfile.tempdir = before
