@@ -1,0 +1,166 @@
+"""Packed rows in exports: the `serving_packed` signature of a packed run's
+classifier and regression exports, and `predict_saved_model.py
+--pack_sequences`, whose test_results.tsv equals the unpacked one within
+1e-5 on real MRPC pairs (bert_tf/export/saved_model.py, serving.py); bad
+packed values are refused in one line."""
+
+import json
+import os
+import types
+
+import numpy as np
+import pytest
+import tensorflow as tf2
+
+from helpers import shared_path
+from test_export import _classifier_model_fn
+from test_export import _model_file
+from test_export import _write_fine_tuned_checkpoint
+
+from bert_tf.export import saved_model as export_utils
+from bert_tf.export import serving
+import predict_saved_model
+import run_classifier
+
+_SEQ, _SLOTS = 64, 4
+
+
+def _export(checkpoint, export_dir, regression, slots):
+  return export_utils.export_saved_model(
+      _classifier_model_fn(regression), checkpoint, export_dir, _SEQ,
+      kind=export_utils.REGRESSION if regression else export_utils.CLASSIFIER,
+      output_keys=["predictions" if regression else "probabilities"],
+      vocab_file=_model_file("vocab.txt"),
+      bert_config_file=_model_file("bert_config.json"), do_lower_case=True,
+      label_list=None if regression else ["0", "1"],
+      extra_features=(export_utils.REGRESSION_FEATURES if regression else
+                      export_utils.CLASSIFIER_FEATURES),
+      extra_config={"task_name": "stsb" if regression else "mrpc"},
+      max_examples_per_row=slots)
+
+
+@pytest.fixture(scope="module")
+def exports(tmp_path_factory):
+  """kind -> packed export (rows of 4); "unpacked": the classifier's
+  export without packing, from the same checkpoint."""
+  root = tmp_path_factory.mktemp("packed")
+  versions = {}
+  for kind in ("classifier", "regression"):
+    checkpoint = _write_fine_tuned_checkpoint(str(root / kind), kind)
+    versions[kind] = _export(checkpoint, str(root / (kind + "_export")),
+                             kind == "regression", _SLOTS)
+    if kind == "classifier":
+      versions["unpacked"] = _export(checkpoint, str(root / "unpacked"),
+                                     False, None)
+  return versions
+
+
+@pytest.fixture(scope="module")
+def mrpc_pairs():
+  """18 MRPC test pairs: every third whole (truncated to 64 tokens), the
+  others cut to their first 1 to 3 words, so rows hold 1 to 4 pairs."""
+  with open(shared_path("data", "glue", "MRPC", "test.tsv"),
+            encoding="utf-8") as f:
+    rows = [line.split("\t") for line in f.read().splitlines()[1:19]]
+  examples = []
+  for i, row in enumerate(rows):
+    texts = [text if i % 3 == 0 else " ".join(text.split()[:1 + i % 3])
+             for text in row[3:5]]
+    examples.append(run_classifier.InputExample("test-%d" % i, *texts))
+  return examples
+
+
+@pytest.mark.parametrize("kind", ["classifier", "regression"])
+def test_packed_predictions_equal_unpacked_ones(exports, mrpc_pairs,
+                                                tmp_path, kind, caplog):
+  model = serving.BertServingModel(exports[kind])
+  caplog.set_level("INFO")
+  results = []
+  for slots in (None, _SLOTS):
+    path = str(tmp_path / ("%s.tsv" % slots))
+    assert predict_saved_model.predict_classifier(
+        model, mrpc_pairs, path, batch_size=3,
+        max_examples_per_row=slots) == len(mrpc_pairs)
+    results.append(np.loadtxt(path, ndmin=2))
+  assert "Packed 18 inputs into 10 rows of 64 tokens" in caplog.text
+  assert results[0].shape == (18, 2 if kind == "classifier" else 1)
+  np.testing.assert_allclose(results[1], results[0], atol=1e-5, rtol=0)
+  # The outputs differ between examples by far more than the tolerance.
+  assert np.ptp(results[0][:, -1]) > 2e-4
+
+
+def test_the_packed_signature_sits_beside_the_unchanged_default(exports):
+  signatures = {}
+  for name in ("classifier", "unpacked"):
+    loaded = tf2.saved_model.load(exports[name])
+    signatures[name] = {
+        key: (sig.structured_input_signature[1],
+              {k: v.shape.as_list() for k, v in
+               sig.structured_outputs.items()})
+        for key, sig in loaded.signatures.items()}
+    with open(os.path.join(exports[name], "assets.extra",
+                           "serving_config.json"), encoding="utf-8") as f:
+      signatures[name]["config"] = json.load(f)
+  packed, unpacked = signatures["classifier"], signatures["unpacked"]
+  assert sorted(unpacked) == ["config", "serving_default"]
+  assert "max_examples_per_row" not in unpacked["config"]
+  assert packed["serving_default"] == unpacked["serving_default"]
+  assert packed["config"] == dict(unpacked["config"], max_examples_per_row=4)
+  inputs, outputs = packed["serving_packed"]
+  assert {k: v.shape.as_list() for k, v in inputs.items()} == {
+      "input_ids": [None, _SEQ], "input_mask": [None, _SEQ],
+      "segment_ids": [None, _SEQ], "position_ids": [None, _SEQ],
+      "cls_positions": [None, _SLOTS]}
+  assert outputs == {"probabilities": [None, _SLOTS, 2]}
+
+
+def _flags(**values):
+  return types.SimpleNamespace(**dict(
+      {"pack_sequences": True, "max_examples_per_row": None}, **values))
+
+
+def _config(version):
+  return serving.read_assets(version)[0]
+
+
+def test_examples_per_row_defaults_to_the_exports(exports):
+  version = exports["classifier"]
+  rows_of = predict_saved_model._examples_per_row  # pylint: disable=protected-access
+  assert rows_of(_flags(), _config(version), version) == _SLOTS
+  assert rows_of(_flags(max_examples_per_row=2), _config(version),
+                 version) == 2
+  assert rows_of(_flags(pack_sequences=False), _config(version),
+                 version) is None
+
+
+def test_packed_faults_are_one_line(exports, tmp_path):
+  rows_of = predict_saved_model._examples_per_row  # pylint: disable=protected-access
+  version = exports["classifier"]
+  with pytest.raises(ValueError) as raised:
+    rows_of(_flags(max_examples_per_row=5), _config(version), version)
+  assert str(raised.value) == (
+      "--max_examples_per_row=5: expected 1..4, the export's "
+      "max_examples_per_row (%s)" % version)
+  unpacked = exports["unpacked"]
+  with pytest.raises(ValueError) as raised:
+    rows_of(_flags(), _config(unpacked), unpacked)
+  assert str(raised.value) == (
+      "--pack_sequences: %s has no packed signature (no max_examples_per_row "
+      "in its serving_config.json); packed rows need an export of "
+      "run_classifier.py --pack_sequences --export_dir" % unpacked)
+  onnx = tmp_path / "onnx"
+  onnx.mkdir()
+  (onnx / "model.onnx").write_bytes(b"")
+  with pytest.raises(ValueError, match=r"^--pack_sequences: \S+onnx is a "
+                     r"onnx model; packed rows need an export of "):
+    serving.packed_slots(str(onnx), _config(version))
+  # A row wider than the export's slots, or longer than its rows.
+  model = serving.BertServingModel(version)
+  row = {"input_ids": [101, 102], "input_mask": [1, 1], "segment_ids": [0, 0],
+         "position_ids": [0, 1], "cls_positions": [0] * 5}
+  with pytest.raises(ValueError) as raised:
+    model.run_packed([row])
+  assert str(raised.value) == (
+      "--max_examples_per_row: rows of 5 examples and 2 tokens, expected at "
+      "most the export's max_examples_per_row=4 and max_seq_length=64 (%s)" %
+      version)
