@@ -127,7 +127,7 @@ _SERVING_OPTIONAL = {"label_list": (("list", "null"), None),
                      "max_query_length": ("integer", 1),
                      "version_2_with_negative": ("boolean", None),
                      "bucket_lengths": (("list", "null"), None),
-                     "max_examples_per_row": (("integer", "null"), 1)}
+                     "max_examples_per_row": (("integer", "null"), None)}
 # The most examples a packed row holds (`--max_examples_per_row`'s range).
 _MAX_EXAMPLES_PER_ROW = 4096
 _TSV_COLUMNS = {"text_a_column": ("integer", 0),
