@@ -1,5 +1,5 @@
 """Packed rows in exports: the `serving_packed` signature of a packed run's
-classifier and regression exports, and `predict_saved_model.py
+classifier, regression and multi-label exports, and `predict_saved_model.py
 --pack_sequences`, whose test_results.tsv equals the unpacked one within
 1e-5 on real MRPC pairs (bert_tf/export/saved_model.py, serving.py); bad
 packed values are refused in one line."""
@@ -13,45 +13,53 @@ import pytest
 import tensorflow as tf2
 
 from helpers import shared_path
-from test_export import _classifier_model_fn
+from test_export import _bert_config
 from test_export import _model_file
 from test_export import _write_fine_tuned_checkpoint
 
 from bert_tf.export import saved_model as export_utils
 from bert_tf.export import serving
+from bert_tf.tasks.classifier import model as classifier_model
+from bert_tf.train import model_fn as model_fn_utils
 import predict_saved_model
 import run_classifier
 
 _SEQ, _SLOTS = 64, 4
 
 
-def _export(checkpoint, export_dir, regression, slots):
+_HEADS = {"classifier": lambda: classifier_model.SingleLabelHead(["0", "1"]),
+          "regression": classifier_model.RegressionHead,
+          "multi_label": lambda: classifier_model.MultiLabelHead(["0", "1"])}
+
+
+def _export(checkpoint, export_dir, kind, slots):
+  head = _HEADS[kind]()
+  spec = head.export_spec()
   return export_utils.export_saved_model(
-      _classifier_model_fn(regression), checkpoint, export_dir, _SEQ,
-      kind=export_utils.REGRESSION if regression else export_utils.CLASSIFIER,
-      output_keys=["predictions" if regression else "probabilities"],
-      vocab_file=_model_file("vocab.txt"),
+      model_fn_utils.build_model_fn(head, _bert_config(), None, False, False,
+                                    log_features=False),
+      checkpoint, export_dir, _SEQ, kind=spec["kind"],
+      output_keys=spec["output_keys"], vocab_file=_model_file("vocab.txt"),
       bert_config_file=_model_file("bert_config.json"), do_lower_case=True,
-      label_list=None if regression else ["0", "1"],
-      extra_features=(export_utils.REGRESSION_FEATURES if regression else
-                      export_utils.CLASSIFIER_FEATURES),
-      extra_config={"task_name": "stsb" if regression else "mrpc"},
+      label_list=head.label_list or None,
+      extra_features=spec["extra_features"],
+      extra_config=dict(spec["extra_config"], task_name="mrpc"),
       max_examples_per_row=slots)
 
 
 @pytest.fixture(scope="module")
 def exports(tmp_path_factory):
   """kind -> packed export (rows of 4); "unpacked": the classifier's
-  export without packing, from the same checkpoint."""
+  export without packing; multi-label on the classifier's checkpoint."""
   root = tmp_path_factory.mktemp("packed")
-  versions = {}
-  for kind in ("classifier", "regression"):
-    checkpoint = _write_fine_tuned_checkpoint(str(root / kind), kind)
-    versions[kind] = _export(checkpoint, str(root / (kind + "_export")),
-                             kind == "regression", _SLOTS)
-    if kind == "classifier":
-      versions["unpacked"] = _export(checkpoint, str(root / "unpacked"),
-                                     False, None)
+  checkpoints = {kind: _write_fine_tuned_checkpoint(str(root / kind), kind)
+                 for kind in ("classifier", "regression")}
+  checkpoints["multi_label"] = checkpoints["classifier"]
+  versions = {kind: _export(checkpoint, str(root / (kind + "_export")),
+                            kind, _SLOTS)
+              for kind, checkpoint in checkpoints.items()}
+  versions["unpacked"] = _export(checkpoints["classifier"],
+                                 str(root / "unpacked"), "classifier", None)
   return versions
 
 
@@ -70,7 +78,7 @@ def mrpc_pairs():
   return examples
 
 
-@pytest.mark.parametrize("kind", ["classifier", "regression"])
+@pytest.mark.parametrize("kind", sorted(_HEADS))
 def test_packed_predictions_equal_unpacked_ones(exports, mrpc_pairs,
                                                 tmp_path, kind, caplog):
   model = serving.BertServingModel(exports[kind])
@@ -83,7 +91,7 @@ def test_packed_predictions_equal_unpacked_ones(exports, mrpc_pairs,
         max_examples_per_row=slots) == len(mrpc_pairs)
     results.append(np.loadtxt(path, ndmin=2))
   assert "Packed 18 inputs into 10 rows of 64 tokens" in caplog.text
-  assert results[0].shape == (18, 2 if kind == "classifier" else 1)
+  assert results[0].shape == (18, 1 if kind == "regression" else 2)
   np.testing.assert_allclose(results[1], results[0], atol=1e-5, rtol=0)
   # The outputs differ between examples by far more than the tolerance.
   assert np.ptp(results[0][:, -1]) > 2e-4
