@@ -6,6 +6,7 @@ packed values are refused in one line."""
 
 import json
 import os
+import shutil
 import types
 
 import numpy as np
@@ -171,4 +172,21 @@ def test_packed_faults_are_one_line(exports, tmp_path):
   assert str(raised.value) == (
       "--max_examples_per_row: rows of 5 examples and 2 tokens, expected at "
       "most the export's max_examples_per_row=4 and max_seq_length=64 (%s)" %
+      version)
+
+
+def test_a_config_claiming_packed_rows_without_the_signature_is_one_line(
+    exports, tmp_path):
+  version = str(tmp_path / "1")
+  shutil.copytree(exports["unpacked"], version)
+  path = os.path.join(version, "assets.extra", "serving_config.json")
+  with open(path, encoding="utf-8") as f:
+    config = json.load(f)
+  with open(path, "w", encoding="utf-8") as f:
+    json.dump(dict(config, max_examples_per_row=4), f)
+  with pytest.raises(ValueError) as raised:
+    serving.BertServingModel(version)
+  assert str(raised.value) == (
+      "--model_dir: %s: serving_config.json has max_examples_per_row=4 but "
+      "the SavedModel has no serving_packed signature: export it again" %
       version)
