@@ -17,7 +17,9 @@ from helpers import shared_path
 from test_export import _bert_config
 from test_export import _model_file
 from test_export import _write_fine_tuned_checkpoint
+from test_portable import _need_onnx
 
+from bert_tf.export import portable
 from bert_tf.export import saved_model as export_utils
 from bert_tf.export import serving
 from bert_tf.tasks.classifier import model as classifier_model
@@ -157,12 +159,15 @@ def test_packed_faults_are_one_line(exports, tmp_path):
       "--pack_sequences: %s has no packed signature (no max_examples_per_row "
       "in its serving_config.json); packed rows need an export of "
       "run_classifier.py --pack_sequences --export_dir" % unpacked)
-  onnx = tmp_path / "onnx"
-  onnx.mkdir()
-  (onnx / "model.onnx").write_bytes(b"")
-  with pytest.raises(ValueError, match=r"^--pack_sequences: \S+onnx is a "
-                     r"onnx model; packed rows need an export of "):
-    serving.packed_slots(str(onnx), _config(version))
+  tflite = tmp_path / "tflite"
+  tflite.mkdir()
+  (tflite / "model.tflite").write_bytes(b"")
+  with pytest.raises(ValueError) as raised:
+    serving.packed_slots(str(tflite), _config(version))
+  assert str(raised.value) == (
+      "--pack_sequences: %s holds model.tflite but no model_packed.onnx; "
+      "packed rows need an export of run_classifier.py --pack_sequences "
+      "--export_dir, or its onnx or onnx_int8 form" % tflite)
   # A row wider than the export's slots, or longer than its rows.
   model = serving.BertServingModel(version)
   row = {"input_ids": [101, 102], "input_mask": [1, 1], "segment_ids": [0, 0],
@@ -190,3 +195,21 @@ def test_a_config_claiming_packed_rows_without_the_signature_is_one_line(
       "--model_dir: %s: serving_config.json has max_examples_per_row=4 but "
       "the SavedModel has no serving_packed signature: export it again" %
       version)
+
+
+@pytest.mark.slow
+def test_the_onnx_form_serves_packed_rows(exports, mrpc_pairs, tmp_path):
+  # --convert_to=onnx of a packed export: model.onnx and model_packed.onnx.
+  _need_onnx()
+  version = exports["classifier"]
+  folder = portable.convert(version, str(tmp_path), ["onnx"],
+                            _config(version))["onnx"]
+  assert os.path.isfile(os.path.join(folder, portable.PACKED_MODEL_FILE))
+  results = []
+  for model_dir, slots in ((version, None), (folder, _SLOTS)):
+    path = str(tmp_path / ("%s.tsv" % slots))
+    predict_saved_model.predict_classifier(
+        serving.BertServingModel(model_dir), mrpc_pairs, path, batch_size=3,
+        max_examples_per_row=slots)
+    results.append(np.loadtxt(path, ndmin=2))
+  np.testing.assert_allclose(results[1], results[0], atol=1e-5, rtol=0)

@@ -270,17 +270,21 @@ def packed_slots(version_dir, config):
 
   Raises:
     ValueError: one line: the export has no packed signature, or
-      `version_dir` is a --convert_to folder (they serve unpacked inputs).
+      `version_dir` is a --convert_to folder without `model_packed.onnx`
+      (TensorFlow Lite folders serve unpacked inputs only).
   """
   slots = config.get("max_examples_per_row")
   runtime = portable.model_format(version_dir)
-  if runtime or not slots:
+  if not slots or (runtime and not os.path.isfile(
+      os.path.join(version_dir, portable.PACKED_MODEL_FILE))):
     raise ValueError(
         "--pack_sequences: %s %s; packed rows need an export of "
-        "run_classifier.py --pack_sequences --export_dir" % (
-            version_dir, "is a %s model" % runtime if runtime else
-            "has no packed signature (no max_examples_per_row in its "
-            "serving_config.json)"))
+        "run_classifier.py --pack_sequences --export_dir%s" % (
+            version_dir, "has no packed signature (no max_examples_per_row "
+            "in its serving_config.json)" if not slots else
+            "holds %s but no %s" % (portable.MODEL_FILES[runtime],
+                                    portable.PACKED_MODEL_FILE),
+            ", or its onnx or onnx_int8 form" if runtime else ""))
   return slots
 
 
@@ -396,8 +400,8 @@ class BertServingModel(object):
       name -> numpy array [len(rows), k, ...], k the widest row's slots.
 
     Raises:
-      ValueError: one line: a --convert_to folder or an export without the
-        packed signature, rows longer than `max_seq_length` or wider than
+      ValueError: one line: an export or --convert_to folder without the
+        packed model (`packed_slots`), rows longer than `max_seq_length` or wider than
         `max_examples_per_row`.
     """
     slots = packed_slots(self.version_dir, self.config)
@@ -409,12 +413,17 @@ class BertServingModel(object):
           "expected at most the export's max_examples_per_row=%d and "
           "max_seq_length=%d (%s)" % (width, length, slots,
                                       self.max_seq_length, self.version_dir))
-    inputs = {name: tf2.constant(np.array([
+    inputs = {name: np.array([
         list(row[name]) + [0] * ((slots if name == "cls_positions" else
                                   self.max_seq_length) - len(row[name]))
-        for row in rows], np.int32))
+        for row in rows], np.int32)
               for name in export_utils.PACKED_INPUT_NAMES}
-    return {k: v.numpy()[:, :width] for k, v in self._packed(**inputs).items()}
+    if self._runner:
+      outputs = self._runner.run_packed(inputs)
+    else:
+      outputs = {k: v.numpy() for k, v in self._packed(**{
+          k: tf2.constant(v) for k, v in inputs.items()}).items()}
+    return {k: v[:, :width] for k, v in outputs.items()}
 
   def classify(self, text_a, text_b=None):
     """Classifies one text or pair: {label: probability}, or the predicted
