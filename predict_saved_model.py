@@ -8,7 +8,9 @@ converted, and writes what that script's `--do_predict` writes:
 * classifier / regression exports: `--input_file` is a TSV in the test
   layout of the task (`--task_name`, default the export's task, e.g. MRPC's
   test.tsv) -> `test_results.tsv`, one line of tab-separated class
-  probabilities (or the predicted score) per row;
+  probabilities (or the predicted score) per row; with `--pack_sequences`
+  (an export of `run_classifier.py --pack_sequences`) several inputs share
+  a row of the export's packed signature, the lines the same;
 * SQuAD exports: `--input_file` is SQuAD JSON -> `predictions.json`,
   `nbest_predictions.json` (and `null_odds.json` for SQuAD 2.0); when the
   file carries answers, `eval_results.json` too. Documents longer than one
@@ -63,7 +65,17 @@ def define_flags():
                       "Classifier exports: the run_classifier.py task whose "
                       "test layout --input_file has (default: the export's "
                       "task).")
-  flags.DEFINE_integer("batch_size", 8, "Inputs per signature call.")
+  flags.DEFINE_integer("batch_size", 8, "Inputs per signature call (rows "
+                       "with --pack_sequences).")
+  flags.DEFINE_bool("pack_sequences", False,
+                    "Classifier exports of run_classifier.py "
+                    "--pack_sequences: put several whole inputs into each "
+                    "row (first-fit decreasing) and run the export's packed "
+                    "signature; test_results.tsv equals the unpacked run's "
+                    "within float32 rounding.")
+  flags.DEFINE_integer("max_examples_per_row", None,
+                       "With --pack_sequences: inputs a row holds at most "
+                       "(default and maximum: the export's).")
   flags.DEFINE_integer("n_best_size", 20,
                        "SQuAD: candidates kept per question.")
   flags.DEFINE_integer("max_answer_length", 30,
@@ -101,6 +113,7 @@ from bert_tf.tasks.multiple_choice import features as mc_features
 from bert_tf.tasks.multiple_choice import predictions as mc_predictions
 from bert_tf.tasks.squad import data as squad_data
 from bert_tf.tasks.squad import predictions as squad_predictions
+from bert_tf.train import packing
 
 
 # How an error message names the task of a classifier export's kind.
@@ -147,12 +160,15 @@ def read_classifier_examples(task_name, input_file, config):
   return processor.get_test_examples(os.path.dirname(input_file) or ".")
 
 
-def predict_classifier(model, examples, output_file, batch_size):
+def predict_classifier(model, examples, output_file, batch_size,
+                       max_examples_per_row=None):
   """Runs `examples` through the export; writes `test_results.tsv`.
 
-  The lines are `bert_tf.tasks.classifier.model.write_test_results`'.
-  Inputs longer than `max_seq_length` are truncated as in training and
-  counted in one log line.
+  The lines are `bert_tf.tasks.classifier.model.write_test_results`', in
+  input order. Inputs longer than `max_seq_length` are truncated as in
+  training and counted in one log line. `max_examples_per_row`: pack the
+  inputs into rows of at most that many (`packing.pack`), `batch_size`
+  rows a call of the export's packed signature (`run_packed`).
 
   Returns:
     int, the number of lines written.
@@ -161,12 +177,16 @@ def predict_classifier(model, examples, output_file, batch_size):
   truncated = []
   start = time.time()
 
+  def encode(batch):
+    encoded = [serving.encode_text(model.tokenizer, example.text_a,
+                                   example.text_b, model.max_seq_length)
+               for example in batch]
+    truncated.extend(e[3] for e in encoded if e[3])
+    return encoded
+
   def predictions():
     for first in range(0, len(examples), batch_size):
-      encoded = [serving.encode_text(model.tokenizer, example.text_a,
-                                     example.text_b, model.max_seq_length)
-                 for example in examples[first:first + batch_size]]
-      truncated.extend(e[3] for e in encoded if e[3])
+      encoded = encode(examples[first:first + batch_size])
       inputs = (np.array(x) for x in zip(*(e[:3] for e in encoded)))
       for row in model.run(*inputs)[key]:
         yield {key: row}
@@ -175,8 +195,25 @@ def predict_classifier(model, examples, output_file, batch_size):
                      first + len(encoded), len(examples),
                      (first + len(encoded)) / max(time.time() - start, 1e-9))
 
-  written = classifier_model.write_test_results(output_file, predictions(),
-                                                len(examples))
+  def packed_predictions():
+    rows = packing.pack([{"input_ids": ids[:sum(mask)],
+                          "segment_ids": segments[:sum(mask)]}
+                         for ids, mask, segments, _ in encode(examples)],
+                        model.max_seq_length, max_examples_per_row)
+    logging.info("Packed %d inputs into %d rows of %d tokens", len(examples),
+                 len(rows), model.max_seq_length)
+    outputs = []
+    for first in range(0, len(rows), batch_size):
+      batch = rows[first:first + batch_size]
+      served = model.run_packed(batch)
+      outputs.extend({key: served[key][i],
+                      "example_index": np.array(row["example_index"])}
+                     for i, row in enumerate(batch))
+    return packing.unpack(outputs, len(examples))
+
+  written = classifier_model.write_test_results(
+      output_file, packed_predictions() if max_examples_per_row else
+      predictions(), len(examples))
   if truncated:
     logging.warning("%d of %d inputs were longer than max_seq_length=%d "
                     "tokens and were truncated (as in training)",
@@ -233,20 +270,44 @@ def main(_):
     raise ValueError("--model_dir: %s is a %s export; this script predicts "
                      "classifier, SQuAD and multiple-choice exports (use "
                      "serving.BertServingModel.run)" % (version_dir, kind))
+  if FLAGS.pack_sequences and _KINDS[kind] is not _classifier:
+    raise ValueError("--pack_sequences: %s is a %s export; packed rows are "
+                     "for classifier and regression exports" %
+                     (version_dir, kind))
   _KINDS[kind](version_dir, config, FLAGS)
+
+
+def _examples_per_row(flag_values, config, version_dir):
+  """--pack_sequences' examples a row (None: off), checked against the
+  export before it is loaded.
+
+  Raises:
+    ValueError: one line: an export without the packed signature (or a
+      --convert_to folder), a --max_examples_per_row above the export's.
+  """
+  if not flag_values.pack_sequences:
+    return None
+  slots = serving.packed_slots(version_dir, config)
+  wanted = flag_values.max_examples_per_row
+  if wanted is not None and not 1 <= wanted <= slots:
+    raise ValueError("--max_examples_per_row=%d: expected 1..%d, the "
+                     "export's max_examples_per_row (%s)" %
+                     (wanted, slots, version_dir))
+  return wanted or slots
 
 
 def _classifier(version_dir, config, flag_values):
   task_name = flag_values.task_name or config.get("task_name")
   if not task_name:
     raise ValueError("--task_name is required: the export names no task")
+  examples_per_row = _examples_per_row(flag_values, config, version_dir)
   examples = read_classifier_examples(task_name, flag_values.input_file,
                                       config)
   logging.info("Read %d examples from %s", len(examples),
                flag_values.input_file)
   predict_classifier(serving.BertServingModel(version_dir), examples,
                      os.path.join(flag_values.output_dir, "test_results.tsv"),
-                     flag_values.batch_size)
+                     flag_values.batch_size, examples_per_row)
 
 
 def _squad(version_dir, config, flag_values):

@@ -557,8 +557,9 @@ def test_classifier_end_to_end_predictions_equal_run_classifier(tmp_path):
 @pytest.mark.slow
 def test_packed_classifier_export_serves_the_packed_predictions(tmp_path):
   # Short pairs, several a row: the export of a run with --pack_sequences
-  # serves one example per input (the unpacked signature) with the packed
-  # run's test_results.tsv, within float32 rounding.
+  # serves one example per input (the unpacked signature) and packed rows
+  # (predict_saved_model.py --pack_sequences) with the packed run's
+  # test_results.tsv, within float32 rounding.
   model_dir = str(tmp_path / "model")
   _write_fine_tuned_checkpoint(model_dir, "classifier")
   data_dir = _mrpc_test_rows(tmp_path, 12)
@@ -577,16 +578,22 @@ def test_packed_classifier_export_serves_the_packed_predictions(tmp_path):
   assert proc.returncode == 0, proc.stderr[-3000:]
   assert int(re.search(r"Packed 12 inputs into (\d+) rows",
                        proc.stderr).group(1)) < 12
-  proc = _run("predict_saved_model.py", [
-      "--model_dir=%s" % (tmp_path / "export"),
-      "--input_file=%s" % os.path.join(data_dir, "test.tsv"),
-      "--output_dir=%s" % (tmp_path / "served")])
-  assert proc.returncode == 0, proc.stderr[-3000:]
+  for served, packing in (("served", []), ("served_packed", [
+      "--pack_sequences", "--max_examples_per_row=3"])):
+    proc = _run("predict_saved_model.py", [
+        "--model_dir=%s" % (tmp_path / "export"),
+        "--input_file=%s" % os.path.join(data_dir, "test.tsv"),
+        "--output_dir=%s" % (tmp_path / served)] + packing)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+  assert re.search(r"Packed 12 inputs into \d+ rows of 32 tokens",
+                   proc.stderr)
   results = [np.loadtxt(path, ndmin=2) for path in (
       os.path.join(model_dir, "test_results.tsv"),
-      tmp_path / "served" / "test_results.tsv")]
+      tmp_path / "served" / "test_results.tsv",
+      tmp_path / "served_packed" / "test_results.tsv")]
   assert results[0].shape == (12, 2)
-  np.testing.assert_allclose(results[1], results[0], atol=1e-5, rtol=0)
+  for result in results[1:]:
+    np.testing.assert_allclose(result, results[0], atol=1e-5, rtol=0)
 
 
 @pytest.mark.both_stacks

@@ -106,6 +106,15 @@ def test_max_seq_length_beyond_the_models_positions_is_refused(tmp_path):
      "expected true or false"),
     (_classifier_config(tsv_columns={"text_a_column": -1}),
      "tsv_columns.text_a_column is -1, expected an integer in [0, inf]"),
+    (_classifier_config(max_examples_per_row=0), "max_examples_per_row is "
+     "0, expected an integer in [1, 4096]"),
+    (_classifier_config(max_examples_per_row=5000), "max_examples_per_row "
+     "is 5000, expected an integer in [1, 4096]"),
+    (_classifier_config(max_examples_per_row="4"), "max_examples_per_row "
+     "is '4', expected an integer or null"),
+    (_squad_config(max_examples_per_row=4), "max_examples_per_row is 4, "
+     "expected null for a squad export (only classifier and regression "
+     "exports serve packed rows)"),
 ])
 def test_every_field_is_checked_in_one_line(tmp_path, config, expected):
   assert _refused(tmp_path, config) == expected

@@ -162,6 +162,7 @@ def test_asset_names_agree_with_saved_model():
   assert portable._ASSET_NAMES == export_utils.ASSET_NAMES
   assert portable._SERVING_ASSET == export_utils.SERVING_ASSET
   assert portable._INPUT_NAMES == export_utils.INPUT_NAMES
+  assert portable._PACKED_SIGNATURE == export_utils.PACKED_SIGNATURE
 
 
 @functools.lru_cache(maxsize=None)

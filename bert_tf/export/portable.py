@@ -9,6 +9,9 @@ into one folder per format:
     <output_dir>/onnx/model.onnx           ONNX (opset 13), float32
     <output_dir>/onnx_int8/model.onnx      ONNX, int8 weights (dynamic)
 
+(an export with a packed signature adds `model_packed.onnx` to the ONNX
+folders: `OnnxRunner.run_packed`)
+
 each with the export's `assets.extra/` (vocab.txt, bert_config.json and
 serving_config.json, the latter with a `portable` entry added: the format,
 the weights, the source export and the threading settings measured best on
@@ -51,7 +54,8 @@ import numpy as np
 from bert_tf import io as io_utils
 from bert_tf import json_file
 
-__all__ = ["FORMATS", "MODEL_FILES", "DEFAULT_THREADS", "model_format",
+__all__ = ["FORMATS", "MODEL_FILES", "PACKED_MODEL_FILE", "DEFAULT_THREADS",
+           "model_format",
            "read_config", "convert", "TfliteRunner", "OnnxRunner",
            "RUNNERS"]
 
@@ -70,6 +74,11 @@ FORMATS = {"tflite": ("tflite", "float32"),
            "onnx_int8": ("onnx", "int8")}
 # Runtime -> the model file a folder of that runtime holds.
 MODEL_FILES = {"tflite": "model.tflite", "onnx": "model.onnx"}
+# An export's packed signature (`saved_model.PACKED_SIGNATURE`), and the
+# ONNX file made from it where the export has one (`max_examples_per_row`
+# in its config).
+_PACKED_SIGNATURE = "serving_packed"
+PACKED_MODEL_FILE = "model_packed.onnx"
 # The threading recorded in each folder (bench/bench_portable_serving.py,
 # docs/performance.md): one thread per core (None), rather than TensorFlow
 # Lite's implementation-defined default, and, for ONNX Runtime, its worker
@@ -209,7 +218,6 @@ class OnnxRunner(object):
       raise ValueError("--model_dir: %s is an ONNX model and onnxruntime is "
                        "not importable (%s): install the onnx extra "
                        "(./setup.sh --onnx)" % (folder, e))
-    path = os.path.join(folder, MODEL_FILES["onnx"])
     threads = _threads(config, "onnx")
     options = onnxruntime.SessionOptions()
     if threads.get("intra_op_num_threads"):
@@ -217,13 +225,19 @@ class OnnxRunner(object):
     if threads.get("allow_spinning") is False:
       options.add_session_config_entry("session.intra_op.allow_spinning",
                                        "0")
-    try:
-      self._session = onnxruntime.InferenceSession(
-          path, sess_options=options, providers=["CPUExecutionProvider"])
-    except Exception as e:  # pylint: disable=broad-except
-      # onnxruntime raises its own classes (Fail, InvalidGraph,
-      # InvalidProtobuf, ...), not importable under one name.
-      raise _model_error(path, "ONNX Runtime", e) from None
+
+    def session(path):
+      try:
+        return onnxruntime.InferenceSession(
+            path, sess_options=options, providers=["CPUExecutionProvider"])
+      except Exception as e:  # pylint: disable=broad-except
+        # onnxruntime raises its own classes (Fail, InvalidGraph,
+        # InvalidProtobuf, ...), not importable under one name.
+        raise _model_error(path, "ONNX Runtime", e) from None
+
+    self._session = session(os.path.join(folder, MODEL_FILES["onnx"]))
+    packed = os.path.join(folder, PACKED_MODEL_FILE)
+    self._packed = session(packed) if os.path.isfile(packed) else None
     self.outputs = {
         out.name: [None] + [d if isinstance(d, int) else None
                             for d in out.shape[1:]]
@@ -240,6 +254,14 @@ class OnnxRunner(object):
     values = self._session.run(names, {name: arrays[name]
                                        for name in self._inputs})
     return dict(zip(names, values))
+
+  def run_packed(self, arrays):
+    """Runs packed rows (`model_packed.onnx`, made from the export's packed
+    signature): dict input name -> int32 array -> dict name -> array."""
+    names = list(self.outputs)
+    return dict(zip(names, self._packed.run(names, {
+        name: np.ascontiguousarray(value, np.int32)
+        for name, value in arrays.items()})))
 
 
 # Runtime (`model_format`) -> the class that runs its folders; a SavedModel
@@ -260,16 +282,18 @@ def _write_tflite(version_dir, path, int8):
     f.write(converter.convert())
 
 
-def _write_onnx(version_dir, path, int8, scratch):
-  """Converts the SavedModel at `version_dir` to `path` with tf2onnx (in a
-  child process: its converter changes TensorFlow's global state), then
-  quantizes the weights for int8. The float model is kept in `scratch`, so
-  that onnx and onnx_int8 in one call convert once."""
-  float_path = os.path.join(scratch, "float.onnx")
+def _write_onnx(version_dir, path, int8, scratch,
+                signature="serving_default"):
+  """Converts the `signature` of the SavedModel at `version_dir` to `path`
+  with tf2onnx (in a child process: its converter changes TensorFlow's
+  global state), then quantizes the weights for int8. The float model is
+  kept in `scratch`, so that onnx and onnx_int8 in one call convert
+  once."""
+  float_path = os.path.join(scratch, "%s.onnx" % signature)
   if not os.path.isfile(float_path):
     command = [sys.executable, "-m", "tf2onnx.convert", "--saved-model",
                version_dir, "--tag", "serve", "--signature_def",
-               "serving_default", "--opset", str(_ONNX_OPSET), "--output",
+               signature, "--opset", str(_ONNX_OPSET), "--output",
                float_path]
     done = subprocess.run(command, stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True, check=False)
@@ -356,6 +380,9 @@ def _write_format(version_dir, output_dir, name, config, threads, scratch):
       _write_tflite(version_dir, model_path, weights == "int8")
     else:
       _write_onnx(version_dir, model_path, weights == "int8", scratch)
+      if config.get("max_examples_per_row"):
+        _write_onnx(version_dir, os.path.join(temp, PACKED_MODEL_FILE),
+                    weights == "int8", scratch, _PACKED_SIGNATURE)
     for asset in _ASSET_NAMES[:2]:
       with open(os.path.join(version_dir, _ASSETS_DIR, asset), "rb") as f:
         data = f.read()

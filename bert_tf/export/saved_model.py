@@ -11,11 +11,19 @@ SQuAD, `probabilities` [batch_size, max_seq_length, num_labels] for
 tagging; multiple choice takes [batch_size, num_choices, max_seq_length]
 and serves `probabilities` and `logits` [batch_size, num_choices]), and
 `assets.extra/` with `vocab.txt`, `bert_config.json` and
-`serving_config.json`. A version is never overwritten: it is built in a
+`serving_config.json`. A classifier or regression export made with
+`max_examples_per_row=K` (`--pack_sequences`) adds a `serving_packed`
+signature for packed rows (`bert_tf.train.packing`: `input_ids`,
+`input_mask` holding slots 1..K, `segment_ids`, `position_ids` [batch_size,
+max_seq_length], `cls_positions` [batch_size, K]; outputs with a slot
+dimension: `probabilities` [batch_size, K, num_labels], `predictions`
+[batch_size, K]) and `max_examples_per_row` to its config; the default
+signature and an export without packing are unchanged. A version is never overwritten: it is built in a
 hidden `.temp-...` folder and renamed into place whole. Written with
 `SavedModelBuilder`, the same on every stack and runner.
 """
 
+import contextlib
 import json
 import os
 import re
@@ -37,7 +45,7 @@ from bert_tf.train import spec as spec_lib
 
 __all__ = [
     "CLASSIFIER", "REGRESSION", "SQUAD", "NER", "MULTIPLE_CHOICE", "KINDS",
-    "INPUT_NAMES",
+    "INPUT_NAMES", "PACKED_INPUT_NAMES", "PACKED_SIGNATURE",
     "ASSETS_DIR", "VOCAB_ASSET", "CONFIG_ASSET", "SERVING_ASSET",
     "ASSET_NAMES", "CLASSIFIER_FEATURES", "REGRESSION_FEATURES",
     "SQUAD_FEATURES", "NER_FEATURES", "serving_input_fn_builder",
@@ -54,6 +62,9 @@ MULTIPLE_CHOICE = "multiple_choice"
 KINDS = (CLASSIFIER, REGRESSION, SQUAD, NER, MULTIPLE_CHOICE)
 
 INPUT_NAMES = ("input_ids", "input_mask", "segment_ids")
+# The packed rows' signature and its inputs (`bert_tf.train.packing`).
+PACKED_SIGNATURE = "serving_packed"
+PACKED_INPUT_NAMES = INPUT_NAMES + ("position_ids", "cls_positions")
 ASSETS_DIR = "assets.extra"
 VOCAB_ASSET = "vocab.txt"
 CONFIG_ASSET = "bert_config.json"
@@ -80,28 +91,37 @@ NER_FEATURES = types.MappingProxyType(
 
 
 def serving_input_fn_builder(max_seq_length, extra_features=None,
-                             bucket_by_length=False, choices=False):
+                             bucket_by_length=False, choices=False,
+                             slots=None):
   """The `serving_input_receiver_fn` of an export: returns (features,
   receivers), `receivers` the int32 placeholders `input_ids`, `input_mask`,
   `segment_ids` ([None, max_seq_length], or [None, None] with
   `bucket_by_length`; `choices` adds a dimension of any size after the
   batch's, multiple choice's), `features` those plus `extra_features`
   (name -> (dtype, shape after the batch, fill value); None: the sequence
-  length) filled in."""
+  length) filled in. `slots=K`: packed rows' receivers
+  (`PACKED_INPUT_NAMES`, `cls_positions` [None, K]), each extra feature
+  filled per slot ([K] + its shape) and `example_index` [None, K]."""
   extra_features = dict(extra_features or {})
+  if slots:
+    extra_features["example_index"] = (tf.int32, (), -1)
 
   def serving_input_fn():
-    receivers = {name: tf.placeholder(
-        tf.int32, [None] * (1 + choices) +
-        [None if bucket_by_length else max_seq_length],
-        name=name) for name in INPUT_NAMES}
+    shapes = {name: [None] * (1 + choices) +
+              [None if bucket_by_length else max_seq_length]
+              for name in PACKED_INPUT_NAMES[:4 if slots else 3]}
+    if slots:
+      shapes["cls_positions"] = [None, slots]
+    receivers = {name: tf.placeholder(tf.int32, shape, name=name)
+                 for name, shape in shapes.items()}
     features = dict(receivers)
     batch_size, seq_length = (tf.shape(receivers["input_ids"])[i]
                               for i in (0, 1))
     if not bucket_by_length:
       seq_length = max_seq_length
     for name, (dtype, shape, value) in sorted(extra_features.items()):
-      dims = [seq_length if dim is None else dim for dim in shape]
+      dims = [slots] * bool(slots) + [seq_length if dim is None else dim
+                                      for dim in shape]
       features[name] = tf.fill(
           tf.stack([batch_size] + dims) if dims else [batch_size],
           tf.constant(value, dtype))
@@ -219,7 +239,8 @@ def remove_killed_exports(export_dir):
 def export_saved_model(model_fn, checkpoint_path, export_dir, max_seq_length,
                        kind, output_keys, vocab_file, bert_config_file,
                        do_lower_case, label_list=None, extra_features=None,
-                       extra_config=None, bucket_by_length=False):
+                       extra_config=None, bucket_by_length=False,
+                       max_examples_per_row=None):
   """Exports a fine-tuned model as a new SavedModel version; returns its
   folder.
 
@@ -230,19 +251,27 @@ def export_saved_model(model_fn, checkpoint_path, export_dir, max_seq_length,
   order (None: regression, SQuAD); `extra_features`: see
   `serving_input_fn_builder`; `extra_config`: JSON values added to
   `serving_config.json`; `bucket_by_length`: a signature of any length up
-  to `max_seq_length`, with the `bucket_lengths` a client pads to.
+  to `max_seq_length`, with the `bucket_lengths` a client pads to;
+  `max_examples_per_row`: K, adds the `PACKED_SIGNATURE` of rows of K slots
+  (classifier and regression kinds; `model_fn` reads packed features).
 
   Raises:
     ValueError: an unknown kind, a checkpoint missing variables of the
-      model, or a model_fn that does not predict `output_keys`.
+      model, a model_fn that does not predict `output_keys`, or packing
+      asked of another kind.
   """
   if kind not in KINDS:
     raise ValueError("export: kind %r is not one of %s" % (kind, KINDS))
+  if max_examples_per_row and kind not in (CLASSIFIER, REGRESSION):
+    raise ValueError("export: a %s export has no packed signature (only "
+                     "classifier and regression exports)" % kind)
   config = {"kind": kind, "do_lower_case": bool(do_lower_case),
             "max_seq_length": int(max_seq_length),
             "label_list": None if label_list is None else list(label_list),
             "output_keys": list(output_keys)}
   config.update(extra_config or {})
+  if max_examples_per_row:
+    config["max_examples_per_row"] = int(max_examples_per_row)
   if bucket_by_length:
     config["bucket_lengths"] = list(lengths_lib.bucket_lengths(
         max_seq_length))
@@ -260,8 +289,21 @@ def export_saved_model(model_fn, checkpoint_path, export_dir, max_seq_length,
       inputs = serving_input_fn_builder(
           max_seq_length, extra_features, bucket_by_length,
           choices=kind == MULTIPLE_CHOICE)()
-      outputs, saver = _serving_graph(model_fn, list(output_keys),
-                                      checkpoint_path, inputs)
+      signatures = {}
+      # Packed: a second model on the same variables (re-entering the root
+      # scope lets the encoder's scopes be named again, reused).
+      root = tf.get_variable_scope()
+      with tf.variable_scope(root) if max_examples_per_row else (
+          contextlib.nullcontext()):
+        outputs, saver = _serving_graph(model_fn, list(output_keys),
+                                        checkpoint_path, inputs)
+      signatures["serving_default"] = (inputs[1], outputs)
+      if max_examples_per_row:
+        packed = serving_input_fn_builder(max_seq_length, extra_features,
+                                          slots=max_examples_per_row)()
+        with tf.variable_scope(root, reuse=True):
+          signatures[PACKED_SIGNATURE] = (packed[1], _serving_graph(
+              model_fn, list(output_keys), checkpoint_path, packed)[0])
       # Checked: the folder is made only now (a refusal leaves nothing).
       tf.io.gfile.makedirs(export_dir)
       with tf.Session() as session:
@@ -271,9 +313,9 @@ def export_saved_model(model_fn, checkpoint_path, export_dir, max_seq_length,
         builder.add_meta_graph_and_variables(
             session, [tf.saved_model.tag_constants.SERVING],
             signature_def_map={
-                "serving_default":
-                    tf.saved_model.signature_def_utils.predict_signature_def(
-                        inputs=inputs[1], outputs=outputs)},
+                name: tf.saved_model.signature_def_utils.predict_signature_def(
+                    inputs=receivers, outputs=served)
+                for name, (receivers, served) in signatures.items()},
             strip_default_attrs=True)
         builder.save()
     assets = os.path.join(work_dir, ASSETS_DIR)

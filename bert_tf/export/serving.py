@@ -31,7 +31,7 @@ from bert_tf.train import lengths as lengths_lib
 import tokenization
 
 __all__ = ["resolve_version", "read_assets", "check_serving_config",
-           "check_served_outputs", "encode_text",
+           "check_served_outputs", "encode_text", "packed_slots",
            "BertServingModel", "predict_squad"]
 
 
@@ -126,7 +126,10 @@ _SERVING_OPTIONAL = {"label_list": (("list", "null"), None),
                      "doc_stride": ("integer", 1),
                      "max_query_length": ("integer", 1),
                      "version_2_with_negative": ("boolean", None),
-                     "bucket_lengths": (("list", "null"), None)}
+                     "bucket_lengths": (("list", "null"), None),
+                     "max_examples_per_row": (("integer", "null"), None)}
+# The most examples a packed row holds (`--max_examples_per_row`'s range).
+_MAX_EXAMPLES_PER_ROW = 4096
 _TSV_COLUMNS = {"text_a_column": ("integer", 0),
                 "text_b_column": (("integer", "null"), 0),
                 "skip_header": ("boolean", None)}
@@ -139,7 +142,8 @@ def check_serving_config(config, path):
     ValueError: one line naming the file and the key path: a missing or
       mistyped key, a value out of range, an unknown kind, `output_keys`
       without what the kind serves, labels missing, a SQuAD query leaving
-      no room for the document, bad `bucket_lengths`.
+      no room for the document, bad `bucket_lengths`, a
+      `max_examples_per_row` out of range or on a kind that does not pack.
   """
   json_file.require(config, "object", path, "")
   for table, default in ((_SERVING_REQUIRED, json_file.MISSING),
@@ -149,6 +153,9 @@ def check_serving_config(config, path):
                       minimum=minimum)
   json_file.field(config, "max_seq_length", "integer", path, minimum=3,
                   maximum=_MAX_SEQ_LENGTH)
+  if config.get("max_examples_per_row") is not None:
+    json_file.field(config, "max_examples_per_row", "integer", path,
+                    minimum=1, maximum=_MAX_EXAMPLES_PER_ROW)
   if config["kind"] not in export_utils.KINDS:
     raise ValueError("%s: kind %r is not one of %s" %
                      (path, config["kind"], export_utils.KINDS))
@@ -174,6 +181,12 @@ def check_serving_config(config, path):
           "= %d (room for [CLS], two [SEP] and a document token)" %
           (path, config["max_query_length"], config["max_seq_length"] - 4))
   _check_bucket_lengths(config, path)
+  if (config.get("max_examples_per_row") is not None and
+      config["kind"] not in (export_utils.CLASSIFIER, export_utils.REGRESSION)):
+    raise ValueError("%s: max_examples_per_row is %d, expected null for a %s "
+                     "export (only classifier and regression exports serve "
+                     "packed rows)" % (path, config["max_examples_per_row"],
+                                       config["kind"]))
 
 
 def _check_output_keys(config, path):
@@ -251,6 +264,30 @@ def encode_text(tokenizer, text_a, text_b, max_seq_length):
   return input_ids, input_mask, segment_ids, truncated
 
 
+def packed_slots(version_dir, config):
+  """The examples a row of the export's packed signature holds (its
+  `serving_config.json`'s `max_examples_per_row`).
+
+  Raises:
+    ValueError: one line: the export has no packed signature, or
+      `version_dir` is a --convert_to folder without `model_packed.onnx`
+      (TensorFlow Lite folders serve unpacked inputs only).
+  """
+  slots = config.get("max_examples_per_row")
+  runtime = portable.model_format(version_dir)
+  if not slots or (runtime and not os.path.isfile(
+      os.path.join(version_dir, portable.PACKED_MODEL_FILE))):
+    raise ValueError(
+        "--pack_sequences: %s %s; packed rows need an export of "
+        "run_classifier.py --pack_sequences --export_dir%s" % (
+            version_dir, "has no packed signature (no max_examples_per_row "
+            "in its serving_config.json)" if not slots else
+            "holds %s but no %s" % (portable.MODEL_FILES[runtime],
+                                    portable.PACKED_MODEL_FILE),
+            ", or its onnx or onnx_int8 form" if runtime else ""))
+  return slots
+
+
 # What TensorFlow logs at each load of a SavedModel without fingerprint.pb.
 _FINGERPRINT_NOTES = ("Fingerprint not found",
                       "path_and_singleprint metric could not be logged")
@@ -296,6 +333,7 @@ class BertServingModel(object):
         self.version_dir))
     self._runner = runner_class and runner_class(self.version_dir,
                                                  self.config)
+    self._packed = None  # The packed signature (SavedModel exports).
     if self._runner:
       outputs = self._runner.outputs
     else:
@@ -315,6 +353,8 @@ class BertServingModel(object):
       self._loaded = tf2.saved_model.load(
           checkpoint_checks.readable_prefix(self.version_dir))
       self._signature = self._loaded.signatures["serving_default"]
+      self._packed = self._loaded.signatures.get(
+          export_utils.PACKED_SIGNATURE)
       outputs = {name: spec.shape.as_list() for name, spec in
                  self._signature.structured_outputs.items()}
     except (tf2.errors.OpError, ValueError, OSError, KeyError) as e:
@@ -326,6 +366,12 @@ class BertServingModel(object):
     finally:
       for logger in loggers:
         logger.removeFilter(_no_fingerprint_note)
+    if self.config.get("max_examples_per_row") and self._packed is None:
+      raise ValueError(
+          "--model_dir: %s: serving_config.json has max_examples_per_row=%d "
+          "but the SavedModel has no %s signature: export it again" %
+          (self.version_dir, self.config["max_examples_per_row"],
+           export_utils.PACKED_SIGNATURE))
     return outputs
 
   def run(self, input_ids, input_mask, segment_ids):
@@ -344,6 +390,40 @@ class BertServingModel(object):
     inputs = {name: tf2.constant(array)
               for name, array in zip(export_utils.INPUT_NAMES, arrays)}
     return {k: v.numpy() for k, v in self._signature(**inputs).items()}
+
+  def run_packed(self, rows):
+    """Runs the packed signature on rows of `packing.pack` (dicts of
+    `export_utils.PACKED_INPUT_NAMES`: int lists [max_seq_length], and
+    `cls_positions` [k], k at most the export's `max_examples_per_row`).
+
+    Returns:
+      name -> numpy array [len(rows), k, ...], k the widest row's slots.
+
+    Raises:
+      ValueError: one line: an export or --convert_to folder without the
+        packed model (`packed_slots`), rows longer than `max_seq_length` or wider than
+        `max_examples_per_row`.
+    """
+    slots = packed_slots(self.version_dir, self.config)
+    width = max(len(row["cls_positions"]) for row in rows)
+    length = max(len(row["input_ids"]) for row in rows)
+    if width > slots or length > self.max_seq_length:
+      raise ValueError(
+          "--max_examples_per_row: rows of %d examples and %d tokens, "
+          "expected at most the export's max_examples_per_row=%d and "
+          "max_seq_length=%d (%s)" % (width, length, slots,
+                                      self.max_seq_length, self.version_dir))
+    inputs = {name: np.array([
+        list(row[name]) + [0] * ((slots if name == "cls_positions" else
+                                  self.max_seq_length) - len(row[name]))
+        for row in rows], np.int32)
+              for name in export_utils.PACKED_INPUT_NAMES}
+    if self._runner:
+      outputs = self._runner.run_packed(inputs)
+    else:
+      outputs = {k: v.numpy() for k, v in self._packed(**{
+          k: tf2.constant(v) for k, v in inputs.items()}).items()}
+    return {k: v[:, :width] for k, v in outputs.items()}
 
   def classify(self, text_a, text_b=None):
     """Classifies one text or pair: {label: probability}, or the predicted

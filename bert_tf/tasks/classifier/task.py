@@ -230,7 +230,8 @@ class ClassifierTask:
   def export_spec(self, bert_config):
     """What an export of the task holds: `saved_model.export_saved_model`'s
     `model_fn` (PREDICT, float32, no TPU), `max_seq_length`, `label_list`,
-    `bucket_by_length`, and the head's `export_spec` with the task's own
+    `bucket_by_length`, `max_examples_per_row` (packed: a packed signature
+    too), and the head's `export_spec` with the task's own
     `serving_config.json` keys (its name, the `tsv` task's columns)."""
     spec = self.head.export_spec()
     tsv_columns = None
@@ -242,4 +243,5 @@ class ClassifierTask:
         self.head, bert_config, None, False, False),
                 max_seq_length=self.max_seq_length,
                 label_list=self.label_list,
-                bucket_by_length=self.bucket_by_length)
+                bucket_by_length=self.bucket_by_length,
+                max_examples_per_row=self.max_examples_per_row)
