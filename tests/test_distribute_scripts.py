@@ -9,6 +9,8 @@ evaluates and predicts; a global batch that the replicas do not divide is
 refused in one line by each script. The classifier runs each strategy on
 every runner of the stack; SQuAD and NER, whose heads are what is theirs
 here, each strategy on one runner, crossed (RUNNERS[:1] / RUNNERS[-1:]).
+Packed rows (--pack_sequences): accumulation on two replicas against one
+device (the default runner), and two workers (RUNNERS[-1:]).
 (run_pretraining.py: test_distribute.py.)
 """
 
@@ -315,6 +317,18 @@ def test_global_batch_the_replicas_do_not_divide_is_one_line(tmp_path,
   assert not os.path.exists(out)  # Refused before any work.
 
 
+def _short_mrpc(tmp_path):
+  """16 MRPC training pairs cut to 2 to 5 words a sentence (they pack)."""
+  lines = read_lines(shared_path("data", "glue", "MRPC", "train.tsv"))
+  short = [lines[0]] + ["\t".join(fields[:3] + [
+      " ".join(text.split()[:2 + i % 4]) for text in fields[3:]])
+                        for i, fields in enumerate(
+                            line.split("\t") for line in lines[1:17])]
+  data_dir = str(tmp_path / "data")
+  write_tsv(os.path.join(data_dir, "train.tsv"), short)
+  return data_dir
+
+
 @pytest.mark.slow
 def test_packed_accumulation_on_two_cpu_replicas_matches_one_device(
     tmp_path):
@@ -324,13 +338,7 @@ def test_packed_accumulation_on_two_cpu_replicas_matches_one_device(
   # examples, so the replicas' unequal counts give the one device's update.
   # (Accumulated packed micro-batches against one unpacked batch:
   # test_packing.py, in process.)
-  lines = read_lines(shared_path("data", "glue", "MRPC", "train.tsv"))
-  short = [lines[0]] + ["\t".join(fields[:3] + [
-      " ".join(text.split()[:2 + i % 4]) for text in fields[3:]])
-                        for i, fields in enumerate(
-                            line.split("\t") for line in lines[1:17])]
-  data_dir = str(tmp_path / "data")
-  write_tsv(os.path.join(data_dir, "train.tsv"), short)
+  data_dir = _short_mrpc(tmp_path)
 
   def args_for(output_dir, strategy):
     return _classifier_args(
@@ -342,3 +350,29 @@ def test_packed_accumulation_on_two_cpu_replicas_matches_one_device(
       tmp_path, "run_classifier.py", args_for)
   assert "Packed 16 inputs into 8 rows" in mirrored.log
   helpers.assert_matches_one_device(single, mirrored, _reader(), steps=1)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("runner", RUNNERS[-1:])
+def test_packed_classifier_on_two_workers_reads_whole_rows(tmp_path, runner):
+  # Each worker reads every other packed row (whole rows, never part of
+  # one), two rows a step; the loss's denominator, the examples of both
+  # workers' rows, and the update are all-reduced, so both end with the
+  # chief's checkpoint. (Each worker shuffles its own rows, so no one-device
+  # run sees the same batches; that the all-reduced denominator gives the
+  # one device's update: the test above, on two replicas of one process.)
+  out = str(tmp_path / "out")
+  args = _classifier_args(
+      _short_mrpc(tmp_path), out, do_eval=False, do_predict=False,
+      max_seq_length=64, pack_sequences=True, max_examples_per_row=4,
+      train_batch_size=8, runner=runner, **_MULTI_WORKER)
+  logs = _run_two_workers(tmp_path, "run_classifier.py", args)
+  assert "Packed 16 inputs into 8 rows" in logs[0]
+  # 16 examples, 8 an update: 2 steps.
+  dumps, compared = helpers.assert_workers_match_the_chiefs_checkpoint(
+      tmp_path, "run", out, 2)
+  assert compared > 20
+  init = _reader()
+  assert sum(np.abs(copies[0] - init.get_tensor(name)).max() > 1e-4
+             for name, copies in dumps[0].items()
+             if name.startswith("bert/") and init.has_tensor(name)) > 20
