@@ -3,6 +3,7 @@
 and `run_pretraining.py`'s heads give a packed batch the losses and the
 gradient of the same instances unpacked."""
 
+import os
 import random
 import types
 
@@ -11,6 +12,7 @@ import pytest
 import tensorflow.compat.v1 as tf
 
 from helpers import data_path
+from helpers import run_script
 import create_pretraining_data as cpd
 from bert_tf.tasks.pretraining import heads as heads_lib
 from bert_tf.tasks.pretraining import inputs as inputs_lib
@@ -227,3 +229,37 @@ def test_mixed_or_dynamically_masked_packing_is_one_line(data, tmp_path,
                      "instances, and --dynamic_masking writes unmasked ones: "
                      "use one or the other$"):
     cpd._check_flags(cpd.FLAGS)
+
+
+@pytest.mark.e2e
+@pytest.mark.slow
+def test_scripts_write_and_train_on_packed_rows(tmp_path):
+  # Both scripts as commands: the runner is the stack's default (the
+  # Estimator on TF 2.15, the session runner on 2.21).
+  (tmp_path / "corpus.txt").write_text(_CORPUS, encoding="utf-8")
+  model = [data_path("conformance", "modeling", name)
+           for name in ("vocab.txt", "bert_config.json")]
+  env = {"TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": ""}
+  made = run_script("create_pretraining_data.py", [
+      "--input_file=%s" % (tmp_path / "corpus.txt"),
+      "--output_file=%s" % (tmp_path / "rows.tfrecord"),
+      "--vocab_file=%s" % model[0], "--max_seq_length=%d" % _SEQ,
+      "--max_predictions_per_seq=%d" % _PREDS, "--dupe_factor=3",
+      "--pack_sequences", "--max_examples_per_row=%d" % _PER_ROW], env=env)
+  assert made.returncode == 0, made.stderr[-3000:]
+  assert "Packed" in made.stderr
+  output_dir = tmp_path / "out"
+  trained = run_script("run_pretraining.py", [
+      "--input_file=%s" % (tmp_path / "rows.tfrecord"),
+      "--output_dir=%s" % output_dir, "--bert_config_file=%s" % model[1],
+      "--max_seq_length=%d" % _SEQ, "--max_predictions_per_seq=%d" % _PREDS,
+      "--do_train", "--do_eval", "--train_batch_size=8",
+      "--num_train_steps=2", "--num_warmup_steps=0", "--max_eval_steps=2"],
+                       env=env)
+  assert trained.returncode == 0, trained.stderr[-3000:]
+  assert "Packed records:" in trained.stderr
+  with open(os.path.join(output_dir, "eval_results.txt")) as f:
+    results = dict(line.strip().split(" = ") for line in f)
+  assert int(results["global_step"]) == 2
+  assert 0.0 < float(results["next_sentence_loss"]) < 2.0
+  assert 0.0 < float(results["masked_lm_loss"]) < 20.0
