@@ -13,7 +13,6 @@ made, so no flag can disagree with it.
 import collections
 import itertools
 
-
 from absl import logging
 import tensorflow.compat.v1 as tf
 
