@@ -147,7 +147,8 @@ def losses(data):
   config = modeling.BertConfig(vocab_size=len(tokenizer.vocab),
                                hidden_size=32, num_hidden_layers=2,
                                num_attention_heads=4, intermediate_size=37,
-                               max_position_embeddings=_SEQ)
+                               max_position_embeddings=_SEQ,
+                               initializer_range=0.2)
   with tf.Graph().as_default():
     tf.set_random_seed(1)
     alone_losses = _losses(alone, config)
@@ -180,9 +181,11 @@ def test_packed_losses_equal_the_instances_unpacked(losses):
 
 def test_packed_gradient_equals_the_instances_unpacked(losses):
   assert len(losses["packed_grads"]) == len(losses["alone_grads"]) > 10
+  # Float32 rounding, against the largest gradient (the attention keys'
+  # bias has none: its values are rounding alone).
+  scale = max(np.abs(alone).max() for alone in losses["alone_grads"])
   for packed, alone in zip(losses["packed_grads"], losses["alone_grads"]):
-    np.testing.assert_allclose(packed, alone, rtol=2e-5,
-                               atol=1e-6 * np.abs(alone).max() + 1e-9)
+    np.testing.assert_allclose(packed, alone, rtol=2e-5, atol=1e-6 * scale)
 
 
 def test_run_pretraining_reads_packed_rows_as_instances(data, tmp_path):
