@@ -25,6 +25,11 @@ to mask anew each epoch (`input_ids`, `input_mask`, `segment_ids`, and
 `next_sentence_labels` unless `--next_sentence=false`, which makes each
 instance one span of a document without B).
 
+`--pack_sequences` packs the finished instances several a row
+(`records.PackedSerializer`: first-fit decreasing, at most
+`--max_examples_per_row` instances and `--max_predictions_per_seq` masked
+words a row), for run_pretraining.py, which detects such records.
+
 Differences from the reference (docs/differences.md): a corpus (or a part
 and its random-next documents) of fewer than two documents is refused, as
 next-sentence prediction would label real continuations as random; and when
@@ -71,7 +76,8 @@ def define_flags():
   cli_flags.define_flags(
       "vocab_file", "do_lower_case", "max_seq_length",
       "max_predictions_per_seq", "masked_lm_prob", "do_whole_word_mask",
-      "do_chinese_whole_word_mask", "dynamic_masking", "next_sentence")
+      "do_chinese_whole_word_mask", "dynamic_masking", "next_sentence",
+      "pack_sequences", "max_examples_per_row")
   flags.DEFINE_integer("random_seed", 12345,
                        "Seed of the one random generator that drives every "
                        "choice.")
@@ -128,7 +134,13 @@ def create_float_feature(values):
 
 
 def _write_instances(instances, serializer, paths, prefix=""):
-  """Writes records to `paths` in turn (temporary names of the outputs)."""
+  """Writes records to `paths` in turn (temporary names of the outputs);
+  with a `PackedSerializer`, its rows of the instances."""
+  if isinstance(serializer, pretraining_records.PackedSerializer):
+    num_instances = len(instances)
+    instances = serializer.pack(instances)
+    logging.info("%sPacked %d instances into %d rows", prefix, num_instances,
+                 len(instances))
   writers = [tf.io.TFRecordWriter(path) for path in paths]
   progress = pretraining_processes.Progress("instances written", prefix)
   try:
@@ -249,7 +261,8 @@ def _serializer(tokenizer, options):
       tokenizer, options["max_seq_length"], options["max_predictions_per_seq"],
       options.get("dynamic_masking", False),
       options.get("next_sentence", True),
-      options.get("do_chinese_whole_word_mask", False))
+      options.get("do_chinese_whole_word_mask", False),
+      options.get("pack_sequences") and options["max_examples_per_row"])
 
 
 def _load_tokenizer(vocab_file, do_lower_case):
@@ -280,6 +293,10 @@ def _check_flags(flag_values):
   if not 0.0 <= flag_values.short_seq_prob <= 1.0:
     raise ValueError("--short_seq_prob is %r; expected a probability in "
                      "[0, 1]" % flag_values.short_seq_prob)
+  if flag_values.pack_sequences and flag_values.dynamic_masking:
+    raise ValueError("--pack_sequences packs masked instances, and "
+                     "--dynamic_masking writes unmasked ones: use one or the "
+                     "other")
   number_checks.check_flags(flag_values)
 
 
@@ -306,7 +323,8 @@ def main(_):
   options = {name: FLAGS[name].value for name in (
       "max_seq_length", "dupe_factor", "short_seq_prob", "masked_lm_prob",
       "max_predictions_per_seq", "do_whole_word_mask",
-      "do_chinese_whole_word_mask", "dynamic_masking", "next_sentence")}
+      "do_chinese_whole_word_mask", "dynamic_masking", "next_sentence",
+      "pack_sequences", "max_examples_per_row")}
   if FLAGS.num_shards:
     num_written = beam_instances.run_shards(
         input_files, output_files, _run_part, FLAGS, tokenizer,

@@ -24,6 +24,15 @@ checkpoint there (`--init_checkpoint` only initializes a fresh run).
 `create_pretraining_data.py --dynamic_masking` and masks them as they are
 read, anew each epoch (`masking.Masker`); `--next_sentence=false` trains
 the masked LM alone (no next-sentence head, loss or metrics).
+
+Records of `create_pretraining_data.py --pack_sequences` (several
+instances a row) are found by their features and read as rows: the
+next-sentence loss is the mean over each row's real instances, the
+masked-LM loss the mean over the masked words as without packing, and
+`--train_batch_size` counts instances, max(1, round(train_batch_size /
+instances a row)) rows a batch (`inputs.packed_rows`); the eval batch
+counts rows. Steps still count updates: `--num_train_steps` and
+`--num_warmup_steps` keep their meaning.
 """
 
 from bert_tf.cli import quiet  # First: TensorFlow's start-up lines off.
@@ -78,8 +87,10 @@ from bert_tf.tasks.pretraining.heads import get_next_sentence_output
 from bert_tf.tasks.pretraining.heads import pretraining_head
 from bert_tf.tasks.pretraining.inputs import check_record_lengths
 from bert_tf.tasks.pretraining.inputs import input_fn_builder
+from bert_tf.tasks.pretraining.inputs import packed_rows
 from bert_tf.tasks.pretraining import masking
 from bert_tf.train import model_fn as model_fn_utils
+from bert_tf.train import packing
 
 
 def model_fn_builder(bert_config, init_checkpoint, learning_rate,
@@ -213,14 +224,22 @@ def main(_):
       next_sentence=FLAGS.next_sentence,
       dropout_seed=run.training.dropout_seed)
   masker = _masker()
+  packed = packed_rows(input_files)
+  max_per_row = packed and packed.max_per_row
+  train_input_fn = input_fn_builder(
+      input_files, FLAGS.max_seq_length, FLAGS.max_predictions_per_seq,
+      is_training=True, masker=masker, next_sentence=FLAGS.next_sentence,
+      max_per_row=max_per_row)
+  if packed:  # The batch counts instances, on average.
+    logging.info("Packed records: %.2f instances a row (of %d)",
+                 packed.instances_per_row, packed.max_per_row)
+    train_input_fn = packing.scale_batch_size(train_input_fn,
+                                              packed.instances_per_row)
 
   # 3. Train (the masked-LM loss a mean over each update's tokens),
   # evaluate: eval_results.txt.
   training = loop.Training(
-      input_fn=input_fn_builder(input_files, FLAGS.max_seq_length,
-                                FLAGS.max_predictions_per_seq,
-                                is_training=True, masker=masker,
-                                next_sentence=FLAGS.next_sentence),
+      input_fn=train_input_fn,
       num_train_steps=FLAGS.num_train_steps,
       num_warmup_steps=FLAGS.num_warmup_steps,
       learning_rate=FLAGS.learning_rate, records=input_files,
@@ -234,7 +253,8 @@ def main(_):
         input_fn_builder(input_files, FLAGS.max_seq_length,
                          FLAGS.max_predictions_per_seq, is_training=False,
                          use_tpu=use_tpu, masker=masker,
-                         next_sentence=FLAGS.next_sentence),
+                         next_sentence=FLAGS.next_sentence,
+                         max_per_row=max_per_row),
         records=input_files, steps=FLAGS.max_eval_steps)
 
   with loop.output_dir(FLAGS.output_dir, run, FLAGS.init_checkpoint):

@@ -21,6 +21,12 @@ the subset (forward, backward and the project's AdamW update, dropout on);
 --phase=fill only prints rows and fill, also for SQuAD windows
 (`run_squad.py`'s code) and for records with `input_mask` (--records, e.g.
 `create_pretraining_data.py`'s instances).
+--data=pretrain builds `create_pretraining_data.py`'s instances of --corpus
+(default flags, uncased vocabulary, --max_predictions_per_seq) and times
+one epoch of `run_pretraining.py`'s training step (`pretraining_head`:
+masked LM and next sentence) on them fixed (--batch_size instances a
+batch) against packed (`records.PackedSerializer`'s rows,
+max(1, round(batch_size / instances per row)) rows a batch).
 Each line gives the best of --repetitions (seconds from the first batch to
 the last output, after one untimed run of each batch shape), the speed-up
 over fixed, rows, examples per row and the real tokens' share of the
@@ -31,7 +37,11 @@ Run from the repo root:
   python bench/bench_packing.py --data=mrpc --num_examples=256
   python bench/bench_packing.py --data=sst2 --phase=train --num_examples=128
   python bench/bench_packing.py --data=squad --phase=fill --max_seq_length=384
+  python bench/bench_packing.py --data=pretrain --phase=train \
+      --max_seq_length=512 --max_predictions_per_seq=80 --num_hidden_layers=2
 """
+
+import random
 
 import os
 import sys
@@ -52,6 +62,9 @@ from bert_tf.tasks.classifier import model as classifier_model
 from bert_tf.tasks.ner import features as ner_features
 from bert_tf.tasks.ner import model as ner_model
 from bert_tf.tasks.ner import reader as ner_reader
+from bert_tf.tasks.pretraining import heads as pretraining_heads
+from bert_tf.tasks.pretraining import instances as pretraining_instances
+from bert_tf.tasks.pretraining import records as pretraining_records
 from bert_tf.tasks.squad import data as squad_data
 from bert_tf.train import lengths as lengths_lib
 from bert_tf.train import model_fn as model_fn_utils
@@ -63,9 +76,16 @@ import tokenization
 
 FLAGS = flags.FLAGS
 flags.DEFINE_enum("data", "mrpc", ["mrpc", "sst2", "conll", "squad",
-                                   "records"],
+                                   "records", "pretrain"],
                   "MRPC, SST-2, CoNLL-2003; --phase=fill only: SQuAD v1.1 "
-                  "dev (XQuAD's English questions) or --records.")
+                  "dev (XQuAD's English questions) or --records; "
+                  "--phase=train or fill: pre-training instances of "
+                  "--corpus.")
+flags.DEFINE_string("corpus", None,
+                    "--data=pretrain: the text (default the shared "
+                    "pretrain/sample_text.txt).")
+flags.DEFINE_integer("max_predictions_per_seq", 20,
+                     "--data=pretrain: as create_pretraining_data.py's.")
 flags.DEFINE_string("records", None,
                     "--data=records: TFRecord files (a glob) of "
                     "`input_mask` features, e.g. create_pretraining_data.py's "
@@ -171,6 +191,31 @@ def _inputs():
   return inputs, classifier_model.head_for(processor, labels)
 
 
+def _pretrain_feeds(batch_size):
+  """--data=pretrain: (name -> (batches, rows), number of instances)."""
+  tokenizer = _tokenizer("uncased_L-12_H-768_A-12", True)
+  length, preds = FLAGS.max_seq_length, FLAGS.max_predictions_per_seq
+  instances = pretraining_instances.create_training_instances(
+      [FLAGS.corpus or _shared("data", "pretrain", "sample_text.txt")],
+      tokenizer, length, 10, 0.1, 0.15, preds, random.Random(12345))
+  rows = pretraining_records.PackedSerializer(
+      tokenizer, length, preds, FLAGS.max_examples_per_row).pack(instances)
+  rows = [{name: np.array(values, np.float32 if name == "masked_lm_weights"
+                          else np.int32) for name, values in row.items()}
+          for row in rows]
+  fixed = [dict(zip(pretraining_records.FEATURE_ORDER, (
+      np.array(v, np.float32 if isinstance(v[0], float) else np.int32)
+      for v in pretraining_records.instance_features(
+          i, tokenizer.vocab, length, preds)))) for i in instances]
+  row_batch = max(1, int(round(batch_size * len(rows) / len(instances))))
+
+  def batches(items, size):
+    return [_stack(items[i:i + size]) for i in range(0, len(items), size)]
+
+  return {"fixed": (batches(fixed, batch_size), len(instances)),
+          "packed": (batches(rows, row_batch), len(rows))}, len(instances)
+
+
 def _padded(batch, length):
   """Unpacked features of `batch`, padded to `length`."""
   out = {name: np.zeros([len(batch), length], np.int32) for name in (
@@ -242,7 +287,7 @@ def _graph(head, config, batch, num_steps, static_length):
   graph = tf.Graph()
   with graph.as_default():
     tf.set_random_seed(1)
-    features = {name: tf.placeholder(tf.int32, [None] + (
+    features = {name: tf.placeholder(tf.as_dtype(value.dtype), [None] + (
         list(value.shape[1:]) if static_length or name.endswith(
             ("positions", "index", "real_example")) else
         [None] * (value.ndim - 1)), name) for name, value in batch.items()}
@@ -273,9 +318,15 @@ def main(_):
   print("TensorFlow %s" % tf.__version__)
   if FLAGS.data in ("squad", "records") and FLAGS.phase != "fill":
     raise app.UsageError("--data=%s: only --phase=fill" % FLAGS.data)
+  if FLAGS.data == "pretrain" and FLAGS.phase == "predict":
+    raise app.UsageError("--data=pretrain: --phase=train or fill")
   batch_size = FLAGS.batch_size or (32 if FLAGS.phase == "train" else 8)
-  inputs, head = _inputs()
-  feeds = _feeds(inputs, batch_size)
+  if FLAGS.data == "pretrain":
+    feeds, num_inputs = _pretrain_feeds(batch_size)
+    inputs = [None] * num_inputs
+  else:
+    inputs, head = _inputs()
+    feeds = _feeds(inputs, batch_size)
   if FLAGS.phase == "fill":
     print("%s, %d inputs, length %d, batch %d:" % (
         FLAGS.data, len(inputs), FLAGS.max_seq_length, batch_size))
@@ -287,6 +338,8 @@ def main(_):
       30522 if FLAGS.data != "conll" else 28996, hidden_size=768,
       num_hidden_layers=FLAGS.num_hidden_layers, num_attention_heads=12,
       intermediate_size=3072)
+  if FLAGS.data == "pretrain":
+    head = pretraining_heads.pretraining_head(config)
   graphs = {name: _graph(head, config, batches[0], len(batches) * (
       FLAGS.repetitions + 2), static_length=name != "bucket")
             for name, (batches, _) in feeds.items()}

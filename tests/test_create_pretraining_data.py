@@ -434,7 +434,8 @@ def test_out_of_range_masking_flags_are_refused(monkeypatch, name, value,
                                                 message):
   values = dict(input_file="i", output_file="o", vocab_file="v",
                 max_seq_length=128, max_predictions_per_seq=20, dupe_factor=1,
-                num_workers=1, masked_lm_prob=0.15, short_seq_prob=0.1)
+                num_workers=1, masked_lm_prob=0.15, short_seq_prob=0.1,
+                pack_sequences=False, dynamic_masking=False)
   monkeypatch.setattr(cpd, "FLAGS", types.SimpleNamespace(**values))
   cpd._check_flags(cpd.FLAGS)  # The defaults pass.
   setattr(cpd.FLAGS, name, value)

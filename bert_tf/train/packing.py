@@ -25,7 +25,7 @@ from bert_tf.train import input_fn as input_utils
 import modeling
 
 __all__ = ["first_fit_decreasing", "pack", "empty_row", "add_slot_values",
-           "write_rows", "rows_input_fn",
+           "write_rows", "serialize_row", "rows_input_fn",
            "encoder_inputs", "slots", "unslot", "unpack",
            "scale_batch_size", "input_features"]
 
@@ -145,12 +145,18 @@ def write_rows(path, rows):
   of `tf.train.Example`s, which appears under its name only when complete."""
   with io_utils.atomic_path(path) as temp, tf.io.TFRecordWriter(temp) as out:
     for row in rows:
-      features = {name: (io_utils.float_feature(values)
-                         if any(isinstance(v, float) for v in values) else
-                         io_utils.int64_feature(values))
-                  for name, values in row.items()}
-      # Sorted names: the same bytes on every protobuf release.
-      out.write(io_utils.serialize_example(features, sorted(features)))
+      out.write(serialize_row(row))
+
+
+def serialize_row(row):
+  """`tf.train.Example` bytes of a row (name -> list of ints, or of floats
+  where any value is a float), the names sorted: the same bytes on every
+  protobuf release."""
+  features = {name: (io_utils.float_feature(values)
+                     if any(isinstance(v, float) for v in values) else
+                     io_utils.int64_feature(values))
+              for name, values in row.items()}
+  return io_utils.serialize_example(features, sorted(features))
 
 
 def rows_input_fn(rows):

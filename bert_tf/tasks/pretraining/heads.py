@@ -11,6 +11,7 @@ The reference release's `get_masked_lm_output`, `gather_indexes` and
 import tensorflow.compat.v1 as tf
 
 from bert_tf.train import model_fn as model_fn_utils
+from bert_tf.train import packing
 from bert_tf.train import spec as spec_lib
 import modeling
 
@@ -144,14 +145,16 @@ def _masked_lm_metrics(example_loss, log_probs, label_ids, label_weights):
   }
 
 
-def _next_sentence_metrics(example_loss, log_probs, labels):
-  """Accuracy and mean loss of the next-sentence labels."""
+def _next_sentence_metrics(example_loss, log_probs, labels, weights=None):
+  """Accuracy and mean loss of the next-sentence labels (`weights`: packed
+  rows' real slots)."""
   predictions = tf.argmax(log_probs, axis=-1, output_type=tf.int32)
   labels = tf.reshape(labels, [-1])
   return {
       "next_sentence_accuracy": tf.metrics.accuracy(
-          labels=labels, predictions=predictions),
-      "next_sentence_loss": tf.metrics.mean(values=example_loss),
+          labels=labels, predictions=predictions, weights=weights),
+      "next_sentence_loss": tf.metrics.mean(values=example_loss,
+                                            weights=weights),
   }
 
 
@@ -198,8 +201,10 @@ class MaskedLmHead(model_fn_utils.Head):
 class NextSentenceHead(model_fn_utils.Head):
   """The next-sentence head (`get_next_sentence_output`) as a value.
 
-  Reads `next_sentence_labels` [batch_size, 1]; EVAL metrics:
-  `next_sentence_accuracy`, `next_sentence_loss`.
+  Reads `next_sentence_labels` [batch_size, 1], or of packed rows
+  (`packing`) [batch_size, K] with `is_real_example` [batch_size, K], each
+  slot's label read at its `[CLS]`, the loss the mean over real slots; EVAL
+  metrics: `next_sentence_accuracy`, `next_sentence_loss`.
   """
 
   modes = (spec_lib.ModeKeys.TRAIN, spec_lib.ModeKeys.EVAL)
@@ -209,11 +214,21 @@ class NextSentenceHead(model_fn_utils.Head):
 
   def build(self, model, features, mode, update_share=None):
     del mode, update_share  # A per-example mean, as the reference.
-    labels = features["next_sentence_labels"]
-    loss, example_loss, log_probs = get_next_sentence_output(
-        self.bert_config, model.get_pooled_output(), labels)
-    return model_fn_utils.HeadOutput(loss=loss, eval_metrics=(
-        _next_sentence_metrics, [example_loss, log_probs, labels]))
+    labels, pooled = features["next_sentence_labels"], model.get_pooled_output()
+    if pooled.shape.ndims == 2:
+      loss, example_loss, log_probs = get_next_sentence_output(
+          self.bert_config, pooled, labels)
+      return model_fn_utils.HeadOutput(loss=loss, eval_metrics=(
+          _next_sentence_metrics, [example_loss, log_probs, labels]))
+    # Packed rows [B, K, W]: one entry a slot; empty slots weigh 0.
+    labels = packing.slots(labels)
+    is_real = tf.cast(packing.slots(features["is_real_example"]), tf.float32)
+    _, example_loss, log_probs = get_next_sentence_output(
+        self.bert_config, packing.slots(pooled), labels)
+    return model_fn_utils.HeadOutput(
+        loss=model_fn_utils.weighted_mean_loss(example_loss, is_real),
+        eval_metrics=(_next_sentence_metrics,
+                      [example_loss, log_probs, labels, is_real]))
 
 
 class Heads(model_fn_utils.Head):

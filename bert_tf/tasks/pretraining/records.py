@@ -6,7 +6,8 @@
 objects, which makes `create_pretraining_data.py` at least ~10% faster
 (measured with `bench/bench_pretraining_data.py --ab`); `instance_features`
 gives the padded feature lists the reference's way. `make_serializer` also
-gives `UnmaskedSerializer`, the records of `--dynamic_masking`.
+gives `UnmaskedSerializer`, the records of `--dynamic_masking`, and
+`PackedSerializer`, those of `--pack_sequences`.
 """
 
 import struct
@@ -14,9 +15,10 @@ import struct
 from bert_tf import io as io_utils
 from bert_tf.tasks import features as feature_utils
 from bert_tf.tasks.pretraining import whole_words
+from bert_tf.train import packing
 
 __all__ = ["FEATURE_ORDER", "instance_features", "ExampleSerializer",
-           "UnmaskedSerializer", "make_serializer"]
+           "UnmaskedSerializer", "PackedSerializer", "make_serializer"]
 
 # Feature order of the reference's OrderedDict; the serialized bytes depend on
 # it (the reference builds each record's features in this order).
@@ -207,11 +209,110 @@ class UnmaskedSerializer(object):
                                       self.feature_names)
 
 
+class PackedSerializer(object):
+  """Masked instances packed several a row (`--pack_sequences`).
+
+  `pack` puts whole instances into rows of `max_seq_length` with
+  `packing.pack` (first-fit decreasing, at most `max_per_row` a row) and
+  at most `max_predictions_per_seq` masked words a row, its instances'
+  together: a row that would hold more gives the instances placed last to
+  new rows. Rows keep the order of their first instance. A row's features
+  (`tf.train.Example`, names sorted): `input_ids`, `input_mask` (each
+  token's slot 1..K, 0: padding), `segment_ids`, `position_ids`
+  (restarting at 0) [max_seq_length]; `cls_positions`, `is_real_example`,
+  `example_index` (the instance's index, -1: empty slot) and
+  `next_sentence_labels` (1: B is random; 0 in an empty slot) [K];
+  `masked_lm_positions` (offsets into the row), `masked_lm_ids`, and
+  `masked_lm_weights` (float) [max_predictions_per_seq].
+  """
+
+  def __init__(self, tokenizer, max_seq_length, max_predictions_per_seq,
+               max_per_row):
+    self._vocab = tokenizer.vocab
+    self._max_seq_length = max_seq_length
+    self._max_predictions = max_predictions_per_seq
+    self._max_per_row = max_per_row
+    self.feature_names = tuple(sorted(
+        ("input_ids", "input_mask", "segment_ids", "position_ids",
+         "cls_positions", "is_real_example", "example_index",
+         "next_sentence_labels", "masked_lm_positions", "masked_lm_ids",
+         "masked_lm_weights")))
+
+  def _groups(self, instances):
+    """Lists of instance indices, one a row (tokens and masks fit)."""
+    groups, pending = [], list(range(len(instances)))
+    while pending:
+      left = []
+      for members in packing.first_fit_decreasing(
+          [len(instances[i].tokens) for i in pending], self._max_seq_length,
+          self._max_per_row):
+        group, masked = [], 0
+        for index in (pending[m] for m in members):
+          count = len(instances[index].masked_lm_positions)
+          if group and masked + count > self._max_predictions:
+            left.append(index)
+          else:
+            group.append(index)
+            masked += count
+        groups.append(group)
+      pending = sorted(left)
+    return sorted(groups, key=min)
+
+  def pack(self, instances):
+    """The rows (dicts name -> list) of `instances` (`TrainingInstance`s).
+
+    Raises:
+      ValueError: an instance longer than `max_seq_length` or with more
+        than `max_predictions_per_seq` masked positions.
+    """
+    for instance in instances:  # Raises naming the limit.
+      if (len(instance.tokens) > self._max_seq_length or
+          len(instance.masked_lm_positions) > self._max_predictions):
+        instance_features(instance, self._vocab, self._max_seq_length,
+                          self._max_predictions)
+    rows = []
+    for group in self._groups(instances):
+      row, = packing.pack(
+          [{"input_ids": [self._vocab[t] for t in instances[i].tokens],
+            "segment_ids": list(instances[i].segment_ids)} for i in group],
+          self._max_seq_length, self._max_per_row)
+      row["example_index"] = [group[j] if j >= 0 else -1
+                              for j in row["example_index"]]
+      positions, ids, labels = [], [], []
+      for index, start in zip(row["example_index"], row["cls_positions"]):
+        instance = instances[index] if index >= 0 else None
+        labels.append(int(bool(instance and instance.is_random_next)))
+        if instance:
+          positions += [start + p for p in instance.masked_lm_positions]
+          ids += [self._vocab[t] for t in instance.masked_lm_labels]
+      pad = io_utils.pad_to
+      row.update(
+          next_sentence_labels=labels,
+          masked_lm_positions=pad(positions, self._max_predictions),
+          masked_lm_ids=pad(ids, self._max_predictions),
+          masked_lm_weights=pad([1.0] * len(ids), self._max_predictions,
+                                0.0))
+      rows.append(row)
+    return rows
+
+  def features(self, row):
+    """The row's feature lists, in `feature_names`' order."""
+    return [row[name] for name in self.feature_names]
+
+  def serialize(self, row):
+    """Serialized `tf.train.Example` bytes of a row of `pack`."""
+    return packing.serialize_row(row)
+
+
 def make_serializer(tokenizer, max_seq_length, max_predictions_per_seq,
                     dynamic_masking=False, next_sentence=True,
-                    word_marks=False):
+                    word_marks=False, max_per_row=None):
   """The serializer of the records asked for: the reference's
-  (`ExampleSerializer`) unless `dynamic_masking` (`UnmaskedSerializer`)."""
+  (`ExampleSerializer`) unless `dynamic_masking` (`UnmaskedSerializer`) or
+  `max_per_row` (an int: `PackedSerializer`)."""
+  if max_per_row:
+    return PackedSerializer(tokenizer, max_seq_length,
+                            max_predictions_per_seq, max_per_row)
   if dynamic_masking:
     return UnmaskedSerializer(tokenizer, max_seq_length, next_sentence,
                               word_marks)
