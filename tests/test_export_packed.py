@@ -85,7 +85,7 @@ def mrpc_pairs():
 def test_packed_predictions_equal_unpacked_ones(exports, mrpc_pairs,
                                                 tmp_path, kind, caplog):
   model = serving.BertServingModel(exports[kind])
-  caplog.set_level("INFO")
+  caplog.set_level("INFO", logger="absl")  # absl.logging.info's own logger.
   results = []
   for slots in (None, _SLOTS):
     path = str(tmp_path / ("%s.tsv" % slots))

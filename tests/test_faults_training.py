@@ -267,8 +267,14 @@ class _Session(object):
     return self.value
 
 
+class _Context(object):
+
+  def __init__(self, session):
+    self.session = session
+
+
 def _progress_lines(monkeypatch, global_steps, total_steps, end_value=None,
-                    training=True):
+                    training=True, read_after_increment=False):
   """ProgressHook's log lines for a run whose step reads `global_steps`."""
   lines = []
   monkeypatch.setattr(train_hooks.logging, "info",
@@ -279,8 +285,9 @@ def _progress_lines(monkeypatch, global_steps, total_steps, end_value=None,
                                     every_n_steps=100, every_n_secs=1e9,
                                     training=training)
     hook.begin()
-    for value in global_steps:
-      hook.after_run(None, _Values(value))
+    for value in global_steps:  # The run's read, then the one after it.
+      hook.after_run(_Context(_Session(value + 1)),
+                     _Values(value + read_after_increment))
     hook.end(_Session(end_value if end_value is not None
                       else global_steps[-1] + 1))
   return [line.split(":")[0] for line in lines]
@@ -289,6 +296,11 @@ def _progress_lines(monkeypatch, global_steps, total_steps, end_value=None,
 def test_progress_at_the_first_and_final_step(monkeypatch):
   assert _progress_lines(monkeypatch, list(range(10)), 10) == [
       "step 1", "step 10"]
+  # The step fetched with the train op may be read after its increment (no
+  # order between them, seen under load); the step read after the run is
+  # the one reported (a diverged run's message names it).
+  assert _progress_lines(monkeypatch, list(range(10)), 10,
+                         read_after_increment=True) == ["step 1", "step 10"]
   # A resumed run says so at its first step.
   lines = _progress_lines(monkeypatch, list(range(5, 10)), 10)
   assert lines == ["step 6", "step 10"]

@@ -34,8 +34,9 @@ class ProgressHook(tf.train.SessionRunHook):
   At a run's first step, every `every_n_steps` steps or `every_n_secs`
   seconds, and at `total_steps` (None: no ETA). `batch_size` counts
   examples per step (update) or per batch; `training=False` counts
-  prediction batches; `conditional` (`OptimizerOptions.conditional_update`)
-  follows the global step, read after each run.
+  prediction batches; the global step is read after each run
+  (`conditional`, `OptimizerOptions.conditional_update`: a run may leave
+  it where it was).
 
   Attributes:
     last_step: int or None, the step (or batch) the latest run reached.
@@ -74,10 +75,12 @@ class ProgressHook(tf.train.SessionRunHook):
     run made no update."""
     if self._unit == "batch":
       return self._calls
-    raw = run_values.results
-    if not self._conditional:
-      return raw + 1  # The step read with the train op is the one before.
+    # Read after the run: a read fetched with the train op may come before
+    # or after its increment (no order between them).
     step = int(run_context.session.run(self._global_step))
+    if not self._conditional:
+      return step
+    raw = run_values.results
     if self._seen is None:
       self._seen = raw  # Before the first run.
     if step == self._seen:
