@@ -89,6 +89,7 @@ from bert_tf.tasks.pretraining.inputs import check_record_lengths
 from bert_tf.tasks.pretraining.inputs import input_fn_builder
 from bert_tf.tasks.pretraining.inputs import packed_rows
 from bert_tf.tasks.pretraining import masking
+from bert_tf.train import accumulation
 from bert_tf.train import model_fn as model_fn_utils
 from bert_tf.train import packing
 
@@ -236,14 +237,20 @@ def main(_):
     train_input_fn = packing.scale_batch_size(train_input_fn,
                                               packed.instances_per_row)
 
-  # 3. Train (the masked-LM loss a mean over each update's tokens),
-  # evaluate: eval_results.txt.
+  # 3. Train (the masked-LM loss a mean over each update's tokens; of
+  # packed rows, the next sentence's over its real slots), evaluate:
+  # eval_results.txt.
+  token_weights = lambda batch: batch["masked_lm_weights"]
+  if packed:
+    token_weights = lambda batch: {
+        accumulation.UPDATE_SHARE_KEY: batch["masked_lm_weights"],
+        accumulation.SLOT_SHARE_KEY: batch["is_real_example"]}
   training = loop.Training(
       input_fn=train_input_fn,
       num_train_steps=FLAGS.num_train_steps,
       num_warmup_steps=FLAGS.num_warmup_steps,
       learning_rate=FLAGS.learning_rate, records=input_files,
-      token_weights=lambda batch: batch["masked_lm_weights"],
+      token_weights=token_weights,
       progress_every=min(100, run.iterations_per_loop))
 
   def evaluate(steps):

@@ -18,6 +18,7 @@ from bert_tf.tasks.pretraining import heads as heads_lib
 from bert_tf.tasks.pretraining import inputs as inputs_lib
 from bert_tf.tasks.pretraining import instances as instances_lib
 from bert_tf.tasks.pretraining import records
+from bert_tf.train import accumulation
 from bert_tf.train import packing
 from bert_tf.train import spec as spec_lib
 import modeling
@@ -117,17 +118,39 @@ def test_a_row_holds_at_most_max_predictions_masked_words():
             is_random_next=False)])
 
 
-def _losses(features, config):
-  """(masked-LM loss, next-sentence loss) of the heads on `features`."""
+def _losses(features, config, update_share=None):
+  """(masked-LM loss, next-sentence loss) of the heads on `features`
+  (`update_share`: of an accumulating micro-batch)."""
   tensors = {name: tf.constant(value) for name, value in features.items()}
   model = modeling.BertModel(
       config, False, tensors["input_ids"], tensors["input_mask"],
       tensors["segment_ids"], scope="bert",
       **packing.encoder_inputs(tensors))
   train = spec_lib.ModeKeys.TRAIN
-  return (heads_lib.MaskedLmHead(config).build(model, tensors, train).loss,
-          heads_lib.NextSentenceHead(config).build(model, tensors,
-                                                   train).loss)
+  if update_share is not None:
+    update_share = tensors[accumulation.UPDATE_SHARE_KEY]
+  return tuple(head(config).build(model, tensors, train, update_share).loss
+               for head in (heads_lib.MaskedLmHead,
+                            heads_lib.NextSentenceHead))
+
+
+def _micro_batches(rows):
+  """An update of 4 packed rows, the two of fewest and the two of most
+  instances, as 2 micro-batches with their shares of its masked words
+  and real slots (`accumulation.with_update_shares`, as run_pretraining.py
+  builds them)."""
+  counts = [row["is_real_example"].sum() for row in rows]
+  order = np.argsort(counts, kind="stable")
+  update = _stack([rows[k] for k in list(order[:2]) + list(order[-2:])])
+  update = {name: value.astype(np.float32 if name == "masked_lm_weights"
+                               else np.int32)
+            for name, value in update.items()}
+  micro = accumulation.with_update_shares(
+      tf.data.Dataset.from_tensor_slices(update).batch(2), 2,
+      lambda batch: {
+          accumulation.UPDATE_SHARE_KEY: batch["masked_lm_weights"],
+          accumulation.SLOT_SHARE_KEY: batch["is_real_example"]})
+  return update, list(micro.as_numpy_iterator())
 
 
 @pytest.fixture(scope="module")
@@ -135,6 +158,7 @@ def losses(data):
   """The heads' losses and gradients on the instances unpacked and on
   their packed rows, with the same random 2-layer 32-wide BERT."""
   tokenizer, instances, _, rows = data
+  update, micro_batches = _micro_batches(rows)
   unpacked = [records.instance_features(i, tokenizer.vocab, _SEQ, _PREDS)
               for i in instances]
   alone = {name: np.array([values[k] for values in unpacked],
@@ -154,9 +178,17 @@ def losses(data):
     alone_losses = _losses(alone, config)
     with tf.variable_scope(tf.get_variable_scope(), reuse=True):
       packed_losses = _losses(packed, config)
+      update_losses = _losses(update, config)
+      shared = [_losses(batch, config, update_share=True)
+                for batch in micro_batches]
+      own = [_losses({k: v for k, v in batch.items() if "share" not in k},
+                     config) for batch in micro_batches]
     variables = tf.trainable_variables()
     fetches = {
         "alone": alone_losses, "packed": packed_losses,
+        "update": update_losses, "micro_shared": shared, "micro_own": own,
+        "slots": [tf.constant(b["is_real_example"].sum())
+                  for b in micro_batches],
         "alone_grads": tf.gradients(sum(alone_losses), variables),
         "packed_grads": tf.gradients(sum(packed_losses), variables)}
     fetches = {k: [tf.convert_to_tensor(t) for t in v]
@@ -186,6 +218,21 @@ def test_packed_gradient_equals_the_instances_unpacked(losses):
   scale = max(np.abs(alone).max() for alone in losses["alone_grads"])
   for packed, alone in zip(losses["packed_grads"], losses["alone_grads"]):
     np.testing.assert_allclose(packed, alone, rtol=2e-5, atol=1e-6 * scale)
+
+
+def test_micro_batches_give_the_update_means(losses):
+  # Rows hold different numbers of instances: with gradient accumulation
+  # each micro-batch divides by its share of the update's masked words and
+  # real slots, so the mean of the micro-batches' losses is the update's.
+  assert losses["slots"][0] < losses["slots"][1]
+  update_lm, update_ns = losses["update"]
+  shared_lm, shared_ns = np.mean(losses["micro_shared"], axis=0)
+  np.testing.assert_allclose(shared_lm, update_lm, rtol=1e-5)
+  np.testing.assert_allclose(shared_ns, update_ns, rtol=1e-5)
+  # Each micro-batch's own mean (the next-sentence loss before the slot
+  # share) is not the update's on these rows: the test tells them apart.
+  own_ns = np.mean(losses["micro_own"], axis=0)[1]
+  assert abs(own_ns - update_ns) > 100 * 1e-5 * update_ns
 
 
 def test_run_pretraining_reads_packed_rows_as_instances(data, tmp_path):
@@ -238,7 +285,8 @@ def test_mixed_or_dynamically_masked_packing_is_one_line(data, tmp_path,
 @pytest.mark.slow
 def test_scripts_write_and_train_on_packed_rows(tmp_path):
   # Both scripts as commands: the runner is the stack's default (the
-  # Estimator on TF 2.15, the session runner on 2.21).
+  # Estimator on TF 2.15, the session runner on 2.21); training accumulates
+  # two micro-batches (their shares of masked words and slots).
   (tmp_path / "corpus.txt").write_text(_CORPUS, encoding="utf-8")
   model = [data_path("conformance", "modeling", name)
            for name in ("vocab.txt", "bert_config.json")]
@@ -257,10 +305,12 @@ def test_scripts_write_and_train_on_packed_rows(tmp_path):
       "--output_dir=%s" % output_dir, "--bert_config_file=%s" % model[1],
       "--max_seq_length=%d" % _SEQ, "--max_predictions_per_seq=%d" % _PREDS,
       "--do_train", "--do_eval", "--train_batch_size=8",
+      "--gradient_accumulation_steps=2",
       "--num_train_steps=2", "--num_warmup_steps=0", "--max_eval_steps=2"],
                        env=env)
   assert trained.returncode == 0, trained.stderr[-3000:]
   assert "Packed records:" in trained.stderr
+  assert "each update's 2 micro-batches" in trained.stderr
   with open(os.path.join(output_dir, "eval_results.txt")) as f:
     results = dict(line.strip().split(" = ") for line in f)
   assert int(results["global_step"]) == 2

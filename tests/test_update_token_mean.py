@@ -185,6 +185,13 @@ def test_an_accumulating_model_fn_requires_the_update_share():
             gradient_accumulation_steps=steps), mode, use_tpu) is None
 
 
+def test_a_packed_accumulating_head_requires_the_slot_share():
+  share = tf.constant([2.0])
+  with pytest.raises(ValueError, match="lacks 'update_slot_share'"):
+    accumulation.slot_share({accumulation.UPDATE_SHARE_KEY: share}, share)
+  assert accumulation.slot_share({}, None) is None
+
+
 def test_update_share_is_the_window_total_over_its_elements():
   records = {"w": np.array([[1.0, 0.0], [1.0, 1.0], [0.0, 0.0],
                             [1.0, 1.0]], np.float32)}

@@ -6,7 +6,9 @@ update). Token-weighted losses (masked LM, NER) are means over the whole
 update's labelled tokens: the training input carries each micro-batch's
 share of the update's count (`with_update_shares`, added by
 `runner/loop.py` for `Training.token_weights`), which
-`model_fn.weighted_mean_loss` divides by (`update_share`).
+`model_fn.weighted_mean_loss` divides by (`update_share`). Packed
+pre-training rows carry a second share, of the update's real slots, for
+the next-sentence loss beside the masked LM's (`slot_share`).
 """
 
 from absl import logging
@@ -16,11 +18,15 @@ import modeling
 from bert_tf.train import spec as spec_lib
 from bert_tf.train import variables as variables_lib
 
-__all__ = ["Accumulators", "UPDATE_SHARE_KEY", "with_update_shares",
-           "update_shares_input_fn", "update_share", "micro_step_counter"]
+__all__ = ["Accumulators", "UPDATE_SHARE_KEY", "SLOT_SHARE_KEY",
+           "with_update_shares", "update_shares_input_fn", "update_share",
+           "slot_share", "micro_step_counter"]
 
 # The feature holding a micro-batch's share of its update's total weight.
 UPDATE_SHARE_KEY = "update_weight_share"
+# With packed rows, the share of the update's real slots (examples), for a
+# per-example loss beside a token-level one (`slot_share`).
+SLOT_SHARE_KEY = "update_slot_share"
 
 
 def with_update_shares(dataset, micro_batches, weight_fn):
@@ -28,9 +34,17 @@ def with_update_shares(dataset, micro_batches, weight_fn):
   its update's total weight: `UPDATE_SHARE_KEY`, float32 [batch], the
   total of `weight_fn(features)` (0/1 loss weights) over the update's
   `micro_batches` elements (N steps times the replicas fed) divided by
-  their number. Unchanged when `micro_batches` is 1."""
+  their number. `weight_fn` may also return a dict of feature names to
+  such weights: one share each. Unchanged when `micro_batches` is 1."""
   if micro_batches <= 1:
     return dataset
+
+  def totals(batch):
+    weights = weight_fn(batch)
+    if not isinstance(weights, dict):
+      weights = {UPDATE_SHARE_KEY: weights}
+    return {key: tf.reduce_sum(tf.cast(value, tf.float32))
+            for key, value in weights.items()}
 
   def add_shares(window):
     micro = tf.data.Dataset.zip(window)
@@ -41,17 +55,18 @@ def with_update_shares(dataset, micro_batches, weight_fn):
     with tf.xla.experimental.jit_scope(compile_ops=False):
       # Per micro-batch, not stacked: with --bucket_by_length the
       # micro-batches of one update differ in length. The weights are
-      # 0/1, so the float32 sum is exact in either order.
-      total = micro.reduce(
-          tf.constant(0.0, tf.float32),
-          lambda acc, batch: acc + tf.reduce_sum(
-              tf.cast(weight_fn(batch), tf.float32)))
+      # 0/1, so the float32 sums are exact in either order.
+      sums = micro.map(totals)
+      total = sums.reduce(
+          {key: tf.constant(0.0) for key in sums.element_spec},
+          lambda acc, batch: {key: acc[key] + batch[key] for key in acc})
 
     def with_share(batch):
       with tf.xla.experimental.jit_scope(compile_ops=False):
         batch = dict(batch)
         size = tf.shape(next(iter(batch.values())))[0]
-        batch[UPDATE_SHARE_KEY] = tf.fill([size], total / float(micro_batches))
+        for key, value in total.items():
+          batch[key] = tf.fill([size], value / float(micro_batches))
         return batch
 
     return micro.map(with_share)
@@ -100,6 +115,25 @@ def update_share(features, options, mode, use_tpu):
         "training loop the loss weights (loop.Training(token_weights=...))"
         % (options.runs_per_update, UPDATE_SHARE_KEY))
   return features[UPDATE_SHARE_KEY]
+
+
+def slot_share(features, update_share):
+  """`features[SLOT_SHARE_KEY]` (float32 [batch_size]) where `update_share`
+  is not None (an accumulating training micro-batch), else None.
+
+  Raises:
+    ValueError: the training input lacks it (a `Training.token_weights`
+      without the slots' weights).
+  """
+  if update_share is None:
+    return None
+  if SLOT_SHARE_KEY not in features:
+    raise ValueError(
+        "gradient accumulation over packed rows: the training input lacks "
+        "%r, the update's count of real slots that a per-example loss "
+        "divides by (loop.Training(token_weights=...) gives it)" %
+        SLOT_SHARE_KEY)
+  return features[SLOT_SHARE_KEY]
 
 
 def micro_step_counter(distributed):

@@ -10,6 +10,7 @@ The reference release's `get_masked_lm_output`, `gather_indexes` and
 
 import tensorflow.compat.v1 as tf
 
+from bert_tf.train import accumulation
 from bert_tf.train import model_fn as model_fn_utils
 from bert_tf.train import packing
 from bert_tf.train import spec as spec_lib
@@ -203,8 +204,9 @@ class NextSentenceHead(model_fn_utils.Head):
 
   Reads `next_sentence_labels` [batch_size, 1], or of packed rows
   (`packing`) [batch_size, K] with `is_real_example` [batch_size, K], each
-  slot's label read at its `[CLS]`, the loss the mean over real slots; EVAL
-  metrics: `next_sentence_accuracy`, `next_sentence_loss`.
+  slot's label read at its `[CLS]`, the loss the mean over real slots
+  (with gradient accumulation, over the update's: `accumulation.slot_share`);
+  EVAL metrics: `next_sentence_accuracy`, `next_sentence_loss`.
   """
 
   modes = (spec_lib.ModeKeys.TRAIN, spec_lib.ModeKeys.EVAL)
@@ -213,9 +215,9 @@ class NextSentenceHead(model_fn_utils.Head):
     self.bert_config = bert_config
 
   def build(self, model, features, mode, update_share=None):
-    del mode, update_share  # A per-example mean, as the reference.
+    del mode
     labels, pooled = features["next_sentence_labels"], model.get_pooled_output()
-    if pooled.shape.ndims == 2:
+    if pooled.shape.ndims == 2:  # A per-example mean, as the reference.
       loss, example_loss, log_probs = get_next_sentence_output(
           self.bert_config, pooled, labels)
       return model_fn_utils.HeadOutput(loss=loss, eval_metrics=(
@@ -226,7 +228,9 @@ class NextSentenceHead(model_fn_utils.Head):
     _, example_loss, log_probs = get_next_sentence_output(
         self.bert_config, packing.slots(pooled), labels)
     return model_fn_utils.HeadOutput(
-        loss=model_fn_utils.weighted_mean_loss(example_loss, is_real),
+        loss=model_fn_utils.weighted_mean_loss(
+            example_loss, is_real,
+            accumulation.slot_share(features, update_share)),
         eval_metrics=(_next_sentence_metrics,
                       [example_loss, log_probs, labels, is_real]))
 
