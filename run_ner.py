@@ -127,7 +127,9 @@ def _model_files(f):
       vocab_file=f.vocab_file, bert_config_file=f.bert_config_file,
       do_lower_case=f.do_lower_case, max_seq_length=f.max_seq_length,
       output_dir=f.output_dir, export_dir=f.export_dir,
-      bucket_by_length=f.bucket_by_length)
+      bucket_by_length=f.bucket_by_length,
+      max_examples_per_row=(f.max_examples_per_row if f.pack_sequences
+                            else None))
 
 
 def main(_):
