@@ -14,13 +14,15 @@ import pytest
 import tensorflow as tf2
 import tensorflow.compat.v1 as tf
 
+from helpers import run_script
 from helpers import shared_path
 from test_export import _bert_config
 from test_export import _model_file
 from test_export import _runner_predict
-from test_run_ner import _head_of_conll
+from test_portable import _need_onnx
 
 from bert_tf.cli import fine_tuning
+from bert_tf.export import portable
 from bert_tf.export import saved_model as export_utils
 from bert_tf.export import serving
 from bert_tf.tasks.ner import features as ner_features
@@ -32,7 +34,7 @@ import predict_saved_model
 import run_ner
 import tokenization
 
-_SEQ, _STRIDE, _SLOTS = 32, 8, 4
+_SEQ, _STRIDE, _SLOTS = 64, 16, 4
 _LABELS = ["B-LOC", "B-MISC", "B-ORG", "B-PER", "I-LOC", "I-MISC", "I-ORG",
            "I-PER", "O"]
 
@@ -58,11 +60,23 @@ def _write_checkpoint(model_dir):
           session, os.path.join(model_dir, "model.ckpt"), global_step=7)
 
 
+def _test_sentences():
+  """18 CoNLL-2003 test sentences, in their own lines: 16 short ones (of
+  1 to 5 words, several a row) around 2 long ones (3 windows each)."""
+  with open(shared_path("data", "ner", "conll2003", "eng.testb"),
+            encoding="utf-8") as f:
+    blocks = [block for block in f.read().split("\n\n")
+              if block.strip() and not block.startswith("-DOCSTART-")]
+  short = [block for block in blocks if len(block.splitlines()) <= 5][:16]
+  long = [block for block in blocks if len(block.splitlines()) > 25][:2]
+  return "\n\n".join(short[:8] + long + short[8:]) + "\n"
+
+
 @pytest.fixture(scope="module")
 def ner(tmp_path_factory):
   """A packed export as run_ner.py --pack_sequences --export_dir writes it
   (run_ner's serving and model-file settings, rows of 4), its checkpoint
-  folder and 14 CoNLL-2003 test sentences, some longer than a window."""
+  folder and a CoNLL file of test sentences (`_test_sentences`)."""
   root = tmp_path_factory.mktemp("ner")
   model_dir = str(root / "model")
   _write_checkpoint(model_dir)
@@ -77,9 +91,8 @@ def ner(tmp_path_factory):
       ner_model.TokenHead(len(_LABELS)), _bert_config(),
       run_ner._serving(flag_values, _LABELS),  # pylint: disable=protected-access
       run_ner._model_files(flag_values), None)()  # pylint: disable=protected-access
-  test_file = _head_of_conll(
-      shared_path("data", "ner", "conll2003", "eng.testb"),
-      root / "test.txt", 15)
+  test_file = root / "test.txt"
+  test_file.write_text(_test_sentences(), encoding="utf-8")
   return types.SimpleNamespace(model_dir=model_dir, version=version,
                                test_file=str(test_file))
 
@@ -91,13 +104,15 @@ def _flags(test_file, output_dir, **values):
        "max_examples_per_row": None}, **values))
 
 
-def _served(ner, output_dir, **values):
-  """predict_saved_model.py's NER path, in process: the export's config
-  read and checked as main reads it; returns test_predictions.txt."""
-  config = serving.read_assets(ner.version)[0]
+def _served(ner, output_dir, model_dir=None, **values):
+  """predict_saved_model.py's NER path, in process: the config of the
+  export (or `model_dir`) read and checked as main reads it; returns
+  test_predictions.txt."""
+  model_dir = model_dir or ner.version
+  config = serving.read_assets(model_dir)[0]
   test_file = values.pop("test_file", ner.test_file)
   predict_saved_model._KINDS[config["kind"]](  # pylint: disable=protected-access
-      ner.version, config, _flags(test_file, output_dir, **values))
+      model_dir, config, _flags(test_file, output_dir, **values))
   with open(os.path.join(output_dir, "test_predictions.txt"),
             encoding="utf-8") as f:
     return f.read()
@@ -132,7 +147,7 @@ def test_served_predictions_equal_the_runners(ner, tmp_path, caplog):
   assert _served(ner, tmp_path / "packed", pack_sequences=True) == want
   rows = re.search(r"Packed %d inputs into (\d+) rows" % len(features),
                    caplog.text)
-  assert int(rows.group(1)) < len(features) / 2
+  assert int(rows.group(1)) <= len(features) // 2
 
 
 def test_packed_probabilities_equal_unpacked_ones(ner):
@@ -199,3 +214,49 @@ def test_bad_ner_inputs_are_one_line(ner, tmp_path):
       "--max_examples_per_row=5: expected 1..4, the export's "
       "max_examples_per_row (%s)" % ner.version)
   assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.slow
+def test_run_ner_and_the_script_write_the_same_predictions(ner, tmp_path):
+  # run_ner.py --do_predict --pack_sequences --export_dir, then
+  # predict_saved_model.py --pack_sequences on its export.
+  model_dir = str(tmp_path / "model")
+  _write_checkpoint(model_dir)
+  ner_reader.write_label_list(os.path.join(model_dir, "label_list.txt"),
+                              _LABELS)
+  proc = run_script("run_ner.py", [
+      "--vocab_file=%s" % _model_file("vocab.txt"),
+      "--bert_config_file=%s" % _model_file("bert_config.json"),
+      "--do_predict", "--data_dir=%s" % os.path.dirname(ner.test_file),
+      "--test_file=%s" % os.path.basename(ner.test_file),
+      "--output_dir=%s" % model_dir, "--max_seq_length=%d" % _SEQ,
+      "--doc_stride=%d" % _STRIDE, "--pack_sequences",
+      "--max_examples_per_row=%d" % _SLOTS,
+      "--export_dir=%s" % (tmp_path / "export")])
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  proc = run_script("predict_saved_model.py", [
+      "--model_dir=%s" % (tmp_path / "export"),
+      "--input_file=%s" % ner.test_file, "--pack_sequences",
+      "--output_dir=%s" % (tmp_path / "served")])
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert re.search(r"Packed 24 inputs into 12 rows of 64 tokens",
+                   proc.stderr)
+  assert "Test set (%s): precision" % ner.test_file in proc.stderr
+  want = (tmp_path / "model" / "test_predictions.txt").read_text("utf-8")
+  assert (tmp_path / "served" / "test_predictions.txt").read_text(
+      "utf-8") == want
+  assert want == _served(ner, tmp_path / "in_process")
+
+
+@pytest.mark.slow
+def test_the_onnx_form_serves_packed_ner_rows(ner, tmp_path):
+  # --convert_to=onnx of a packed NER export: model.onnx and
+  # model_packed.onnx, each giving the SavedModel's test_predictions.txt.
+  _need_onnx()
+  folder = portable.convert(ner.version, str(tmp_path), ["onnx"],
+                            serving.read_assets(ner.version)[0])["onnx"]
+  assert os.path.isfile(os.path.join(folder, portable.PACKED_MODEL_FILE))
+  want = _served(ner, tmp_path / "saved_model")
+  for packed in (False, True):
+    assert _served(ner, tmp_path / str(packed), model_dir=folder,
+                   pack_sequences=packed) == want
