@@ -12,13 +12,13 @@ import types
 import numpy as np
 import pytest
 import tensorflow as tf2
-import tensorflow.compat.v1 as tf
 
 from helpers import run_script
 from helpers import shared_path
 from test_export import _bert_config
 from test_export import _model_file
 from test_export import _runner_predict
+from test_export import _write_fine_tuned_checkpoint
 from test_portable import _need_onnx
 
 from bert_tf.cli import fine_tuning
@@ -29,7 +29,6 @@ from bert_tf.tasks.ner import features as ner_features
 from bert_tf.tasks.ner import metrics as ner_metrics
 from bert_tf.tasks.ner import model as ner_model
 from bert_tf.tasks.ner import reader as ner_reader
-from bert_tf.train import model_fn as model_fn_utils
 import predict_saved_model
 import run_ner
 import tokenization
@@ -37,27 +36,6 @@ import tokenization
 _SEQ, _STRIDE, _SLOTS = 64, 16, 4
 _LABELS = ["B-LOC", "B-MISC", "B-ORG", "B-PER", "I-LOC", "I-MISC", "I-ORG",
            "I-PER", "O"]
-
-
-def _write_checkpoint(model_dir):
-  """The conformance encoder plus a seeded random NER head of unit scale
-  (labels differ between tokens); returns the checkpoint prefix."""
-  with tf.Graph().as_default():
-    zeros = tf.zeros([1, 8], tf.int32)
-    run_ner.create_model(_bert_config(), False, zeros, zeros, zeros, zeros,
-                         tf.zeros([1, 8]), len(_LABELS), False)
-    tf.train.get_or_create_global_step()
-    model_fn_utils.init_from_checkpoint(_model_file("bert_model.ckpt"),
-                                         False)
-    with tf.Session() as session:
-      session.run(tf.global_variables_initializer())
-      rng = np.random.RandomState(0)
-      for var in tf.trainable_variables():
-        if var.op.name.startswith("cls/ner/"):
-          var.load(rng.normal(size=var.shape.as_list()).astype(np.float32),
-                   session)
-      return tf.train.Saver().save(
-          session, os.path.join(model_dir, "model.ckpt"), global_step=7)
 
 
 def _test_sentences():
@@ -79,7 +57,8 @@ def ner(tmp_path_factory):
   folder and a CoNLL file of test sentences (`_test_sentences`)."""
   root = tmp_path_factory.mktemp("ner")
   model_dir = str(root / "model")
-  _write_checkpoint(model_dir)
+  _write_fine_tuned_checkpoint(model_dir, "ner",
+                               num_labels=len(_LABELS))
   flag_values = types.SimpleNamespace(
       doc_stride=_STRIDE, document_context=False,
       vocab_file=_model_file("vocab.txt"),
@@ -221,7 +200,8 @@ def test_run_ner_and_the_script_write_the_same_predictions(ner, tmp_path):
   # run_ner.py --do_predict --pack_sequences --export_dir, then
   # predict_saved_model.py --pack_sequences on its export.
   model_dir = str(tmp_path / "model")
-  _write_checkpoint(model_dir)
+  _write_fine_tuned_checkpoint(model_dir, "ner",
+                               num_labels=len(_LABELS))
   ner_reader.write_label_list(os.path.join(model_dir, "label_list.txt"),
                               _LABELS)
   proc = run_script("run_ner.py", [
