@@ -17,7 +17,13 @@ converted, and writes what that script's `--do_predict` writes:
   window are split into the export's `doc_stride` windows;
 * multiple-choice exports: `--input_file` is a file in
   run_multiple_choice.py's layouts (SWAG's CSV, or JSON lines) ->
-  `test_results.tsv`, the probability of each ending then the chosen one.
+  `test_results.tsv`, the probability of each ending then the chosen one;
+* NER exports: `--input_file` is a CoNLL file as run_ner.py reads it (the
+  label column optional) -> `test_predictions.txt`, `token gold pred`
+  lines; sentences longer than a window are split with the export's
+  `doc_stride`, and the entity scores are logged when the file has labels.
+  With `--pack_sequences` (an export of `run_ner.py --pack_sequences`)
+  several windows share a row of the packed signature, the lines the same.
 
 `--model_dir` may also be a TensorFlow Lite or ONNX folder that
 `--convert_to` wrote: the same files come out (see `bert_tf.export.portable`).
@@ -57,9 +63,10 @@ def define_flags():
                       "ONNX folder written by --convert_to.")
   flags.DEFINE_string("input_file", None,
                       "What to predict: a TSV in the task's test layout "
-                      "(classifier exports), SQuAD JSON (SQuAD exports) or "
+                      "(classifier exports), SQuAD JSON (SQuAD exports), "
                       "a CSV or JSON-lines file of questions and endings "
-                      "(multiple-choice exports).")
+                      "(multiple-choice exports) or a CoNLL file (NER "
+                      "exports).")
   flags.DEFINE_string("output_dir", None, "Where the results are written.")
   flags.DEFINE_string("task_name", None,
                       "Classifier exports: the run_classifier.py task whose "
@@ -68,14 +75,17 @@ def define_flags():
   flags.DEFINE_integer("batch_size", 8, "Inputs per signature call (rows "
                        "with --pack_sequences).")
   flags.DEFINE_bool("pack_sequences", False,
-                    "Classifier exports of run_classifier.py "
+                    "Exports of run_classifier.py or run_ner.py "
                     "--pack_sequences: put several whole inputs into each "
                     "row (first-fit decreasing) and run the export's packed "
-                    "signature; test_results.tsv equals the unpacked run's "
+                    "signature; the outputs equal the unpacked run's "
                     "within float32 rounding.")
   flags.DEFINE_integer("max_examples_per_row", None,
                        "With --pack_sequences: inputs a row holds at most "
                        "(default and maximum: the export's).")
+  flags.DEFINE_integer("label_column", -1,
+                       "NER: the column of the gold labels, if any (0-based; "
+                       "negative counts from the end).")
   flags.DEFINE_integer("n_best_size", 20,
                        "SQuAD: candidates kept per question.")
   flags.DEFINE_integer("max_answer_length", 30,
@@ -111,9 +121,11 @@ from bert_tf.tasks.classifier import model as classifier_model
 from bert_tf.tasks.multiple_choice import data as mc_data
 from bert_tf.tasks.multiple_choice import features as mc_features
 from bert_tf.tasks.multiple_choice import predictions as mc_predictions
+from bert_tf.tasks.ner import metrics as ner_metrics
+from bert_tf.tasks.ner import reader as ner_reader
+from bert_tf.tasks.ner import task as ner_task
 from bert_tf.tasks.squad import data as squad_data
 from bert_tf.tasks.squad import predictions as squad_predictions
-from bert_tf.train import packing
 
 
 # How an error message names the task of a classifier export's kind.
@@ -196,20 +208,10 @@ def predict_classifier(model, examples, output_file, batch_size,
                      (first + len(encoded)) / max(time.time() - start, 1e-9))
 
   def packed_predictions():
-    rows = packing.pack([{"input_ids": ids[:sum(mask)],
-                          "segment_ids": segments[:sum(mask)]}
-                         for ids, mask, segments, _ in encode(examples)],
-                        model.max_seq_length, max_examples_per_row)
-    logging.info("Packed %d inputs into %d rows of %d tokens", len(examples),
-                 len(rows), model.max_seq_length)
-    outputs = []
-    for first in range(0, len(rows), batch_size):
-      batch = rows[first:first + batch_size]
-      served = model.run_packed(batch)
-      outputs.extend({key: served[key][i],
-                      "example_index": np.array(row["example_index"])}
-                     for i, row in enumerate(batch))
-    return packing.unpack(outputs, len(examples))
+    return model.predict_packed(
+        [{"input_ids": ids[:sum(mask)], "segment_ids": segments[:sum(mask)]}
+         for ids, mask, segments, _ in encode(examples)],
+        max_examples_per_row, batch_size)
 
   written = classifier_model.write_test_results(
       output_file, packed_predictions() if max_examples_per_row else
@@ -266,13 +268,9 @@ def main(_):
 
   # 2. The input, read (and checked) before the model is loaded; the model
   # and the outputs.
-  if kind not in _KINDS:
-    raise ValueError("--model_dir: %s is a %s export; this script predicts "
-                     "classifier, SQuAD and multiple-choice exports (use "
-                     "serving.BertServingModel.run)" % (version_dir, kind))
-  if FLAGS.pack_sequences and _KINDS[kind] is not _classifier:
+  if FLAGS.pack_sequences and kind not in export_utils.PACKED_KINDS:
     raise ValueError("--pack_sequences: %s is a %s export; packed rows are "
-                     "for classifier and regression exports" %
+                     "for classifier, regression and NER exports" %
                      (version_dir, kind))
   _KINDS[kind](version_dir, config, FLAGS)
 
@@ -352,12 +350,45 @@ def _multiple_choice(version_dir, _, flag_values):
   logging.info("Wrote %d lines to %s", written, output_file)
 
 
+def _ner(version_dir, config, flag_values):
+  """test_predictions.txt of a NER export, as run_ner.py --do_predict
+  writes it (and its scores logged)."""
+  examples_per_row = _examples_per_row(flag_values, config, version_dir)
+  path, label_list = flag_values.input_file, config["label_list"]
+  sentences = ner_reader.read_conll_file(path, flag_values.label_column)
+  ner_reader.check_labels(sentences, label_list, path,
+                          "the export's label_list")
+  logging.info("Read %d sentences from %s", len(sentences), path)
+  model = serving.BertServingModel(version_dir)
+  features = ner_task.window_features(
+      path, sentences, label_list, model.tokenizer, model.max_seq_length,
+      config["doc_stride"], config.get("document_context", False))
+  if examples_per_row:
+    predictions = model.predict_packed(
+        [{name: getattr(f, name)[:sum(f.input_mask)] for name in (
+            "input_ids", "segment_ids")} for f in features],
+        examples_per_row, flag_values.batch_size)
+  else:
+    predictions = []
+    for first in range(0, len(features), flag_values.batch_size):
+      batch = features[first:first + flag_values.batch_size]
+      predictions.extend({"probabilities": row} for row in model.run(*(
+          [getattr(f, name) for f in batch]
+          for name in export_utils.INPUT_NAMES))["probabilities"])
+  for feature, prediction in zip(features, predictions):
+    prediction["unique_ids"] = feature.unique_id
+  ner_task.write_test_predictions(
+      flag_values.output_dir, path, sentences, ner_metrics.word_predictions(
+          sentences, features, predictions, label_list), label_list)
+
+
 # What this script does with each kind of export: read the input (checked
 # before the model is loaded), predict it, write the outputs.
 _KINDS = {export_utils.CLASSIFIER: _classifier,
           export_utils.REGRESSION: _classifier,
           export_utils.SQUAD: _squad,
-          export_utils.MULTIPLE_CHOICE: _multiple_choice}
+          export_utils.MULTIPLE_CHOICE: _multiple_choice,
+          export_utils.NER: _ner}
 
 
 def cli():

@@ -14,7 +14,10 @@ training file, read back when predicting without training),
 `eval_results.txt` (sorted `key = value` lines, 0-1 scale: eval_precision,
 eval_recall, eval_f1, eval_f1_<TYPE>, eval_accuracy, eval_loss, global_step,
 loss), `dev_predictions.txt` and `test_predictions.txt` (`token gold pred`
-lines for conlleval.pl), each written atomically.
+lines for conlleval.pl), each written atomically. `--export_dir` writes a
+SavedModel serving each token's label probabilities (with
+`--pack_sequences`, a packed signature beside it), from which
+predict_saved_model.py writes the same `test_predictions.txt`.
 
 Usage (see docs/finetuning.md):
   python run_ner.py --do_train --do_eval --do_predict \
@@ -127,7 +130,9 @@ def _model_files(f):
       vocab_file=f.vocab_file, bert_config_file=f.bert_config_file,
       do_lower_case=f.do_lower_case, max_seq_length=f.max_seq_length,
       output_dir=f.output_dir, export_dir=f.export_dir,
-      bucket_by_length=f.bucket_by_length)
+      bucket_by_length=f.bucket_by_length,
+      max_examples_per_row=(f.max_examples_per_row if f.pack_sequences
+                            else None))
 
 
 def main(_):

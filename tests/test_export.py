@@ -28,6 +28,7 @@ from bert_tf.train import checkpoints
 import modeling
 import predict_saved_model
 import run_classifier
+import run_ner
 import run_squad
 from bert_tf.export import serving
 import tokenization
@@ -53,15 +54,19 @@ def _bert_config():
   return modeling.BertConfig.from_json_file(_model_file("bert_config.json"))
 
 
-def _write_fine_tuned_checkpoint(output_dir, kind, with_global_step=True):
-  """Writes output_dir/model.ckpt-7 for `kind` ("classifier", "regression"
-  or "squad"): the conformance encoder plus a seeded random head; returns
-  the checkpoint prefix."""
+def _write_fine_tuned_checkpoint(output_dir, kind, with_global_step=True,
+                                 num_labels=2):
+  """Writes output_dir/model.ckpt-7 for `kind` ("classifier", "regression",
+  "squad" or "ner", of `num_labels` tags): the conformance encoder plus a
+  seeded random head; returns the checkpoint prefix."""
   with tf.Graph().as_default():
     zeros = tf.zeros([1, 8], tf.int32)
     if kind == "squad":
       run_squad.create_model(_bert_config(), False, zeros, zeros, zeros,
                              False)
+    elif kind == "ner":
+      run_ner.create_model(_bert_config(), False, zeros, zeros, zeros, zeros,
+                           tf.zeros([1, 8]), num_labels, False)
     else:
       regression = kind == "regression"
       run_classifier.create_model(

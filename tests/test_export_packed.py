@@ -158,7 +158,8 @@ def test_packed_faults_are_one_line(exports, tmp_path):
   assert str(raised.value) == (
       "--pack_sequences: %s has no packed signature (no max_examples_per_row "
       "in its serving_config.json); packed rows need an export of "
-      "run_classifier.py --pack_sequences --export_dir" % unpacked)
+      "run_classifier.py or run_ner.py --pack_sequences --export_dir" %
+      unpacked)
   tflite = tmp_path / "tflite"
   tflite.mkdir()
   (tflite / "model.tflite").write_bytes(b"")
@@ -166,8 +167,8 @@ def test_packed_faults_are_one_line(exports, tmp_path):
     serving.packed_slots(str(tflite), _config(version))
   assert str(raised.value) == (
       "--pack_sequences: %s holds model.tflite but no model_packed.onnx; "
-      "packed rows need an export of run_classifier.py --pack_sequences "
-      "--export_dir, or its onnx or onnx_int8 form" % tflite)
+      "packed rows need an export of run_classifier.py or run_ner.py "
+      "--pack_sequences --export_dir, or its onnx or onnx_int8 form" % tflite)
   # A row wider than the export's slots, or longer than its rows.
   model = serving.BertServingModel(version)
   row = {"input_ids": [101, 102], "input_mask": [1, 1], "segment_ids": [0, 0],

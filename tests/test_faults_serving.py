@@ -32,6 +32,14 @@ def _squad_config(**changes):
   return config
 
 
+def _ner_config(**changes):
+  config = {"kind": "ner", "do_lower_case": True, "max_seq_length": 64,
+            "output_keys": ["probabilities"], "label_list": ["O", "B-PER"],
+            "doc_stride": 32, "document_context": False}
+  config.update(changes)
+  return {k: v for k, v in config.items() if v is not None}
+
+
 def _export_assets(tmp_path, config, bert_config=None):
   """A version folder's assets.extra/ with `config`; returns its path."""
   assets = tmp_path / export_utils.ASSETS_DIR
@@ -113,11 +121,20 @@ def test_max_seq_length_beyond_the_models_positions_is_refused(tmp_path):
     (_classifier_config(max_examples_per_row="4"), "max_examples_per_row "
      "is '4', expected an integer or null"),
     (_squad_config(max_examples_per_row=4), "max_examples_per_row is 4, "
-     "expected null for a squad export (only classifier and regression "
+     "expected null for a squad export (only classifier, regression and NER "
      "exports serve packed rows)"),
+    (_ner_config(doc_stride=None), "the top level has no 'doc_stride' field "
+     "(expected an integer)"),
+    (_ner_config(document_context="yes"), "document_context is 'yes', "
+     "expected true or false"),
 ])
 def test_every_field_is_checked_in_one_line(tmp_path, config, expected):
   assert _refused(tmp_path, config) == expected
+
+
+def test_a_good_ner_config_is_read(tmp_path):
+  _export_assets(tmp_path, _ner_config(max_examples_per_row=16))
+  assert serving.read_assets(str(tmp_path))[0]["max_examples_per_row"] == 16
 
 
 def test_a_good_config_is_read(tmp_path):

@@ -378,11 +378,11 @@ def test_bad_formats_and_a_taken_folder_are_one_line(exports, tmp_path):
     portable.convert(version, out, ["tflite"], config)
 
 
-def test_the_script_refuses_another_head_kind_from_a_portable_folder(
+def test_the_script_refuses_a_bad_ner_line_from_a_portable_folder(
     exports, tmp_path):
   _, out = exports("ner")
   rows = tmp_path / "test.tsv"
-  rows.write_text("a\tb\n")
+  rows.write_text("a\tz\n")
   done = subprocess.run(
       [sys.executable, "predict_saved_model.py",
        "--model_dir=" + os.path.join(out, "tflite"),
@@ -391,8 +391,9 @@ def test_the_script_refuses_another_head_kind_from_a_portable_folder(
   assert done.returncode != 0
   lines = [line for line in done.stderr.splitlines() if "error" in line]
   assert len(lines) == 1, done.stderr[-2000:]
-  assert "is a ner export; this script predicts classifier, SQuAD and multiple-choice" in (
-      lines[0])
+  assert lines[0].endswith(
+      "%s:1: label 'z' is not in the export's label_list (labels: %s)" %
+      (rows, " ".join(_LABELS)))
 
 
 @pytest.mark.slow

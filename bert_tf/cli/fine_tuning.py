@@ -51,6 +51,8 @@ class ModelFiles:
     export_dir: str or None, the SavedModel base folder.
     bucket_by_length: bool, export a signature of any length up to
       `max_seq_length`.
+    max_examples_per_row: int or None, export a packed signature too
+      (`saved_model.PACKED_KINDS`).
   """
 
   vocab_file: str
@@ -60,6 +62,7 @@ class ModelFiles:
   output_dir: str
   export_dir: Optional[str] = None
   bucket_by_length: bool = False
+  max_examples_per_row: Optional[int] = None
 
 
 def training(input_fn, records, num_examples, examples_per_update,
@@ -151,6 +154,7 @@ def exporter(head, bert_config, serving, files, init_checkpoint,
         label_list=(None if serving.label_list is None
                     else list(serving.label_list)),
         extra_features=serving.features, extra_config=serving.config,
-        bucket_by_length=files.bucket_by_length)
+        bucket_by_length=files.bucket_by_length,
+        max_examples_per_row=files.max_examples_per_row)
 
   return export

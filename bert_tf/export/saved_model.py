@@ -11,16 +11,20 @@ SQuAD, `probabilities` [batch_size, max_seq_length, num_labels] for
 tagging; multiple choice takes [batch_size, num_choices, max_seq_length]
 and serves `probabilities` and `logits` [batch_size, num_choices]), and
 `assets.extra/` with `vocab.txt`, `bert_config.json` and
-`serving_config.json`. A classifier or regression export made with
+`serving_config.json`. A classifier, regression or NER export made with
 `max_examples_per_row=K` (`--pack_sequences`) adds a `serving_packed`
 signature for packed rows (`bert_tf.train.packing`: `input_ids`,
 `input_mask` holding slots 1..K, `segment_ids`, `position_ids` [batch_size,
-max_seq_length], `cls_positions` [batch_size, K]; outputs with a slot
-dimension: `probabilities` [batch_size, K, num_labels], `predictions`
-[batch_size, K]) and `max_examples_per_row` to its config; the default
-signature and an export without packing are unchanged. A version is never overwritten: it is built in a
-hidden `.temp-...` folder and renamed into place whole. Written with
-`SavedModelBuilder`, the same on every stack and runner.
+max_seq_length]; classifier and regression also `cls_positions`
+[batch_size, K] and outputs with a slot dimension: `probabilities`
+[batch_size, K, num_labels], `predictions` [batch_size, K]; NER serves
+`probabilities` [batch_size, max_seq_length, num_labels], one per token,
+which a client gives back to each example by `input_mask`'s slot, so it
+needs no `[CLS]` positions) and `max_examples_per_row` to its config; the
+default signature and an export without packing are unchanged. A version
+is never overwritten: it is built in a hidden `.temp-...` folder and
+renamed into place whole. Written with `SavedModelBuilder`, the same on
+every stack and runner.
 """
 
 import contextlib
@@ -45,7 +49,8 @@ from bert_tf.train import spec as spec_lib
 
 __all__ = [
     "CLASSIFIER", "REGRESSION", "SQUAD", "NER", "MULTIPLE_CHOICE", "KINDS",
-    "INPUT_NAMES", "PACKED_INPUT_NAMES", "PACKED_SIGNATURE",
+    "INPUT_NAMES", "PACKED_INPUT_NAMES", "PACKED_SIGNATURE", "PACKED_KINDS",
+    "packed_input_names",
     "ASSETS_DIR", "VOCAB_ASSET", "CONFIG_ASSET", "SERVING_ASSET",
     "ASSET_NAMES", "CLASSIFIER_FEATURES", "REGRESSION_FEATURES",
     "SQUAD_FEATURES", "NER_FEATURES", "serving_input_fn_builder",
@@ -65,6 +70,14 @@ INPUT_NAMES = ("input_ids", "input_mask", "segment_ids")
 # The packed rows' signature and its inputs (`bert_tf.train.packing`).
 PACKED_SIGNATURE = "serving_packed"
 PACKED_INPUT_NAMES = INPUT_NAMES + ("position_ids", "cls_positions")
+# The kinds that export a packed signature.
+PACKED_KINDS = (CLASSIFIER, REGRESSION, NER)
+
+
+def packed_input_names(kind):
+  """The packed signature's inputs for `kind`: per-token outputs (NER) need
+  no `cls_positions`."""
+  return PACKED_INPUT_NAMES[:4] if kind == NER else PACKED_INPUT_NAMES
 ASSETS_DIR = "assets.extra"
 VOCAB_ASSET = "vocab.txt"
 CONFIG_ASSET = "bert_config.json"
@@ -92,7 +105,7 @@ NER_FEATURES = types.MappingProxyType(
 
 def serving_input_fn_builder(max_seq_length, extra_features=None,
                              bucket_by_length=False, choices=False,
-                             slots=None):
+                             slots=None, kind=CLASSIFIER):
   """The `serving_input_receiver_fn` of an export: returns (features,
   receivers), `receivers` the int32 placeholders `input_ids`, `input_mask`,
   `segment_ids` ([None, max_seq_length], or [None, None] with
@@ -100,8 +113,9 @@ def serving_input_fn_builder(max_seq_length, extra_features=None,
   batch's, multiple choice's), `features` those plus `extra_features`
   (name -> (dtype, shape after the batch, fill value); None: the sequence
   length) filled in. `slots=K`: packed rows' receivers
-  (`PACKED_INPUT_NAMES`, `cls_positions` [None, K]), each extra feature
-  filled per slot ([K] + its shape) and `example_index` [None, K]."""
+  (`packed_input_names(kind)`, `cls_positions` [None, K]), each extra
+  feature filled per slot ([K] + its shape; one of the sequence length,
+  per token, stays [max_seq_length]) and `example_index` [None, K]."""
   extra_features = dict(extra_features or {})
   if slots:
     extra_features["example_index"] = (tf.int32, (), -1)
@@ -109,8 +123,9 @@ def serving_input_fn_builder(max_seq_length, extra_features=None,
   def serving_input_fn():
     shapes = {name: [None] * (1 + choices) +
               [None if bucket_by_length else max_seq_length]
-              for name in PACKED_INPUT_NAMES[:4 if slots else 3]}
-    if slots:
+              for name in (packed_input_names(kind) if slots else
+                           INPUT_NAMES)}
+    if "cls_positions" in shapes:
       shapes["cls_positions"] = [None, slots]
     receivers = {name: tf.placeholder(tf.int32, shape, name=name)
                  for name, shape in shapes.items()}
@@ -120,8 +135,8 @@ def serving_input_fn_builder(max_seq_length, extra_features=None,
     if not bucket_by_length:
       seq_length = max_seq_length
     for name, (dtype, shape, value) in sorted(extra_features.items()):
-      dims = [slots] * bool(slots) + [seq_length if dim is None else dim
-                                      for dim in shape]
+      dims = [slots] * bool(slots and None not in shape) + [
+          seq_length if dim is None else dim for dim in shape]
       features[name] = tf.fill(
           tf.stack([batch_size] + dims) if dims else [batch_size],
           tf.constant(value, dtype))
@@ -253,7 +268,7 @@ def export_saved_model(model_fn, checkpoint_path, export_dir, max_seq_length,
   `serving_config.json`; `bucket_by_length`: a signature of any length up
   to `max_seq_length`, with the `bucket_lengths` a client pads to;
   `max_examples_per_row`: K, adds the `PACKED_SIGNATURE` of rows of K slots
-  (classifier and regression kinds; `model_fn` reads packed features).
+  (`PACKED_KINDS`; `model_fn` reads packed features).
 
   Raises:
     ValueError: an unknown kind, a checkpoint missing variables of the
@@ -262,9 +277,9 @@ def export_saved_model(model_fn, checkpoint_path, export_dir, max_seq_length,
   """
   if kind not in KINDS:
     raise ValueError("export: kind %r is not one of %s" % (kind, KINDS))
-  if max_examples_per_row and kind not in (CLASSIFIER, REGRESSION):
+  if max_examples_per_row and kind not in PACKED_KINDS:
     raise ValueError("export: a %s export has no packed signature (only "
-                     "classifier and regression exports)" % kind)
+                     "classifier, regression and NER exports)" % kind)
   config = {"kind": kind, "do_lower_case": bool(do_lower_case),
             "max_seq_length": int(max_seq_length),
             "label_list": None if label_list is None else list(label_list),
@@ -300,7 +315,8 @@ def export_saved_model(model_fn, checkpoint_path, export_dir, max_seq_length,
       signatures["serving_default"] = (inputs[1], outputs)
       if max_examples_per_row:
         packed = serving_input_fn_builder(max_seq_length, extra_features,
-                                          slots=max_examples_per_row)()
+                                          slots=max_examples_per_row,
+                                          kind=kind)()
         with tf.variable_scope(root, reuse=True):
           signatures[PACKED_SIGNATURE] = (packed[1], _serving_graph(
               model_fn, list(output_keys), checkpoint_path, packed)[0])

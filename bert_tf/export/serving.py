@@ -28,6 +28,7 @@ from bert_tf.tasks import features as feature_utils
 from bert_tf.tasks.squad import data as squad_data
 from bert_tf.tasks.squad import predictions as squad_predictions
 from bert_tf.train import lengths as lengths_lib
+from bert_tf.train import packing
 import tokenization
 
 __all__ = ["resolve_version", "read_assets", "check_serving_config",
@@ -126,6 +127,7 @@ _SERVING_OPTIONAL = {"label_list": (("list", "null"), None),
                      "doc_stride": ("integer", 1),
                      "max_query_length": ("integer", 1),
                      "version_2_with_negative": ("boolean", None),
+                     "document_context": ("boolean", None),
                      "bucket_lengths": (("list", "null"), None),
                      "max_examples_per_row": (("integer", "null"), None)}
 # The most examples a packed row holds (`--max_examples_per_row`'s range).
@@ -172,9 +174,10 @@ def check_serving_config(config, path):
   for key, (kind, minimum) in _TSV_COLUMNS.items():
     json_file.field(config.get("tsv_columns") or {}, key, kind, path,
                     "tsv_columns", default=None, minimum=minimum)
+  if config["kind"] in (export_utils.SQUAD, export_utils.NER):
+    json_file.field(config, "doc_stride", "integer", path, minimum=1)
   if config["kind"] == export_utils.SQUAD:
-    for key in ("doc_stride", "max_query_length"):
-      json_file.field(config, key, "integer", path, minimum=1)
+    json_file.field(config, "max_query_length", "integer", path, minimum=1)
     if config["max_query_length"] + 4 > config["max_seq_length"]:
       raise ValueError(
           "%s: max_query_length is %d, expected at most max_seq_length - 4 "
@@ -182,11 +185,12 @@ def check_serving_config(config, path):
           (path, config["max_query_length"], config["max_seq_length"] - 4))
   _check_bucket_lengths(config, path)
   if (config.get("max_examples_per_row") is not None and
-      config["kind"] not in (export_utils.CLASSIFIER, export_utils.REGRESSION)):
+      config["kind"] not in export_utils.PACKED_KINDS):
     raise ValueError("%s: max_examples_per_row is %d, expected null for a %s "
-                     "export (only classifier and regression exports serve "
-                     "packed rows)" % (path, config["max_examples_per_row"],
-                                       config["kind"]))
+                     "export (only classifier, regression and NER exports "
+                     "serve packed rows)" % (path,
+                                              config["max_examples_per_row"],
+                                              config["kind"]))
 
 
 def _check_output_keys(config, path):
@@ -279,7 +283,7 @@ def packed_slots(version_dir, config):
       os.path.join(version_dir, portable.PACKED_MODEL_FILE))):
     raise ValueError(
         "--pack_sequences: %s %s; packed rows need an export of "
-        "run_classifier.py --pack_sequences --export_dir%s" % (
+        "run_classifier.py or run_ner.py --pack_sequences --export_dir%s" % (
             version_dir, "has no packed signature (no max_examples_per_row "
             "in its serving_config.json)" if not slots else
             "holds %s but no %s" % (portable.MODEL_FILES[runtime],
@@ -397,7 +401,8 @@ class BertServingModel(object):
     `cls_positions` [k], k at most the export's `max_examples_per_row`).
 
     Returns:
-      name -> numpy array [len(rows), k, ...], k the widest row's slots.
+      name -> numpy array [len(rows), k, ...], k the widest row's slots;
+      a NER export's [len(rows), max_seq_length, num_labels], per token.
 
     Raises:
       ValueError: one line: an export or --convert_to folder without the
@@ -413,17 +418,45 @@ class BertServingModel(object):
           "expected at most the export's max_examples_per_row=%d and "
           "max_seq_length=%d (%s)" % (width, length, slots,
                                       self.max_seq_length, self.version_dir))
+    names = export_utils.packed_input_names(self.kind)
     inputs = {name: np.array([
         list(row[name]) + [0] * ((slots if name == "cls_positions" else
                                   self.max_seq_length) - len(row[name]))
-        for row in rows], np.int32)
-              for name in export_utils.PACKED_INPUT_NAMES}
+        for row in rows], np.int32) for name in names}
     if self._runner:
       outputs = self._runner.run_packed(inputs)
     else:
       outputs = {k: v.numpy() for k, v in self._packed(**{
           k: tf2.constant(v) for k, v in inputs.items()}).items()}
+    if "cls_positions" not in names:  # Per-token outputs.
+      return outputs
     return {k: v[:, :width] for k, v in outputs.items()}
+
+  def predict_packed(self, sequences, max_examples_per_row, batch_size):
+    """Each input's outputs, its inputs packed into rows (`packing.pack`)
+    of at most `max_examples_per_row`, `batch_size` rows a `run_packed`.
+
+    Args:
+      sequences: list of dicts of `input_ids` and `segment_ids`, each an
+        input's unpadded int list ([CLS] first).
+
+    Returns:
+      list of dicts name -> numpy array, in input order; a NER export's
+      per-token `probabilities` [max_seq_length, num_labels] hold the
+      input's own tokens first, then zeros (its unpacked layout).
+    """
+    rows = packing.pack(sequences, self.max_seq_length, max_examples_per_row)
+    logging.info("Packed %d inputs into %d rows of %d tokens", len(sequences),
+                 len(rows), self.max_seq_length)
+    outputs = []
+    for first in range(0, len(rows), batch_size):
+      batch = rows[first:first + batch_size]
+      served = self.run_packed(batch)
+      outputs.extend(dict({k: v[i] for k, v in served.items()}, **{
+          k: np.array(row[k]) for k in ("example_index", "input_mask")})
+                     for i, row in enumerate(batch))
+    return packing.unpack(outputs, len(sequences), token_keys=(
+        self.config["output_keys"] if self.kind == export_utils.NER else ()))
 
   def classify(self, text_a, text_b=None):
     """Classifies one text or pair: {label: probability}, or the predicted

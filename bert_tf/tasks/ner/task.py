@@ -5,7 +5,9 @@
 trains `model.TokenHead`, evaluates (the in-graph loss, then the entity
 scores of the predictions, `metrics.py`) and writes `dev_predictions.txt`
 and `test_predictions.txt`. `run_ner.py` reads its flags into `NerOptions`
-and calls it; nothing here reads flags.
+and calls it; nothing here reads flags. `window_features` and
+`write_test_predictions` are also predict_saved_model.py's, for NER
+exports.
 """
 
 import dataclasses
@@ -25,7 +27,8 @@ from bert_tf.train import input_fn as input_utils
 from bert_tf.train import lengths as lengths_lib
 from bert_tf.train import packing
 
-__all__ = ["NerOptions", "NerTask"]
+__all__ = ["NerOptions", "NerTask", "window_features",
+           "write_test_predictions"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -140,15 +143,9 @@ class NerTask:
   def _features(self, split, pad_to=None):
     """Features of one file; TPU runs pad them to a multiple of `pad_to`."""
     o = self.options
-    path, sentences = self.files[split]
-    features, num_empty = ner_features.convert_sentences_to_features(
-        sentences, self.label_list, self.tokenizer, o.max_seq_length,
-        o.doc_stride, o.document_context)
-    if num_empty:
-      logging.warning("%s: %d words became no WordPiece (control characters "
-                      "only); they are predicted O", path, num_empty)
-    logging.info("%s: %d sentences -> %d features", path, len(sentences),
-                 len(features))
+    features = window_features(
+        *self.files[split], self.label_list, self.tokenizer,
+        o.max_seq_length, o.doc_stride, o.document_context)
     if pad_to:
       while len(features) % pad_to:
         features.append(ner_features.padding_feature(len(features),
@@ -272,13 +269,37 @@ class NerTask:
     logging.info("  %d features", len(self.features["test"]))
     predicted = self._predict_words(steps, "test", "predict",
                                     checkpoint_path=checkpoint)
-    ner_metrics.write_conll_predictions(
-        os.path.join(self.options.output_dir, "test_predictions.txt"),
-        sentences, predicted)
-    if sentences[0].labels is not None:
-      scores = ner_metrics.entity_scores(
-          [s.labels for s in sentences], predicted,
-          ner_tags.entity_types(self.label_list))
-      logging.info("Test set (%s): precision %.4f, recall %.4f, F1 %.4f, "
-                   "token accuracy %.4f", path, scores["precision"],
-                   scores["recall"], scores["f1"], scores["accuracy"])
+    write_test_predictions(self.options.output_dir, path, sentences,
+                           predicted, self.label_list)
+
+
+def window_features(path, sentences, label_list, tokenizer, max_seq_length,
+                    doc_stride, document_context):
+  """The windowed `features.NerFeature`s of the sentences read from `path`
+  (`features.convert_sentences_to_features`); logs their number and warns
+  of words without a WordPiece."""
+  features, num_empty = ner_features.convert_sentences_to_features(
+      sentences, label_list, tokenizer, max_seq_length, doc_stride,
+      document_context)
+  if num_empty:
+    logging.warning("%s: %d words became no WordPiece (control characters "
+                    "only); they are predicted O", path, num_empty)
+  logging.info("%s: %d sentences -> %d features", path, len(sentences),
+               len(features))
+  return features
+
+
+def write_test_predictions(output_dir, path, sentences, predicted,
+                           label_list):
+  """Writes `output_dir/test_predictions.txt` (`token gold pred` lines) of
+  the sentences read from `path`, each word's predicted label in
+  `predicted`; logs the entity scores when the file has labels."""
+  ner_metrics.write_conll_predictions(
+      os.path.join(output_dir, "test_predictions.txt"), sentences, predicted)
+  if sentences[0].labels is not None:
+    scores = ner_metrics.entity_scores(
+        [s.labels for s in sentences], predicted,
+        ner_tags.entity_types(label_list))
+    logging.info("Test set (%s): precision %.4f, recall %.4f, F1 %.4f, "
+                 "token accuracy %.4f", path, scores["precision"],
+                 scores["recall"], scores["f1"], scores["accuracy"])
