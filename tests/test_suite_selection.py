@@ -124,11 +124,9 @@ def test_ci_runs_the_readme_command_on_both_stacks_and_the_slow_ones():
           "-n auto ||" in ci)
   # ... then on 2.15 the slow tests it leaves out, so every test runs there,
   # and on 2.21 those marked both_stacks.
-  # (The slow tests wait much of their time: one worker more than CPUs.)
-  assert "slow_workers=$(( $(nproc) + 1 ))" in ci
-  assert ('.venv/bin/python -m pytest tests -q -n "$slow_workers" -m '
-          '"slow and not e2e"' in ci)
-  assert ('.venv-tf2.21/bin/python -m pytest tests -q -n "$slow_workers" -m '
+  assert ('.venv/bin/python -m pytest tests -q -n auto -m "slow and not e2e"'
+          in ci)
+  assert ('.venv-tf2.21/bin/python -m pytest tests -q -n auto -m '
           '"both_stacks and not e2e"' in ci)
   assert conftest.DEFAULT_SELECTION == "not slow or e2e"
   assert 'PYTHON="${PYTHON_TF215:-python3.11}" ./setup.sh --test' in ci
