@@ -246,7 +246,7 @@ def test_run_ner_keeps_the_best_by_entity_f1(tmp_path):
   # loop's, run on each runner above; what is NER's here is its F1 key).
   data = tmp_path / "data"
   data.mkdir()
-  for name, count in (("eng.train", 24), ("eng.testa", 10)):
+  for name, count in (("eng.train", 12), ("eng.testa", 10)):
     lines, seen = [], 0
     for line in read_lines(shared_path("data", "ner", "conll2003", name)):
       if not line.strip():
