@@ -165,9 +165,12 @@ def _eval_results(path):
           for line in read_lines(path)}
 
 
+# The stack's default runner (the bucketed input is the same on both; the
+# session runner's bucketed training on TF 2.15: the mirrored and two-worker
+# tests below).
 @pytest.mark.slow
 @pytest.mark.both_stacks
-@pytest.mark.parametrize("runner", RUNNERS)
+@pytest.mark.parametrize("runner", RUNNERS[:1])
 def test_classifier_trains_bucketed_and_predicts_as_padded(tmp_path, runner):
   data_dir = _cola(tmp_path)
   common = ["--task_name=CoLA", "--data_dir=%s" % data_dir,
