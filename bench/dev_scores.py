@@ -150,6 +150,9 @@ def _model(work):
 
 def _measure(work):
   """Every run, with its files under `work`; prints the table."""
+  if not FLAGS.modes or set(FLAGS.modes) - {"fixed", "variant"}:
+    raise app.UsageError("--modes=%s: expected fixed and/or variant" %
+                         ",".join(FLAGS.modes))
   common = _model(work) + [
       "--max_seq_length=%d" % FLAGS.max_seq_length,
       "--learning_rate=%g" % FLAGS.learning_rate,
