@@ -105,6 +105,7 @@ def define_flags():
 # imports below load TensorFlow.
 flags_first.parse_when_run_as_command(__name__, define_flags)
 
+import itertools
 import math
 import os
 import time
@@ -331,22 +332,13 @@ def _multiple_choice(version_dir, _, flag_values):
   logging.info("Read %d questions from %s", len(examples),
                flag_values.input_file)
   model = serving.BertServingModel(version_dir)
-  batch_size = flag_values.batch_size
-
-  def predictions():
-    for first in range(0, len(examples), batch_size):
-      features = [mc_features.convert_example(example, model.max_seq_length,
-                                               model.tokenizer)
-                  for example in examples[first:first + batch_size]]
-      outputs = model.run(*(np.array([getattr(feature, name)
-                                      for feature in features])
-                            for name in export_utils.INPUT_NAMES))
-      for row in outputs["probabilities"]:
-        yield {"probabilities": row}
-
+  features = (mc_features.convert_example(example, model.max_seq_length,
+                                          model.tokenizer)
+              for example in examples)  # Converted as they are run.
   output_file = os.path.join(flag_values.output_dir, "test_results.tsv")
-  written = mc_predictions.write_test_results(output_file, predictions(),
-                                              len(examples))
+  written = mc_predictions.write_test_results(
+      output_file, _probabilities(model, features, flag_values.batch_size),
+      len(examples))
   logging.info("Wrote %d lines to %s", written, output_file)
 
 
@@ -369,17 +361,29 @@ def _ner(version_dir, config, flag_values):
             "input_ids", "segment_ids")} for f in features],
         examples_per_row, flag_values.batch_size)
   else:
-    predictions = []
-    for first in range(0, len(features), flag_values.batch_size):
-      batch = features[first:first + flag_values.batch_size]
-      predictions.extend({"probabilities": row} for row in model.run(*(
-          [getattr(f, name) for f in batch]
-          for name in export_utils.INPUT_NAMES))["probabilities"])
+    predictions = list(_probabilities(model, features,
+                                      flag_values.batch_size))
   for feature, prediction in zip(features, predictions):
     prediction["unique_ids"] = feature.unique_id
   ner_task.write_test_predictions(
       flag_values.output_dir, path, sentences, ner_metrics.word_predictions(
           sentences, features, predictions, label_list), label_list)
+
+
+def _probabilities(model, features, batch_size):
+  """{"probabilities": numpy array} of each of `features` (an iterable of
+  objects with the `INPUT_NAMES` attributes), `batch_size` a call of the
+  export's default signature."""
+  features = iter(features)
+  while True:
+    batch = list(itertools.islice(features, batch_size))
+    if not batch:
+      return
+    outputs = model.run(*(np.array([getattr(feature, name)
+                                    for feature in batch])
+                          for name in export_utils.INPUT_NAMES))
+    for row in outputs["probabilities"]:
+      yield {"probabilities": row}
 
 
 # What this script does with each kind of export: read the input (checked

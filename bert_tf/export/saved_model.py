@@ -73,11 +73,6 @@ PACKED_INPUT_NAMES = INPUT_NAMES + ("position_ids", "cls_positions")
 # The kinds that export a packed signature.
 PACKED_KINDS = (CLASSIFIER, REGRESSION, NER)
 
-
-def packed_input_names(kind):
-  """The packed signature's inputs for `kind`: per-token outputs (NER) need
-  no `cls_positions`."""
-  return PACKED_INPUT_NAMES[:4] if kind == NER else PACKED_INPUT_NAMES
 ASSETS_DIR = "assets.extra"
 VOCAB_ASSET = "vocab.txt"
 CONFIG_ASSET = "bert_config.json"
@@ -101,6 +96,12 @@ NER_FEATURES = types.MappingProxyType(
      "label_ids": (tf.int32, (None,), 0),
      "label_weights": (tf.int32, (None,), 0),
      "is_real_example": (tf.int32, (), 1)})
+
+
+def packed_input_names(kind):
+  """The packed signature's inputs for `kind`: per-token outputs (NER) need
+  no `cls_positions`."""
+  return PACKED_INPUT_NAMES[:4] if kind == NER else PACKED_INPUT_NAMES
 
 
 def serving_input_fn_builder(max_seq_length, extra_features=None,
