@@ -91,6 +91,22 @@ def test_pack_lays_out_slots_positions_and_masks():
                      "p": np.zeros([3])}], 3)
 
 
+def test_pack_window_keeps_the_items_order():
+  # Training packs runs of consecutive items, rows in the items' order, at
+  # about the fill of packing them all together.
+  rng = np.random.RandomState(2)
+  items = [{"input_ids": [101] * n} for n in rng.randint(1, 40, size=500)]
+  rows = packing.pack(items, 64, 4, window=50)
+  members = [[i for i in row["example_index"] if i >= 0] for row in rows]
+  assert sorted(i for m in members for i in m) == list(range(500))
+  assert all(len({i // 50 for i in m}) == 1 for m in members)
+  assert [min(m) for m in members] == sorted(min(m) for m in members)
+  together = packing.pack(items, 64, 4)
+  assert len(together) <= len(rows) <= 1.05 * len(together)
+  # Without a window, the longest items lead.
+  assert len(items[together[0]["example_index"][0]]["input_ids"]) == 39
+
+
 def _examples():
   rng = np.random.RandomState(1)
   return [{"input_ids": list(rng.randint(1, 99, size=n)),
@@ -290,6 +306,31 @@ def test_classifier_training_input_carries_the_update_share(tmp_path,
   assert values[accumulation.UPDATE_SHARE_KEY].min() >= 1.0
   if max_per_row is None:  # Two micro-batches of 4 examples.
     np.testing.assert_allclose(values[accumulation.UPDATE_SHARE_KEY], 4.0)
+
+
+def test_classifier_packed_training_reads_the_file_in_order(tmp_path):
+  # As fixed padding's shuffle buffer of 100 records: a packed update draws
+  # on about the next packing.TRAINING_SPAN examples of the file (before,
+  # the longest examples of the whole file came first).
+  processor = data.get_processor("sst-2")
+  lines = read_lines(shared_path("data", "glue", "SST-2", "train.tsv"))
+  write_tsv(str(tmp_path / "train.tsv"), lines[:1001])
+  task = task_lib.ClassifierTask(
+      "sst-2", processor, processor.get_labels(),
+      model_lib.head_for(processor, processor.get_labels()),
+      tokenization.FullTokenizer(
+          data_path("conformance", "modeling", "vocab.txt")),
+      max_seq_length=128, output_dir=str(tmp_path), max_examples_per_row=16)
+  training = task.training(processor.get_train_examples(str(tmp_path)), 32,
+                           1.0, 0.1, 1e-3)
+  with tf.Graph().as_default():
+    batch = tf.data.make_one_shot_iterator(
+        training.input_fn({"batch_size": 32})).get_next()
+    with tf.Session() as session:
+      first = session.run(batch)
+  real = first["example_index"][first["is_real_example"] == 1]
+  assert 24 <= len(real) <= 40  # About 32 examples, in a few rows.
+  assert real.max() < 2 * packing.TRAINING_SPAN
 
 
 # ----------------------------------------------------------------------------

@@ -27,7 +27,15 @@ import modeling
 __all__ = ["first_fit_decreasing", "pack", "empty_row", "add_slot_values",
            "write_rows", "serialize_row", "rows_input_fn",
            "encoder_inputs", "slots", "unslot", "unpack",
-           "scale_batch_size", "input_features"]
+           "scale_batch_size", "training_input_fn", "input_features",
+           "TRAINING_SPAN"]
+
+# Fixed padding's training input shuffles records in a buffer of 100 (the
+# reference's run_classifier.py), so an update draws on about this many
+# consecutive examples of the file. Packed training keeps that span: rows
+# are packed from runs of this many consecutive examples, in file order,
+# and shuffled in a buffer of about this many examples.
+TRAINING_SPAN = 100
 
 
 def first_fit_decreasing(lengths, capacity, max_per_row):
@@ -82,7 +90,7 @@ def first_fit_decreasing(lengths, capacity, max_per_row):
   return rows
 
 
-def pack(sequences, max_seq_length, max_per_row):
+def pack(sequences, max_seq_length, max_per_row, window=None):
   """Packs examples' unpadded inputs into rows.
 
   Args:
@@ -91,6 +99,10 @@ def pack(sequences, max_seq_length, max_per_row):
       `segment_ids` and any others (token labels, weights).
     max_seq_length: int, the row length.
     max_per_row: int, slots per row (K).
+    window: int, or None: None packs all items together (fewest rows, the
+      longest first); an int packs each run of `window` consecutive items
+      on its own and orders the rows by their first item, so the rows keep
+      the items' order (training: `TRAINING_SPAN`; about 1% more rows).
 
   Returns:
     List of dicts of int lists: the items' keys, concatenated, `input_mask`
@@ -101,9 +113,17 @@ def pack(sequences, max_seq_length, max_per_row):
   rows = []
   token_keys = list(sequences[0]) + ["input_mask", "position_ids"] if (
       sequences) else []
-  for members in first_fit_decreasing(
-      [len(item["input_ids"]) for item in sequences], max_seq_length,
-      max_per_row):
+  lengths = [len(item["input_ids"]) for item in sequences]
+  if window is None:
+    groups = first_fit_decreasing(lengths, max_seq_length, max_per_row)
+  else:
+    groups = sorted((
+        [start + m for m in members]
+        for start in range(0, len(lengths), window)
+        for members in first_fit_decreasing(
+            lengths[start:start + window], max_seq_length, max_per_row)),
+                    key=min)
+  for members in groups:
     row = {name: [] for name in token_keys + ["cls_positions"]}
     for slot, index in enumerate(members, 1):
       length = len(sequences[index]["input_ids"])
@@ -256,3 +276,20 @@ def scale_batch_size(input_fn, examples_per_row):
     return input_fn(dict(params, batch_size=rows), config, input_context)
 
   return scaled
+
+
+def training_input_fn(path, schema, examples_per_row):
+  """The training `input_fn` over packed rows that `pack(...,
+  window=TRAINING_SPAN)` wrote to `path`: repeated, shuffled in a buffer
+  of about `TRAINING_SPAN` examples, whole batches of about
+  `params["batch_size"]` examples (`scale_batch_size`).
+
+  Args:
+    path: str, the TFRecord file.
+    schema: dict name -> `tf.io.FixedLenFeature` (`input_features`).
+    examples_per_row: float > 0, the file's examples over its rows.
+  """
+  return scale_batch_size(input_utils.tfrecord_input_fn_builder(
+      [path], schema, is_training=True, drop_remainder=True,
+      shuffle_buffer=max(1, int(round(TRAINING_SPAN / examples_per_row)))),
+                          examples_per_row)

@@ -112,9 +112,10 @@ class ClassifierTask:
       logging.info("  Batch size = %d", batch_size)
     return len(examples), None
 
-  def _write_rows(self, path, examples, batch_size):
+  def _write_rows(self, path, examples, batch_size, window=None):
     """`write_records` for packed rows: each example's inputs (its windows
-    with `doc_stride`), packed, then empty rows to whole batches on TPU.
+    with `doc_stride`), packed (`packing.pack`'s `window`), then empty
+    rows to whole batches on TPU.
 
     Returns:
       (number of rows, each input's example index, number of inputs).
@@ -132,7 +133,7 @@ class ClassifierTask:
         labels.append(label)
         owners.append(index)
     rows = packing.pack(inputs, self.max_seq_length,
-                        self.max_examples_per_row)
+                        self.max_examples_per_row, window=window)
     while batch_size and self.use_tpu and len(rows) % batch_size:
       rows.append(packing.empty_row(self.max_seq_length,
                                     self.max_examples_per_row))
@@ -173,10 +174,12 @@ class ClassifierTask:
     train_file = os.path.join(self.output_dir, "train.tf_record")
     # With windows, every window is a training example.
     if self.max_examples_per_row:  # Steps count inputs, batches rows.
-      num_rows, _, num_records = self._write_rows(train_file, examples, None)
-      input_fn = packing.scale_batch_size(
-          self.input_fn(train_file, is_training=True),
-          num_records / max(1, num_rows))
+      num_rows, _, num_records = self._write_rows(
+          train_file, examples, None, window=packing.TRAINING_SPAN)
+      input_fn = packing.training_input_fn(
+          train_file, packing.input_features(
+              self.max_seq_length, self.max_examples_per_row,
+              self.head.label_feature), num_records / max(1, num_rows))
     else:
       num_records, _ = self.write_records(train_file, examples)
       input_fn = self.input_fn(train_file, is_training=True)

@@ -172,13 +172,15 @@ class NerTask:
 
   def _packed_input_fn(self, features, name, is_training):
     """`_input_fn` over packed rows of the real features (TPU: whole
-    batches of both sizes); training batches count features."""
+    batches of both sizes); training keeps the features' order
+    (`packing.training_input_fn`) and its batches count features."""
     o = self.options
     real = [f for f in features if f.is_real_example]
     rows = packing.pack([{key: getattr(f, key)[:sum(f.input_mask)] for key in (
         "input_ids", "segment_ids", "label_ids", "label_weights")}
                          for f in real], o.max_seq_length,
-                        o.max_examples_per_row)
+                        o.max_examples_per_row,
+                        window=packing.TRAINING_SPAN if is_training else None)
     pad_to = math.lcm(o.eval_batch_size, o.predict_batch_size)
     while o.use_tpu and not is_training and len(rows) % pad_to:
       rows.append(packing.empty_row(o.max_seq_length,
@@ -188,13 +190,13 @@ class NerTask:
     schema = packing.input_features(o.max_seq_length, o.max_examples_per_row)
     for key in ("label_ids", "label_weights"):
       schema[key] = schema["input_ids"]
-    input_fn = input_utils.tfrecord_input_fn_builder(
-        [self._record_file(name)], schema, is_training=is_training,
-        drop_remainder=is_training or o.use_tpu)
     if is_training:
-      input_fn = packing.scale_batch_size(input_fn,
-                                          len(real) / max(1, len(rows)))
-    return input_fn, len(rows)
+      return packing.training_input_fn(
+          self._record_file(name), schema,
+          len(real) / max(1, len(rows))), len(rows)
+    return input_utils.tfrecord_input_fn_builder(
+        [self._record_file(name)], schema, is_training=False,
+        drop_remainder=o.use_tpu), len(rows)
 
   def _predict_words(self, steps, split, name, checkpoint_path=None):
     """Each word's predicted label (see `metrics.word_predictions`)."""
