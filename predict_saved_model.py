@@ -8,7 +8,9 @@ converted, and writes what that script's `--do_predict` writes:
 * classifier / regression exports: `--input_file` is a TSV in the test
   layout of the task (`--task_name`, default the export's task, e.g. MRPC's
   test.tsv) -> `test_results.tsv`, one line of tab-separated class
-  probabilities (or the predicted score) per row; with `--pack_sequences`
+  probabilities (or the predicted score) per row; an export of
+  `run_classifier.py --doc_stride` splits long texts into its windows and
+  combines them as it did (`window_aggregation`); with `--pack_sequences`
   (an export of `run_classifier.py --pack_sequences`) several inputs share
   a row of the export's packed signature, the lines the same;
 * SQuAD exports: `--input_file` is SQuAD JSON -> `predictions.json`,
@@ -119,6 +121,7 @@ from bert_tf.export import saved_model as export_utils
 from bert_tf.export import serving
 from bert_tf.tasks.classifier import data as classifier_data
 from bert_tf.tasks.classifier import model as classifier_model
+from bert_tf.tasks.classifier import windows as classifier_windows
 from bert_tf.tasks.multiple_choice import data as mc_data
 from bert_tf.tasks.multiple_choice import features as mc_features
 from bert_tf.tasks.multiple_choice import predictions as mc_predictions
@@ -174,49 +177,72 @@ def read_classifier_examples(task_name, input_file, config):
 
 
 def predict_classifier(model, examples, output_file, batch_size,
-                       max_examples_per_row=None):
+                       max_examples_per_row=None, doc_stride=None,
+                       window_aggregation="mean"):
   """Runs `examples` through the export; writes `test_results.tsv`.
 
   The lines are `bert_tf.tasks.classifier.model.write_test_results`', in
-  input order. Inputs longer than `max_seq_length` are truncated as in
-  training and counted in one log line. `max_examples_per_row`: pack the
-  inputs into rows of at most that many (`packing.pack`), `batch_size`
+  input order. Without `doc_stride`, inputs longer than `max_seq_length`
+  are truncated as in training and counted in one log line; with it, each
+  text is split into windows `doc_stride` tokens apart and its line is the
+  `window_aggregation` ("mean" or "max") of its windows' outputs, as
+  `run_classifier.py --doc_stride` writes it. `max_examples_per_row`: pack
+  the inputs into rows of at most that many (`packing.pack`), `batch_size`
   rows a call of the export's packed signature (`run_packed`).
 
   Returns:
     int, the number of lines written.
+
+  Raises:
+    ValueError: a `text_b` leaving no room for a window (naming the
+      example).
   """
   key = model.config["output_keys"][0]
   truncated = []
   start = time.time()
+  if doc_stride is None:
+    items, owners = examples, None
 
-  def encode(batch):
-    encoded = [serving.encode_text(model.tokenizer, example.text_a,
-                                   example.text_b, model.max_seq_length)
-               for example in batch]
-    truncated.extend(e[3] for e in encoded if e[3])
-    return encoded
+    def encode(batch):
+      encoded = [serving.encode_text(model.tokenizer, example.text_a,
+                                     example.text_b, model.max_seq_length)
+                 for example in batch]
+      truncated.extend(e[3] for e in encoded if e[3])
+      return encoded
+  else:
+    items, owners = [], []
+    for index, example in enumerate(examples):
+      for window in classifier_windows.encode_windows(
+          example, model.tokenizer, model.max_seq_length, doc_stride):
+        items.append(tuple(window) + (False,))
+        owners.append(index)
+    logging.info("%d windows of %d examples (doc_stride=%d)", len(items),
+                 len(examples), doc_stride)
+    encode = list
 
   def predictions():
-    for first in range(0, len(examples), batch_size):
-      encoded = encode(examples[first:first + batch_size])
+    for first in range(0, len(items), batch_size):
+      encoded = encode(items[first:first + batch_size])
       inputs = (np.array(x) for x in zip(*(e[:3] for e in encoded)))
       for row in model.run(*inputs)[key]:
         yield {key: row}
       if (first // batch_size + 1) % 100 == 0:
-        logging.info("Predicted %d of %d examples (%.1f examples/sec)",
-                     first + len(encoded), len(examples),
+        logging.info("Predicted %d of %d inputs (%.1f inputs/sec)",
+                     first + len(encoded), len(items),
                      (first + len(encoded)) / max(time.time() - start, 1e-9))
 
   def packed_predictions():
     return model.predict_packed(
         [{"input_ids": ids[:sum(mask)], "segment_ids": segments[:sum(mask)]}
-         for ids, mask, segments, _ in encode(examples)],
+         for ids, mask, segments, _ in encode(items)],
         max_examples_per_row, batch_size)
 
-  written = classifier_model.write_test_results(
-      output_file, packed_predictions() if max_examples_per_row else
-      predictions(), len(examples))
+  outputs = packed_predictions() if max_examples_per_row else predictions()
+  if owners is not None:
+    outputs = ({key: value} for value in classifier_windows.aggregate(
+        outputs, owners, len(examples), window_aggregation))
+  written = classifier_model.write_test_results(output_file, outputs,
+                                                len(examples))
   if truncated:
     logging.warning("%d of %d inputs were longer than max_seq_length=%d "
                     "tokens and were truncated (as in training)",
@@ -306,7 +332,9 @@ def _classifier(version_dir, config, flag_values):
                flag_values.input_file)
   predict_classifier(serving.BertServingModel(version_dir), examples,
                      os.path.join(flag_values.output_dir, "test_results.tsv"),
-                     flag_values.batch_size, examples_per_row)
+                     flag_values.batch_size, examples_per_row,
+                     config.get("doc_stride"),
+                     config.get("window_aggregation") or "mean")
 
 
 def _squad(version_dir, config, flag_values):

@@ -23,6 +23,7 @@ from bert_tf.export import portable
 from bert_tf.export import saved_model as export_utils
 from bert_tf.export import serving
 from bert_tf.tasks.classifier import model as classifier_model
+from bert_tf.tasks.classifier import windows as windows_lib
 from bert_tf.train import model_fn as model_fn_utils
 import predict_saved_model
 import run_classifier
@@ -98,6 +99,47 @@ def test_packed_predictions_equal_unpacked_ones(exports, mrpc_pairs,
   np.testing.assert_allclose(results[1], results[0], atol=1e-5, rtol=0)
   # The outputs differ between examples by far more than the tolerance.
   assert np.ptp(results[0][:, -1]) > 2e-4
+
+
+@pytest.mark.parametrize("aggregation", ["mean", "max"])
+def test_windows_of_long_texts_give_one_line_a_text(exports, mrpc_pairs,
+                                                   tmp_path, aggregation):
+  # As run_classifier.py --doc_stride: text_a in windows 8 tokens apart,
+  # each text's line the mean (max) of its windows' probabilities. The
+  # pairs' texts joined: up to 90 tokens, short ones one window.
+  texts = [run_classifier.InputExample(e.guid, e.text_a + " " + e.text_b)
+           for e in mrpc_pairs]
+  model = serving.BertServingModel(exports["classifier"])
+  windows, owners = [], []
+  for index, example in enumerate(texts):
+    for window in windows_lib.encode_windows(example, model.tokenizer, _SEQ,
+                                             8):
+      windows.append(window)
+      owners.append(index)
+  assert len(windows) == 68  # The 6 whole pairs: 5 to 16 windows each.
+  alone = model.run(*(np.array(x) for x in zip(*windows)))["probabilities"]
+  reduce_fn = np.mean if aggregation == "mean" else np.max
+  expected = [reduce_fn(alone[np.array(owners) == index], axis=0)
+              for index in range(len(texts))]
+  for slots in (None, _SLOTS):
+    path = str(tmp_path / ("%s.tsv" % slots))
+    assert predict_saved_model.predict_classifier(
+        model, texts, path, batch_size=3, max_examples_per_row=slots,
+        doc_stride=8, window_aggregation=aggregation) == len(texts)
+    np.testing.assert_allclose(np.loadtxt(path, ndmin=2), expected,
+                               atol=1e-5, rtol=0)
+  # An export that keeps the windows (serving_config.json's doc_stride and
+  # window_aggregation): `classify` reads them too.
+  version = str(tmp_path / "1")
+  shutil.copytree(exports["classifier"], version)
+  path = os.path.join(version, "assets.extra", "serving_config.json")
+  with open(path, encoding="utf-8") as f:
+    config = json.load(f)
+  with open(path, "w", encoding="utf-8") as f:
+    json.dump(dict(config, doc_stride=8, window_aggregation=aggregation), f)
+  classified = serving.BertServingModel(version).classify(texts[3].text_a)
+  np.testing.assert_allclose([classified["0"], classified["1"]], expected[3],
+                             atol=1e-5, rtol=0)
 
 
 def test_the_packed_signature_sits_beside_the_unchanged_default(exports):

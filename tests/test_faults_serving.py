@@ -123,6 +123,11 @@ def test_max_seq_length_beyond_the_models_positions_is_refused(tmp_path):
     (_squad_config(max_examples_per_row=4), "max_examples_per_row is 4, "
      "expected null for a squad export (only classifier, regression and NER "
      "exports serve packed rows)"),
+    (_classifier_config(doc_stride=16, window_aggregation="median"),
+     "window_aggregation is 'median', expected one of mean, max (how a "
+     "classifier export with doc_stride combines a text's windows)"),
+    (_classifier_config(doc_stride=0), "doc_stride is 0, expected an integer "
+     "in [1, inf]"),
     (_ner_config(doc_stride=None), "the top level has no 'doc_stride' field "
      "(expected an integer)"),
     (_ner_config(document_context="yes"), "document_context is 'yes', "

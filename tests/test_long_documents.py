@@ -107,14 +107,29 @@ def _classify(tmp_path, extra):
                       "--num_cpu_devices=2", "--num_gpus=0"])])
 def test_deciding_word_past_max_seq_length_is_found_only_with_windows(
     tmp_path, runner, distribute):
+  export = [] if distribute else ["--export_dir=" + str(tmp_path / "export"),
+                                  "--window_aggregation=max"]
   result, probabilities = _classify(
-      tmp_path, ["--runner=" + runner, "--doc_stride=7"] + distribute)
+      tmp_path, ["--runner=" + runner, "--doc_stride=7"] + distribute +
+      export)
   assert "Num examples = 24 (48 records)" in result.stderr  # 2 windows each.
   assert probabilities.shape == (8, 2)  # One line per document.
   np.testing.assert_array_equal(np.argmax(probabilities, axis=1),
                                 [0, 1] * 4)
   if distribute:
     assert "Training on 2 replicas" in result.stderr
+    return
+  # The export windows the test file as the run did: the same lines.
+  served = run_script("predict_saved_model.py", [
+      "--model_dir=" + str(tmp_path / "export"),
+      "--input_file=" + str(tmp_path / "data" / "test.tsv"),
+      "--output_dir=" + str(tmp_path / "served")])
+  assert served.returncode == 0, served.stderr[-3000:]
+  assert "16 windows of 8 examples (doc_stride=7)" in served.stderr
+  lines = read_lines(str(tmp_path / "served" / "test_results.tsv"))
+  np.testing.assert_allclose(
+      [[float(x) for x in line.split("\t")] for line in lines],
+      probabilities, atol=1e-5, rtol=0)
 
 
 @pytest.mark.slow

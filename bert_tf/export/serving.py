@@ -25,6 +25,8 @@ from bert_tf import json_file
 from bert_tf.export import portable
 from bert_tf.export import saved_model as export_utils
 from bert_tf.tasks import features as feature_utils
+from bert_tf.tasks.classifier import data as classifier_data
+from bert_tf.tasks.classifier import windows as classifier_windows
 from bert_tf.tasks.squad import data as squad_data
 from bert_tf.tasks.squad import predictions as squad_predictions
 from bert_tf.train import lengths as lengths_lib
@@ -125,6 +127,7 @@ _SERVING_OPTIONAL = {"label_list": (("list", "null"), None),
                      "task_name": (("string", "null"), None),
                      "tsv_columns": (("object", "null"), None),
                      "doc_stride": ("integer", 1),
+                     "window_aggregation": (("string", "null"), None),
                      "max_query_length": ("integer", 1),
                      "version_2_with_negative": ("boolean", None),
                      "document_context": ("boolean", None),
@@ -176,6 +179,13 @@ def check_serving_config(config, path):
                     "tsv_columns", default=None, minimum=minimum)
   if config["kind"] in (export_utils.SQUAD, export_utils.NER):
     json_file.field(config, "doc_stride", "integer", path, minimum=1)
+  aggregations = classifier_data.AGGREGATIONS
+  if config.get("window_aggregation") not in (None,) + aggregations:
+    raise ValueError("%s: window_aggregation is %s, expected one of %s "
+                     "(how a classifier export with doc_stride combines a "
+                     "text's windows)" % (
+                         path, json_file.describe(config["window_aggregation"]),
+                         ", ".join(aggregations)))
   if config["kind"] == export_utils.SQUAD:
     json_file.field(config, "max_query_length", "integer", path, minimum=1)
     if config["max_query_length"] + 4 > config["max_seq_length"]:
@@ -460,14 +470,28 @@ class BertServingModel(object):
 
   def classify(self, text_a, text_b=None):
     """Classifies one text or pair: {label: probability}, or the predicted
-    float of a regression export."""
+    float of a regression export. An export with `doc_stride`
+    (`run_classifier.py --doc_stride`) reads a long `text_a` in its
+    windows and combines them by its `window_aggregation`."""
     if self.kind not in _CLASSIFY:
       raise ValueError("classify: %s is a %s export" %
                        (self.version_dir, self.kind))
-    ids, mask, segments, _ = encode_text(self.tokenizer, text_a, text_b,
-                                         self.max_seq_length)
-    return _CLASSIFY[self.kind](self.config,
-                                self.run([ids], [mask], [segments]))
+    doc_stride = self.config.get("doc_stride")
+    if doc_stride is None:
+      ids, mask, segments, _ = encode_text(self.tokenizer, text_a, text_b,
+                                           self.max_seq_length)
+      return _CLASSIFY[self.kind](self.config,
+                                  self.run([ids], [mask], [segments]))
+    windows = classifier_windows.encode_windows(
+        classifier_data.InputExample("classify", text_a, text_b),
+        self.tokenizer, self.max_seq_length, doc_stride)
+    key = self.config["output_keys"][0]
+    outputs = self.run(*(np.array(x) for x in zip(*windows)))[key]
+    combined, = classifier_windows.aggregate(
+        ({key: row} for row in outputs), [0] * len(windows), 1,
+        self.config.get("window_aggregation") or "mean")
+    return _CLASSIFY[self.kind](self.config, {
+        key: np.reshape(combined, (1,) + np.shape(outputs)[1:])})
 
   def answer(self, question, context, n_best_size=20, max_answer_length=30,
              null_score_diff_threshold=0.0, batch_size=8):

@@ -235,13 +235,17 @@ class ClassifierTask:
     `model_fn` (PREDICT, float32, no TPU), `max_seq_length`, `label_list`,
     `bucket_by_length`, `max_examples_per_row` (packed: a packed signature
     too), and the head's `export_spec` with the task's own
-    `serving_config.json` keys (its name, the `tsv` task's columns)."""
+    `serving_config.json` keys (its name, the `tsv` task's columns; a
+    windowed head's `doc_stride` and `window_aggregation`)."""
     spec = self.head.export_spec()
     tsv_columns = None
     if isinstance(self.processor, TsvProcessor):
       tsv_columns = {name: getattr(self.processor, name) for name in (
           "text_a_column", "text_b_column", "skip_header")}
     spec["extra_config"].update(task_name=self.name, tsv_columns=tsv_columns)
+    if self.head.doc_stride is not None:
+      spec["extra_config"].update(doc_stride=self.head.doc_stride,
+                                  window_aggregation=self.head.aggregation)
     return dict(spec, model_fn=model_fn_utils.build_model_fn(
         self.head, bert_config, None, False, False),
                 max_seq_length=self.max_seq_length,
