@@ -237,11 +237,13 @@ def _padded(batch, length):
 
 def _packed(inputs):
   """Packed rows as numpy arrays (`packing.pack`'s, NER's or the
-  classifier's labels per slot as the scripts write them)."""
+  classifier's labels per slot as the scripts write them; training's in
+  the inputs' order, as the scripts pack it)."""
   tokens = isinstance(inputs[0]["label_ids"], list)
   rows = packing.pack(
       [{k: v for k, v in item.items() if tokens or k != "label_ids"}
-       for item in inputs], FLAGS.max_seq_length, FLAGS.max_examples_per_row)
+       for item in inputs], FLAGS.max_seq_length, FLAGS.max_examples_per_row,
+      window=packing.TRAINING_SPAN if FLAGS.phase == "train" else None)
   if not tokens:
     packing.add_slot_values(rows, "label_ids",
                             [[item["label_ids"]] for item in inputs], [0])

@@ -96,10 +96,12 @@ def test_pack_window_keeps_the_items_order():
   # about the fill of packing them all together.
   rng = np.random.RandomState(2)
   items = [{"input_ids": [101] * n} for n in rng.randint(1, 40, size=500)]
-  rows = packing.pack(items, 64, 4, window=50)
+  rows = packing.pack(items, 64, 4, window=60)
   members = [[i for i in row["example_index"] if i >= 0] for row in rows]
   assert sorted(i for m in members for i in m) == list(range(500))
-  assert all(len({i // 50 for i in m}) == 1 for m in members)
+  # Runs 0-59, ..., 360-419 and 420-499 (the last 20 join the run before).
+  assert all(len({min(i // 60, 7) for i in m}) == 1 for m in members)
+  assert any(min(m) < 480 <= max(m) for m in members)
   assert [min(m) for m in members] == sorted(min(m) for m in members)
   together = packing.pack(items, 64, 4)
   assert len(together) <= len(rows) <= 1.05 * len(together)
@@ -329,8 +331,8 @@ def test_classifier_packed_training_reads_the_file_in_order(tmp_path):
     with tf.Session() as session:
       first = session.run(batch)
   real = first["example_index"][first["is_real_example"] == 1]
-  assert 24 <= len(real) <= 40  # About 32 examples, in a few rows.
-  assert real.max() < 2 * packing.TRAINING_SPAN
+  assert len(real) >= 16  # About 32 examples, in whole rows.
+  assert real.max() < 2 * packing.TRAINING_SPAN, real
 
 
 # ----------------------------------------------------------------------------
