@@ -82,6 +82,19 @@ def mrpc_pairs():
   return examples
 
 
+def _copy_with_config(version_dir, tmp_path, **changes):
+  """A copy of the export at `version_dir` whose serving_config.json has
+  `changes`; its version folder."""
+  version = str(tmp_path / "1")
+  shutil.copytree(version_dir, version)
+  path = os.path.join(version, "assets.extra", "serving_config.json")
+  with open(path, encoding="utf-8") as f:
+    config = json.load(f)
+  with open(path, "w", encoding="utf-8") as f:
+    json.dump(dict(config, **changes), f)
+  return version
+
+
 @pytest.mark.parametrize("kind", sorted(_HEADS))
 def test_packed_predictions_equal_unpacked_ones(exports, mrpc_pairs,
                                                 tmp_path, kind, caplog):
@@ -130,13 +143,8 @@ def test_windows_of_long_texts_give_one_line_a_text(exports, mrpc_pairs,
                                atol=1e-5, rtol=0)
   # An export that keeps the windows (serving_config.json's doc_stride and
   # window_aggregation): `classify` reads them too.
-  version = str(tmp_path / "1")
-  shutil.copytree(exports["classifier"], version)
-  path = os.path.join(version, "assets.extra", "serving_config.json")
-  with open(path, encoding="utf-8") as f:
-    config = json.load(f)
-  with open(path, "w", encoding="utf-8") as f:
-    json.dump(dict(config, doc_stride=8, window_aggregation=aggregation), f)
+  version = _copy_with_config(exports["classifier"], tmp_path, doc_stride=8,
+                              window_aggregation=aggregation)
   classified = serving.BertServingModel(version).classify(texts[3].text_a)
   np.testing.assert_allclose([classified["0"], classified["1"]], expected[3],
                              atol=1e-5, rtol=0)
@@ -225,13 +233,8 @@ def test_packed_faults_are_one_line(exports, tmp_path):
 
 def test_a_config_claiming_packed_rows_without_the_signature_is_one_line(
     exports, tmp_path):
-  version = str(tmp_path / "1")
-  shutil.copytree(exports["unpacked"], version)
-  path = os.path.join(version, "assets.extra", "serving_config.json")
-  with open(path, encoding="utf-8") as f:
-    config = json.load(f)
-  with open(path, "w", encoding="utf-8") as f:
-    json.dump(dict(config, max_examples_per_row=4), f)
+  version = _copy_with_config(exports["unpacked"], tmp_path,
+                              max_examples_per_row=4)
   with pytest.raises(ValueError) as raised:
     serving.BertServingModel(version)
   assert str(raised.value) == (
