@@ -148,6 +148,15 @@ def test_windows_of_long_texts_give_one_line_a_text(exports, mrpc_pairs,
   classified = serving.BertServingModel(version).classify(texts[3].text_a)
   np.testing.assert_allclose([classified["0"], classified["1"]], expected[3],
                              atol=1e-5, rtol=0)
+  # A pair's text_b is whole in every window: one too long is one line.
+  with pytest.raises(ValueError) as raised:
+    predict_saved_model.predict_classifier(
+        model, mrpc_pairs[3:4], str(tmp_path / "pairs.tsv"), batch_size=3,
+        doc_stride=8)
+  assert str(raised.value) == (
+      "example test-3: text_b has 91 tokens, which leaves no room for "
+      "text_a in max_seq_length=64 (with doc_stride, text_b is whole in "
+      "every window)")
 
 
 def test_the_packed_signature_sits_beside_the_unchanged_default(exports):

@@ -62,8 +62,8 @@ def encode_windows(example, tokenizer, max_seq_length, doc_stride=None):
     if budget < 1:
       raise ValueError(
           "example %s: text_b has %d tokens, which leaves no room for text_a "
-          "in --max_seq_length=%d" % (example.guid, len(tokens_b),
-                                      max_seq_length))
+          "in max_seq_length=%d (with doc_stride, text_b is whole in every "
+          "window)" % (example.guid, len(tokens_b), max_seq_length))
     spans = squad_data.doc_spans(len(tokens_a), budget, doc_stride) or [
         squad_data.DocSpan(0, 0)]
     packed = []
