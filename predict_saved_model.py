@@ -23,7 +23,9 @@ converted, and writes what that script's `--do_predict` writes:
 * NER exports: `--input_file` is a CoNLL file as run_ner.py reads it (the
   label column optional) -> `test_predictions.txt`, `token gold pred`
   lines; sentences longer than a window are split with the export's
-  `doc_stride`, and the entity scores are logged when the file has labels.
+  `doc_stride`, and the entity scores are logged when the file has labels
+  (tag sequences invalid in its scheme counted in one warning, as
+  run_ner.py does).
   With `--pack_sequences` (an export of `run_ner.py --pack_sequences`)
   several windows share a row of the packed signature, the lines the same.
 
@@ -127,6 +129,7 @@ from bert_tf.tasks.multiple_choice import features as mc_features
 from bert_tf.tasks.multiple_choice import predictions as mc_predictions
 from bert_tf.tasks.ner import metrics as ner_metrics
 from bert_tf.tasks.ner import reader as ner_reader
+from bert_tf.tasks.ner import tags as ner_tags
 from bert_tf.tasks.ner import task as ner_task
 from bert_tf.tasks.squad import data as squad_data
 from bert_tf.tasks.squad import predictions as squad_predictions
@@ -379,6 +382,10 @@ def _ner(version_dir, config, flag_values):
   ner_reader.check_labels(sentences, label_list, path,
                           "the export's label_list")
   logging.info("Read %d sentences from %s", len(sentences), path)
+  gold = [s.labels for s in sentences if s.labels is not None]
+  if gold:  # As run_ner.py --tag_scheme=auto: counted, kept as they are.
+    ner_tags.warn_invalid_tags(sentences, ner_tags.detect_tag_scheme(gold),
+                               path)
   model = serving.BertServingModel(version_dir)
   features = ner_task.window_features(
       path, sentences, label_list, model.tokenizer, model.max_seq_length,

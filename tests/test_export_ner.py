@@ -178,6 +178,24 @@ def _error(call):
   return str(raised.value)
 
 
+def test_invalid_tag_sequences_are_counted_in_one_warning(ner, tmp_path,
+                                                         caplog):
+  # As run_ner.py with --tag_scheme=auto: IOB2 detected (two B- starts to
+  # one I- start), the I-LOC after O counted and kept.
+  conll = tmp_path / "iob2.txt"
+  conll.write_text(
+      "John NNP I-NP B-PER\nSmith NNP I-NP I-PER\nsaid VBD I-VP O\n\n"
+      "Mary NNP I-NP B-PER\nsaw VBD I-VP O\nParis NNP I-NP I-LOC\n",
+      encoding="utf-8")
+  caplog.set_level("INFO", logger="absl")
+  lines = _served(ner, tmp_path / "o", test_file=str(conll)).splitlines()
+  assert [line.split()[:2] for line in lines if line][-1] == ["Paris",
+                                                             "I-LOC"]
+  assert ("%s: 1 of 2 sentences have a tag sequence that is invalid in IOB2 "
+          "(first: line 7, 'I-LOC' after 'O'); they are kept as they are" %
+          conll) in caplog.text
+
+
 def test_bad_ner_inputs_are_one_line(ner, tmp_path):
   bad = tmp_path / "bad.txt"
   bad.write_text("EU NNP I-NP I-ORG\nrejects VBZ I-VP\n", encoding="utf-8")
