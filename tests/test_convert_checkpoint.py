@@ -277,6 +277,33 @@ def test_round_trip_tf_hf_tf_reproduces_every_tensor_exactly(tmp_path):
   assert sorted(os.listdir(tmp_path)) == ["hf", "tf"]  # No temporary folders.
 
 
+def test_a_lamb_fp16_accumulating_run_converts_without_its_state(tmp_path):
+  # A pre-training checkpoint of --optimizer=lamb --use_fp16
+  # --gradient_accumulation_steps=2 holds its slots, accumulators, loss
+  # scale and counters beside the weights: the weights alone come out.
+  weights = _read_checkpoint(os.path.join(_conformance_dir(),
+                                          "bert_model.ckpt"))
+  stored = dict(weights)
+  for name, value in weights.items():
+    for suffix in ("lamb_m", "lamb_v", "gradient_accumulator"):
+      stored[name + "/" + suffix] = np.zeros_like(value)
+  for name in ("global_step", "lamb/update_count", "loss_scale/good_steps",
+               "loss_scale/skipped_updates",
+               "gradient_accumulation/micro_steps"):
+    stored[name] = np.array(3, np.int64)
+  stored["loss_scale"] = np.array(2.0 ** 15, np.float32)
+  prefix = str(tmp_path / "run" / "model.ckpt-3")
+  os.makedirs(os.path.dirname(prefix))
+  convert_checkpoint.write_tf_checkpoint(stored, prefix)
+  convert_checkpoint.tf_to_hf(
+      prefix, str(tmp_path / "hf"),
+      bert_config_file=os.path.join(_conformance_dir(), "bert_config.json"),
+      vocab_file=os.path.join(_conformance_dir(), "vocab.txt"))
+  convert_checkpoint.hf_to_tf(str(tmp_path / "hf"), str(tmp_path / "tf"))
+  _assert_same_tensors(
+      _read_checkpoint(str(tmp_path / "tf" / "bert_model.ckpt")), weights)
+
+
 def test_converted_folders_get_default_permissions(tmp_path):
   # mkdtemp makes folders private and safetensors writes 0600 files; the
   # shared vocab is read-only. Results to hand on must not keep those modes.

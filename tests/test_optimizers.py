@@ -14,11 +14,14 @@ from helpers import data_path
 import modeling
 import optimization
 from bert_tf.cli import flags as cli_flags
+from bert_tf.train import accumulation
 from bert_tf.train import adamw_fused
+from bert_tf.train import loss_scale
 from bert_tf.train import optimizer_base
 from bert_tf.train import optimizers
 from bert_tf.train import options as training_options
 from bert_tf.train import schedule
+from bert_tf.train import variables as variables_lib
 import test_optimization
 
 Options = optimization.OptimizerOptions
@@ -59,6 +62,25 @@ def test_each_name_builds_its_optimizer_from_the_options(name, cls):
           optimizer.beta_1, optimizer.beta_2, optimizer.epsilon,
           optimizer.exclude_from_weight_decay) == (0.5, 0.2, 0.8, 0.999,
                                                    1e-3, ["bias"])
+
+
+def test_every_optimizers_state_is_left_out_of_a_conversion():
+  # variables.is_training_state is what convert_checkpoint.py drops: every
+  # registered optimizer's slots and counters, the accumulators, the fp16
+  # loss scale and the step, and never a weight.
+  weight_name = "bert/encoder/layer_0/output/dense/kernel"
+  for name in optimizers.REGISTRY:
+    with tf.Graph().as_default():
+      weight = tf.get_variable(weight_name, [2, 2])
+      optimizers.build(0.1, Options(optimizer=name)).apply_gradients(
+          [(tf.ones([2, 2]), weight)])
+      loss_scale.DynamicLossScale(2.0, 10)
+      accumulation.Accumulators([weight], None)
+      tf.train.get_or_create_global_step()
+      names = [v.op.name for v in tf.global_variables()]
+    assert len(names) >= 8, (name, names)
+    assert [n for n in names if not variables_lib.is_training_state(n)] == [
+        weight_name], name
 
 
 def test_register_refuses_a_taken_or_odd_name_in_one_line():

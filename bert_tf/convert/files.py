@@ -18,15 +18,13 @@ from bert_tf import json_file
 from bert_tf.checks import checkpoint as checkpoint_checks
 from bert_tf.convert import keras_names
 from bert_tf.train import checkpoints
+from bert_tf.train import variables as variables_lib
 
 __all__ = ["read_json", "safetensors_files", "weight_files", "read_hf_weights",
            "hf_vocab_text", "log_lower_case", "write_tf_checkpoint",
            "resolve_tf_checkpoint", "read_tf_checkpoint",
            "atomic_output_dir", "check_output_dir"]
 
-# TF checkpoint variables that are not weights: optimizer state.
-_TF_SKIPPED_SUFFIXES = ("/adam_m", "/adam_v")
-_TF_SKIPPED_NAMES = ("global_step",)
 _PYTORCH_BIN_HINT = (
     "this converter never unpickles PyTorch files; convert it to safetensors "
     "first, e.g. python -c \"import torch, safetensors.torch as s; "
@@ -248,20 +246,20 @@ def resolve_tf_checkpoint(path):
 
 
 def read_tf_checkpoint(checkpoint_prefix):
-  """A checkpoint's weights (name -> numpy array), without optimizer slots
-  and global_step."""
+  """A checkpoint's weights (name -> numpy array), without its training
+  state (`variables_lib.is_training_state`: AdamW's or LAMB's slots,
+  accumulators, global_step, the loss scale, the input's position)."""
   reader = tf.train.load_checkpoint(
       checkpoint_checks.readable_prefix(checkpoint_prefix))
   tensors, skipped = {}, 0
   for name in sorted(reader.get_variable_to_shape_map()):
-    if (name in _TF_SKIPPED_NAMES or name.endswith(_TF_SKIPPED_SUFFIXES) or
-        name.startswith(checkpoints.POSITION_SCOPE + "/")):
+    if variables_lib.is_training_state(name):
       skipped += 1
       continue
     tensors[name] = reader.get_tensor(name)
   if skipped:
-    logging.info("Skipped %d optimizer variables (adam_m, adam_v, global_step)",
-                 skipped)
+    logging.info("Skipped %d training-state entries (optimizer slots, "
+                 "accumulators, step, loss scale, input position)", skipped)
   return tensors
 
 

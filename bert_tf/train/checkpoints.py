@@ -39,6 +39,7 @@ from bert_tf import tf_private
 from bert_tf.checks import checkpoint as checkpoint_checks
 from bert_tf.checks import lock as lock_checks
 from bert_tf.train import distribute as distribute_utils
+from bert_tf.train import variables as variables_lib
 
 __all__ = ["PREFIX", "INIT_RECORD", "KEEP_CHECKPOINT_MAX", "SANE_WEIGHT",
            "POSITION_SCOPE", "Saver", "Positions", "Position",
@@ -61,7 +62,7 @@ SANE_WEIGHT = 1e4
 # The scope of the checkpoint entries holding the training input's position
 # (its iterator's serialized state, a string scalar), which each checkpoint
 # of a one-device run holds beside the variables.
-POSITION_SCOPE = "input_position"
+POSITION_SCOPE = variables_lib.INPUT_POSITION_SCOPE
 _STEP_NAME = re.compile(r"^model\.ckpt-(\d+)$")
 
 
