@@ -144,14 +144,22 @@ class ClassifierTask:
                  len(rows), self.max_seq_length)
     return len(rows), owners, len(inputs)
 
+  def _packed_schema(self):
+    return packing.input_features(self.max_seq_length,
+                                  self.max_examples_per_row,
+                                  self.head.label_feature)
+
   def input_fn(self, path, is_training=False):
-    """The `input_fn` over a records file `write_records` wrote."""
+    """The `input_fn` over a records file `write_records` wrote (packed
+    rows: evaluation and prediction; `training` reads packed training rows
+    through `packing.training_input_fn`)."""
     if self.max_examples_per_row:
+      if is_training:
+        raise ValueError("packed training rows are read by "
+                         "packing.training_input_fn (see training)")
       return input_utils.tfrecord_input_fn_builder(
-          [path], packing.input_features(
-              self.max_seq_length, self.max_examples_per_row,
-              self.head.label_feature),
-          is_training=is_training, drop_remainder=is_training or self.use_tpu)
+          [path], self._packed_schema(), is_training=False,
+          drop_remainder=self.use_tpu)
     return features_lib.file_based_input_fn_builder(
         path, self.max_seq_length, is_training=is_training,
         drop_remainder=is_training or self.use_tpu,
@@ -177,9 +185,7 @@ class ClassifierTask:
       num_rows, _, num_records = self._write_rows(
           train_file, examples, None, window=packing.TRAINING_SPAN)
       input_fn = packing.training_input_fn(
-          train_file, packing.input_features(
-              self.max_seq_length, self.max_examples_per_row,
-              self.head.label_feature), num_records / max(1, num_rows))
+          train_file, self._packed_schema(), num_records / max(1, num_rows))
     else:
       num_records, _ = self.write_records(train_file, examples)
       input_fn = self.input_fn(train_file, is_training=True)
