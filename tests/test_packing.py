@@ -333,7 +333,7 @@ def test_classifier_packed_training_reads_the_file_in_order(tmp_path):
   real = first["example_index"][first["is_real_example"] == 1]
   assert len(real) >= 16  # About 32 examples, in whole rows.
   assert real.max() < 2 * packing.TRAINING_SPAN, real
-  # The evaluation input_fn, with its full-file shuffle, refuses them.
+  # The evaluation and prediction input_fn does not read them for training.
   with pytest.raises(ValueError, match="packing.training_input_fn"):
     task.input_fn(str(tmp_path / "train.tf_record"), is_training=True)
 
